@@ -1,0 +1,30 @@
+# Two entry points for a fresh machine: `make demo` and `make test`.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+export MUJOCO_GL ?= egl
+export PYOPENGL_PLATFORM ?= egl
+
+.PHONY: demo test lint setup clean-venv
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+
+# torch first, pinned to the CPU build on disk, so nothing later pulls a CUDA build.
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet torch==2.13.0
+	$(BIN)/pip install --quiet -e ".[policies,dev]"
+	touch $@
+
+setup: $(VENV)/.installed
+
+demo: setup
+	$(BIN)/robocompose demo
+
+test: setup
+	$(BIN)/ruff check robocompose tests benchmarks
+	$(BIN)/pytest
+
+lint: setup
+	$(BIN)/ruff check robocompose tests benchmarks

@@ -1,0 +1,44 @@
+"""Success-rate statistics shared by evaluation, search and benchmarks."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+Z_95 = 1.959963984540054
+
+
+@dataclass(frozen=True)
+class SuccessRate:
+    """A success rate with its episode count and Wilson 95% interval."""
+
+    successes: int
+    episodes: int
+    rate: float
+    ci_low: float
+    ci_high: float
+
+    def __str__(self) -> str:
+        return (
+            f"{100 * self.rate:.1f}% [{100 * self.ci_low:.1f}, {100 * self.ci_high:.1f}] "
+            f"(n={self.episodes})"
+        )
+
+
+def wilson_interval(successes: int, episodes: int, z: float = Z_95) -> tuple[float, float]:
+    """Wilson score interval; unlike the normal approximation it stays inside [0, 1] at 0 or n."""
+    if episodes <= 0:
+        return 0.0, 1.0
+    if not 0 <= successes <= episodes:
+        raise ValueError(f"`successes` must be in [0, episodes={episodes}]. Got {successes}.")
+    p = successes / episodes
+    denom = 1 + z**2 / episodes
+    centre = (p + z**2 / (2 * episodes)) / denom
+    half = z * math.sqrt(p * (1 - p) / episodes + z**2 / (4 * episodes**2)) / denom
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def success_rate(successes: int, episodes: int) -> SuccessRate:
+    low, high = wilson_interval(successes, episodes)
+    rate = successes / episodes if episodes else 0.0
+    return SuccessRate(successes, episodes, rate, low, high)
