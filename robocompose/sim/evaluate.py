@@ -1,0 +1,448 @@
+"""Evaluate a policy on a gymnasium env over a fixed seed list (DESIGN.md section 5).
+
+Every episode runs on exactly its seed, whatever `num_envs` is: the vector env never autoresets;
+a finished slot is reset with the next seed from the queue. Each episode is appended to a JSONL
+file as it finishes, so a killed run resumes where it stopped and nothing is counted twice.
+
+A record: {"env_id", "seed", "success", "score", "return", "length", "error", "elapsed_s"}.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, SupportsFloat
+
+import gymnasium as gym
+import imageio.v2 as imageio
+import numpy as np
+from gymnasium import spaces
+from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, VectorEnv
+from gymnasium.wrappers import TimeLimit
+from tqdm import tqdm
+
+from robocompose.stats import SuccessRate, success_rate
+
+__all__ = ["EvalResult", "evaluate"]
+
+SUCCESS_KEYS = ("success", "is_success")  # robocompose / gymnasium-robotics conventions
+FRAME_KEY = "robocompose_frame"  # info key carrying a rendered frame out of a sub-env
+VIDEO_OPTION = "robocompose_video_seeds"  # reset option: seeds whose frames to render
+DEFAULT_FPS = 10
+
+Policy = Callable[[Any], Any]
+
+
+@dataclass(frozen=True)
+class EvalResult:
+    """Per-seed records (in the order of the requested seeds) and their aggregate."""
+
+    env_id: str
+    records: list[dict[str, Any]]
+    success: SuccessRate
+    mean_score: float
+
+    @classmethod
+    def from_records(cls, env_id: str, records: list[dict[str, Any]]) -> EvalResult:
+        successes = sum(bool(r["success"]) for r in records)
+        scores = [float(r["score"]) for r in records]
+        mean_score = float(np.mean(scores)) if scores else math.nan
+        return cls(env_id, records, success_rate(successes, len(records)), mean_score)
+
+    @property
+    def episodes(self) -> int:
+        return len(self.records)
+
+    @property
+    def errors(self) -> int:
+        return sum(r["error"] is not None for r in self.records)
+
+    def summary(self) -> str:
+        """One line, e.g. "PushT: 87.0% [81.6, 91.0] (n=200), mean score 0.93"."""
+        line = f"{self.env_id}: {self.success}, mean score {self.mean_score:.2f}"
+        return line + (f", {self.errors} errors" if self.errors else "")
+
+
+def evaluate(
+    env: str | Callable[..., gym.Env],
+    policy: Policy,
+    seeds: Iterable[int],
+    *,
+    out: str | os.PathLike[str] | None = None,
+    num_envs: int | None = None,
+    vectorization: Literal["sync", "async"] = "sync",
+    env_kwargs: Mapping[str, Any] | None = None,
+    max_episode_steps: int | None = None,
+    stop_on_success: bool = True,
+    video_seeds: Iterable[int] = (),
+    video_dir: str | os.PathLike[str] | None = None,
+    progress: bool = True,
+    env_id: str | None = None,
+) -> EvalResult:
+    """Run one episode per seed and return the per-seed records and success rate.
+
+    Args:
+        env: a registered gymnasium id, or a factory called as `env(**env_kwargs)`.
+        policy: `policy(obs) -> actions (num_envs, *action_shape)`; `obs` is the batched
+            observation (a dict of arrays for Dict spaces) and is never modified here. An optional
+            `policy.reset(mask)` is called with the bool mask of slots starting a new episode.
+        seeds: unique episode seeds; each episode is `reset(seed=seed)` on a fresh slot.
+        out: JSONL file; seeds already in it are skipped and their records reused.
+        num_envs: parallel slots; default min(#seeds to run, 8).
+        vectorization: "sync" steps sub-envs in this process; "async" gives each a subprocess,
+            which on a 2-core machine pays only when physics or rendering dominates the step
+            (otherwise pickling and pipes make it slower than "sync").
+        max_episode_steps: time limit (overrides a registered one).
+        stop_on_success: end an episode at its first reported success (robomimic's rollout).
+        video_seeds: seeds (run in this call) to save as `video_dir/seed_{seed}.mp4`; an id is
+            made with render_mode="rgb_array", a factory must do that itself.
+        env_id: name for the records and summary; default the id or the factory's name.
+
+    An episode succeeds if `info["success"]` (else `info["is_success"]`) was true at any step;
+    its score is the max of `info["score"]` over the episode, else the return. A step or reset
+    that raises, or yields a non-finite observation/reward, ends that episode as failed with
+    `error` set, and the run continues. The last slots to finish leave others idle: idle slots
+    keep replaying their last seed and their episodes are discarded (the vector env steps all
+    slots together), which costs at most (num_envs - 1) episodes of compute at the tail.
+    """
+    seeds = [int(s) for s in seeds]
+    if not seeds or len(set(seeds)) != len(seeds):
+        raise ValueError(f"`seeds` must be non-empty and unique. Got {seeds}.")
+    if num_envs is not None and num_envs < 1:
+        raise ValueError(f"`num_envs` must be >= 1. Got {num_envs}.")
+    if vectorization not in ("sync", "async"):
+        raise ValueError(f"`vectorization` must be 'sync' or 'async'. Got {vectorization!r}.")
+    record_seeds = {int(s) for s in video_seeds}
+    if record_seeds - set(seeds):
+        raise ValueError(
+            f"`video_seeds` must be in `seeds`. Got extra {record_seeds - set(seeds)}."
+        )
+    if record_seeds and video_dir is None:
+        raise ValueError("`video_dir` must be given with `video_seeds`.")
+    name = env_id or _env_name(env)
+    path = Path(out) if out is not None else None
+    done = _read_records(path, name) if path is not None else {}
+    records = {s: done[s] for s in seeds if s in done}
+    queue = deque(s for s in seeds if s not in done)
+    if not queue:
+        return EvalResult.from_records(name, [records[s] for s in seeds])
+
+    n = min(num_envs or 8, len(queue))
+    env_fn = _env_factory(env, dict(env_kwargs or {}), max_episode_steps, bool(record_seeds))
+    vector_cls = SyncVectorEnv if vectorization == "sync" else AsyncVectorEnv
+    envs = vector_cls([env_fn] * n, autoreset_mode=AutoresetMode.DISABLED)
+    bar = tqdm(total=len(seeds), initial=len(records), desc=name, unit="ep", disable=not progress)
+    sink = None
+    try:
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            sink = path.open("a", encoding="utf-8")
+        rollouts = _Rollouts(envs, policy, queue, name, stop_on_success, record_seeds, video_dir)
+        for record in rollouts.run():
+            records[record["seed"]] = record
+            if sink is not None:
+                sink.write(json.dumps(record) + "\n")
+                sink.flush()
+                os.fsync(sink.fileno())
+            bar.update()
+            bar.set_postfix_str(f"success {sum(r['success'] for r in records.values())}")
+    finally:
+        bar.close()
+        envs.close()
+        if sink is not None:
+            sink.close()
+    return EvalResult.from_records(name, [records[s] for s in seeds])
+
+
+class _Rollouts:
+    """The slot bookkeeping of one run: which seed each slot plays and its running totals."""
+
+    def __init__(
+        self,
+        envs: VectorEnv,
+        policy: Policy,
+        queue: deque[int],
+        env_id: str,
+        stop_on_success: bool,
+        record_seeds: set[int],
+        video_dir: str | os.PathLike[str] | None,
+    ) -> None:
+        self.envs, self.policy, self.queue, self.env_id = envs, policy, queue, env_id
+        self.stop_on_success, self.record_seeds = stop_on_success, record_seeds
+        self.video_dir = Path(video_dir) if video_dir is not None else None
+        self.fps = float(envs.metadata.get("render_fps") or DEFAULT_FPS)
+        n = self.n = envs.num_envs
+        self.seed: list[int | None] = [None] * n  # None: idle, the slot's episodes are discarded
+        self.last_seed = [0] * n
+        self.ret, self.length = np.zeros(n), np.zeros(n, dtype=np.int64)
+        self.score: list[float | None] = [None] * n
+        self.success, self.t0 = [False] * n, [0.0] * n
+        self.frames: list[list[np.ndarray]] = [[] for _ in range(n)]
+        self.checked_keys = False
+
+    def run(self) -> Iterator[dict[str, Any]]:
+        """Yield each episode's record as it finishes, until the queue is empty."""
+        obs, finished = self._start(np.ones(self.n, dtype=bool))
+        yield from finished
+        shape = getattr(self.envs.single_action_space, "shape", None)
+        while any(s is not None for s in self.seed):
+            actions = np.asarray(self.policy(obs))
+            if shape is not None and actions.shape != (self.n, *shape):
+                raise ValueError(
+                    f"policy must return actions of shape {(self.n, *shape)}. Got {actions.shape}."
+                )
+            obs, reward, terminated, truncated, infos = self.envs.step(actions)
+            ended = np.logical_or(terminated, truncated)  # idle slots must be reset too
+            for i in range(self.n):
+                if self.seed[i] is None:
+                    continue
+                self.length[i] += 1
+                self.ret[i] += float(reward[i])
+                error = _info(infos, "error", i)
+                if error is None:
+                    self._update(infos, i)
+                frame = _info(infos, FRAME_KEY, i)
+                if frame is not None:
+                    self.frames[i].append(frame)
+                if error is not None or (self.stop_on_success and self.success[i]):
+                    ended[i] = True
+                if ended[i]:
+                    yield self._finish(i, error)
+            if ended.any():
+                obs, finished = self._start(ended)
+                yield from finished
+
+    def _start(self, mask: np.ndarray) -> tuple[Any, list[dict[str, Any]]]:
+        """Reset the masked slots on the next seeds; a reset that fails is an episode too."""
+        finished, union = [], mask.copy()
+        while mask.any():
+            starting = []
+            for i in np.flatnonzero(mask):
+                if self.queue:
+                    self.seed[i] = self.last_seed[i] = seed = self.queue.popleft()
+                    self.ret[i], self.length[i], self.score[i] = 0.0, 0, None
+                    self.success[i], self.t0[i], self.frames[i] = False, time.perf_counter(), []
+                    starting.append(seed)
+                else:
+                    self.seed[i] = None
+            if all(s is None for s in self.seed):
+                return None, finished  # the run is over: no slot left to reset
+            videos = [s for s in starting if s in self.record_seeds]
+            options = {"reset_mask": mask, VIDEO_OPTION: videos}
+            obs, infos = self.envs.reset(seed=list(self.last_seed), options=options)
+            failed = np.zeros(self.n, dtype=bool)
+            for i in np.flatnonzero(mask):
+                if self.seed[i] is None:
+                    continue
+                frame = _info(infos, FRAME_KEY, i)
+                if frame is not None:
+                    self.frames[i].append(frame)
+                error = _info(infos, "error", i)
+                if error is not None:
+                    finished.append(self._finish(i, error))
+                    failed[i] = True
+            mask = failed
+        reset = getattr(self.policy, "reset", None)
+        if callable(reset):
+            reset(union)
+        return obs, finished
+
+    def _update(self, infos: dict[str, Any], i: int) -> None:
+        """Fold one healthy step's info into slot i's success and score."""
+        flags = [_info(infos, key, i) for key in SUCCESS_KEYS]
+        if not self.checked_keys:
+            if all(flag is None for flag in flags):
+                keys = sorted(
+                    k
+                    for k in infos
+                    if not k.startswith("_") and k != FRAME_KEY and infos[f"_{k}"][i]
+                )
+                raise ValueError(
+                    f"env {self.env_id!r} must report info['success'] or info['is_success'] at "
+                    f"every step. Got info keys {keys}."
+                )
+            self.checked_keys = True
+        flag = flags[0] if flags[0] is not None else flags[1]
+        self.success[i] = self.success[i] or bool(flag)
+        score = _info(infos, "score", i)
+        if score is not None:
+            old = self.score[i]
+            self.score[i] = float(score) if old is None else max(old, float(score))
+
+    def _finish(self, i: int, error: str | None) -> dict[str, Any]:
+        seed = self.seed[i]
+        assert seed is not None
+        if self.frames[i] and self.video_dir is not None:
+            _save_video(self.video_dir / f"seed_{seed}.mp4", self.frames[i], self.fps)
+            self.frames[i] = []
+        score = self.score[i]
+        return {
+            "env_id": self.env_id,
+            "seed": seed,
+            "success": error is None and self.success[i],
+            "score": float(self.ret[i]) if score is None else score,
+            "return": float(self.ret[i]),
+            "length": int(self.length[i]),
+            "error": error,
+            "elapsed_s": round(time.perf_counter() - self.t0[i], 4),
+        }
+
+
+class _Guard(gym.Wrapper):
+    """Turns a crash or a non-finite value in one sub-env into a failed episode.
+
+    A vector env re-raises a sub-env's exception for the whole batch and cannot say which
+    sub-env failed, so each sub-env reports `info["error"]` with terminated=True instead, and a
+    zero observation of its space. It also renders frames for video seeds (see VIDEO_OPTION).
+    """
+
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        self._steps, self._error, self._record = 0, None, False
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        options = dict(options or {})
+        self._record = seed in options.pop(VIDEO_OPTION, ())
+        self._steps, self._error = 0, None
+        try:
+            obs, info = self.env.reset(seed=seed, options=options or None)
+            self._error = _nonfinite(obs, "at reset")
+        except Exception as exc:  # any sub-env failure becomes a record
+            obs, info, self._error = None, {}, f"{type(exc).__name__}: {exc}"
+        if self._error is not None:
+            return _zeros(self.observation_space), {"error": self._error}
+        return obs, self._with_frame(info)
+
+    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
+        if self._error is not None:
+            return _zeros(self.observation_space), 0.0, True, False, {"error": self._error}
+        self._steps += 1
+        try:
+            obs, reward, terminated, truncated, info = self.env.step(action)
+            self._error = _nonfinite(obs, f"at step {self._steps}")
+            if self._error is None and not np.isfinite(reward):
+                self._error = f"non-finite reward {reward} at step {self._steps}"
+        except Exception as exc:
+            self._error = f"{type(exc).__name__}: {exc}"
+        if self._error is not None:
+            return _zeros(self.observation_space), 0.0, True, False, {"error": self._error}
+        return obs, reward, terminated, truncated, self._with_frame(info)
+
+    def _with_frame(self, info: dict[str, Any]) -> dict[str, Any]:
+        if not self._record:
+            return info
+        frame = self.env.render()
+        if frame is None:
+            raise RuntimeError(
+                "a video seed needs render() to return an rgb array; create the env with "
+                "render_mode='rgb_array'."
+            )
+        return {**info, FRAME_KEY: np.asarray(frame)}
+
+
+def _env_factory(
+    env: str | Callable[..., gym.Env],
+    kwargs: dict[str, Any],
+    max_episode_steps: int | None,
+    render: bool,
+) -> Callable[[], gym.Env]:
+    def make() -> gym.Env:
+        if isinstance(env, str):
+            extra = {"render_mode": "rgb_array"} if render else {}
+            inner = gym.make(env, max_episode_steps=max_episode_steps, **{**extra, **kwargs})
+        else:
+            inner = env(**kwargs)
+            if max_episode_steps is not None:
+                inner = TimeLimit(inner, max_episode_steps)
+        return _Guard(inner)
+
+    return make
+
+
+def _env_name(env: str | Callable[..., gym.Env]) -> str:
+    if isinstance(env, str):
+        return env
+    func = getattr(env, "func", env)  # functools.partial
+    return getattr(func, "__qualname__", type(func).__name__)
+
+
+def _info(infos: dict[str, Any], key: str, i: int) -> Any:
+    """Slot i's value of a vector-env info key, or None if slot i did not report it."""
+    mask = infos.get(f"_{key}")
+    return infos[key][i] if mask is not None and mask[i] else None
+
+
+def _nonfinite(obs: Any, where: str, key: str = "") -> str | None:
+    """Describe the first non-finite float in an observation, or None if all are finite."""
+    if isinstance(obs, Mapping | tuple):
+        items = obs.items() if isinstance(obs, Mapping) else enumerate(obs)
+        found = (_nonfinite(v, where, f"{key}/{k}".lstrip("/")) for k, v in items)
+        return next((m for m in found if m is not None), None)
+    array = np.asarray(obs)
+    if np.issubdtype(array.dtype, np.inexact) and not np.isfinite(array).all():
+        return f"non-finite observation{f' in key {key!r}' if key else ''} {where}"
+    return None
+
+
+def _zeros(space: spaces.Space) -> Any:
+    """A zero observation of `space`, to stand in for a failed sub-env's."""
+    if isinstance(space, spaces.Dict):
+        return {k: _zeros(s) for k, s in space.spaces.items()}
+    if isinstance(space, spaces.Tuple):
+        return tuple(_zeros(s) for s in space.spaces)
+    if isinstance(space, spaces.Discrete):
+        return space.start
+    if isinstance(space, spaces.Box | spaces.MultiBinary | spaces.MultiDiscrete):
+        return np.zeros(space.shape, dtype=space.dtype)
+    return space.sample()
+
+
+def _read_records(path: Path, env_id: str) -> dict[int, dict[str, Any]]:
+    """Records already in `path` by seed; drops a last line cut short by a kill."""
+    if not path.exists():
+        return {}
+    data = path.read_bytes()
+    lines = data.split(b"\n")
+    records: dict[int, dict[str, Any]] = {}
+    good_end = pos = 0
+    for number, line in enumerate(lines, start=1):
+        if line.strip():
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                if any(rest.strip() for rest in lines[number:]):
+                    raise ValueError(f"{path}:{number} is not valid JSON: {line[:80]!r}") from None
+                break  # the line being written when the run was killed: run that seed again
+            if not isinstance(record, dict) or "seed" not in record:
+                raise ValueError(f"{path}:{number} must be a record with a 'seed'. Got {line!r}.")
+            if record.get("env_id") != env_id:
+                raise ValueError(
+                    f"{path} holds records of env {record.get('env_id')!r}, not {env_id!r}; "
+                    "use another `out` file rather than mixing envs."
+                )
+            records.setdefault(int(record["seed"]), record)
+        pos += len(line) + 1
+        good_end = min(pos, len(data))
+    if good_end < len(data):
+        with path.open("r+b") as f:
+            f.truncate(good_end)
+    elif data and not data.endswith(b"\n"):
+        with path.open("ab") as f:
+            f.write(b"\n")
+    return records
+
+
+def _save_video(path: Path, frames: list[np.ndarray], fps: float) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # macro_block_size=2: libx264/yuv420p needs even sides; 2 avoids rescaling small frames.
+    imageio.mimwrite(
+        path, [np.asarray(f, dtype=np.uint8) for f in frames], fps=fps, macro_block_size=2
+    )
