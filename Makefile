@@ -15,6 +15,9 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet torch==2.13.0
 	$(BIN)/pip install --quiet -e ".[policies,dev]"
+	# robomimic's dataset reader, for the compatibility test; its declared deps would pull
+	# torchvision and a CUDA torch, and the reader needs only termcolor beyond ours.
+	$(BIN)/pip install --quiet --no-deps robomimic==0.3.0 termcolor
 	touch $@
 
 setup: $(VENV)/.installed

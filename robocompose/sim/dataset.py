@@ -89,6 +89,7 @@ class DemoWriter:
         valid_fraction: float = 0.1,
         seed: int = 0,
         overwrite: bool = False,
+        append: bool = False,
     ) -> None:
         if not 0.0 <= valid_fraction < 1.0:
             raise ValueError(f"`valid_fraction` must be in [0, 1). Got {valid_fraction}.")
@@ -104,17 +105,33 @@ class DemoWriter:
         self.path = os.fspath(path)
         self.valid_fraction = valid_fraction
         self.seed = seed
-        self._file = h5py.File(self.path, "w" if overwrite else "x")
-        self._data = self._file.create_group("data")
-        self._data.attrs["env_args"] = env_args_json
+        if overwrite and append:
+            raise ValueError("`overwrite` and `append` exclude each other.")
         self._lengths: list[int] = []
         self._signature: dict[str, tuple[tuple[int, ...], bool]] | None = None
+        self.demo_attrs: list[dict[str, Any]] = []
+        if append and os.path.exists(self.path):
+            self._file = _open_for_append(self.path, json.loads(env_args_json))
+            self._data = self._file["data"]
+            for name in _demo_names(self._file, None):
+                demo = self._data[name]
+                self._lengths.append(int(demo.attrs["num_samples"]))
+                self.demo_attrs.append(dict(demo.attrs))
+                self._signature = _signature(demo)
+        else:
+            self._file = h5py.File(self.path, "w" if overwrite or append else "x")
+            self._data = self._file.create_group("data")
+            self._data.attrs["env_args"] = env_args_json
         self._update_metadata()
 
     def add_episode(
-        self, obs: Mapping[str, np.ndarray], actions: np.ndarray, rewards: np.ndarray
+        self,
+        obs: Mapping[str, np.ndarray],
+        actions: np.ndarray,
+        rewards: np.ndarray,
+        attrs: Mapping[str, Any] | None = None,
     ) -> str:
-        """Validate then write one episode as `demo_{i}`; returns that name."""
+        """Validate then write one episode as `demo_{i}` (with extra `attrs`, e.g. its seed)."""
         if not self._file:
             raise RuntimeError(f"DemoWriter for {self.path} is closed.")
         name = f"demo_{len(self._lengths)}"
@@ -154,11 +171,13 @@ class DemoWriter:
             dones[-1] = 1
             group.create_dataset("dones", data=dones)
             group.attrs["num_samples"] = len(actions)
+            group.attrs.update(dict(attrs or {}))
         except BaseException:
             del self._data[name]  # never leave a half-written demo behind
             raise
         self._signature = signature
         self._lengths.append(len(actions))
+        self.demo_attrs.append(dict(group.attrs))
         self._update_metadata()
         return name
 
@@ -190,6 +209,30 @@ class DemoWriter:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def _signature(demo: h5py.Group) -> dict[str, tuple[tuple[int, ...], bool]]:
+    arrays = {"actions": demo["actions"]} | {f"obs/{k}": v for k, v in demo["obs"].items()}
+    return {k: (v.shape[1:], v.dtype == np.uint8) for k, v in arrays.items()}
+
+
+def _open_for_append(path: str, env_args: dict[str, Any]) -> h5py.File:
+    """Reopen a file to add demos; it must hold demos of the same env and kwargs."""
+    f = _open(path)
+    f.close()
+    f = h5py.File(path, "a")
+    if "data" not in f:
+        f.close()
+        raise DatasetError(f"{path}: missing `data` group; cannot append to it.")
+    stored = json.loads(f["data"].attrs.get("env_args", "{}"))
+    for key in ("env_name", "env_kwargs"):
+        if stored.get(key) != env_args[key]:
+            f.close()
+            raise DatasetError(
+                f"{path}: `env_args.{key}` is {stored.get(key)!r}, cannot append demos of "
+                f"{env_args[key]!r}. Write to a new file."
+            )
+    return f
 
 
 def _open(path: str | os.PathLike[str]) -> h5py.File:

@@ -19,9 +19,12 @@ success = score >= `success_coverage` (0.95, the Diffusion Policy definition); t
 terminates at success. reward = score.
 
 ## Starting state
-Block centre uniform in [-init_xy_range, init_xy_range]^2, yaw uniform in
-[-init_yaw_range, init_yaw_range] around the goal's opposite... (see `_randomize`); pusher
-uniform in the workspace at least 0.12 m from the block. Starts already at the goal are redrawn.
+Block centre uniform in [-init_xy_range, init_xy_range]^2 (0.12 m), yaw = goal yaw + uniform in
+[-init_yaw_range, init_yaw_range] (pi); pusher uniform in 80% of the workspace, clear of the
+block. Starts that already cover half the goal are redrawn.
+
+## Episode end
+Terminates at success; truncated at 300 steps (30 s) by the registered time limit.
 
 ## Version history
 - v0: first release.
@@ -139,18 +142,23 @@ class PushTEnv(MujocoTaskEnv):
         self.action_space = gym.spaces.Box(-WORKSPACE_M, WORKSPACE_M, (2,), np.float32)
 
     def _bind(self) -> None:
-        self._block_qpos = self.model.joint("block_x").qposadr[0]
+        self.block_qpos_adr = self.model.joint("block_x").qposadr[0]
         self._pusher_qpos = self.model.joint("pusher_x").qposadr[0]
 
     def block_pose(self) -> tuple[float, float, float]:
-        x, y, yaw = self.data.qpos[self._block_qpos : self._block_qpos + 3]
+        x, y, yaw = self.data.qpos[self.block_qpos_adr : self.block_qpos_adr + 3]
         return float(x), float(y), float(yaw)
 
     def pusher_xy(self) -> np.ndarray:
         return self.data.qpos[self._pusher_qpos : self._pusher_qpos + 2].copy()
 
     def coverage(self) -> float:
-        return shape_overlap(T_RECTS, self.block_pose(), GOAL_POSE) / T_AREA
+        return self.coverage_of(self.block_pose())
+
+    @staticmethod
+    def coverage_of(pose: tuple[float, float, float]) -> float:
+        """Share of the goal T covered by a block at `pose` = (x, y, yaw)."""
+        return shape_overlap(T_RECTS, pose, GOAL_POSE) / T_AREA
 
     def _apply_action(self, action: np.ndarray) -> None:
         self.data.ctrl[:2] = action
@@ -168,7 +176,7 @@ class PushTEnv(MujocoTaskEnv):
             block = rng.uniform(-self.init_xy_range, self.init_xy_range, 2)
             yaw = GOAL_POSE[2] + rng.uniform(-self.init_yaw_range, self.init_yaw_range)
             pusher = rng.uniform(-0.8 * WORKSPACE_M, 0.8 * WORKSPACE_M, 2)
-            self.data.qpos[self._block_qpos : self._block_qpos + 3] = (*block, yaw)
+            self.data.qpos[self.block_qpos_adr : self.block_qpos_adr + 3] = (*block, yaw)
             if np.linalg.norm(pusher - block) > T_RADIUS_M + 3 * PUSHER_RADIUS_M and (
                 self.coverage() < 0.5
             ):

@@ -1,0 +1,115 @@
+"""Roll out a task's scripted expert and write its successful episodes as demonstrations."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from tqdm import tqdm
+
+from robocompose.sim.dataset import DemoWriter
+from robocompose.sim.tasks import get_task, make_env, make_expert
+from robocompose.stats import SuccessRate, success_rate
+
+
+@dataclass
+class ExpertEpisode:
+    seed: int
+    success: bool
+    score: float
+    obs: dict[str, np.ndarray]  # key -> (T, ...)
+    actions: np.ndarray  # (T, A)
+    rewards: np.ndarray  # (T,)
+    video: list[np.ndarray]  # rendered frames (T + 1), when asked for
+
+
+def run_expert_episode(env: Any, expert: Any, seed: int, *, video: bool = False) -> ExpertEpisode:
+    """One seeded episode of `expert` on `env` (a TimeLimit-wrapped suite env)."""
+    obs, info = env.reset(seed=seed)
+    expert.reset(env, np.random.default_rng(seed))
+    frames: dict[str, list[np.ndarray]] = {k: [] for k in obs}
+    rendered = [env.render()] if video else []
+    actions, rewards = [], []
+    success, score = bool(info["success"]), float(info["score"])
+    done = False
+    while not done:
+        action = expert.act(env)
+        for key, value in obs.items():
+            frames[key].append(value)
+        obs, reward, terminated, truncated, info = env.step(action)
+        actions.append(action)
+        rewards.append(reward)
+        if video:
+            rendered.append(env.render())
+        success, score = success or bool(info["success"]), max(score, float(info["score"]))
+        done = terminated or truncated
+    return ExpertEpisode(
+        seed=seed,
+        success=success,
+        score=score,
+        obs={k: np.stack(v) for k, v in frames.items()},
+        actions=np.asarray(actions, dtype=np.float32),
+        rewards=np.asarray(rewards, dtype=np.float32),
+        video=rendered,
+    )
+
+
+def collect(
+    task: str,
+    episodes: int,
+    out: str | os.PathLike[str],
+    *,
+    obs_keys: tuple[str, ...] = ("state",),
+    seed_start: int = 0,
+    max_attempts: int | None = None,
+    expert_config: dict[str, Any] | None = None,
+    progress: bool = True,
+) -> SuccessRate:
+    """Write `episodes` successful expert demos of `task` to `out` (robomimic hdf5 layout).
+
+    Seeds run upwards from `seed_start`; each demo stores its seed. Rerunning with the same `out`
+    appends until the file holds `episodes` demos, skipping seeds already in it, so an interrupted
+    collection resumes. Returns the expert's success rate over the episodes attempted in this call.
+    """
+    if episodes < 1:
+        raise ValueError(f"`episodes` must be >= 1. Got {episodes}.")
+    spec = get_task(task)
+    env_kwargs = {"obs_keys": list(obs_keys)}
+    env = make_env(spec.name, obs_keys=tuple(obs_keys))
+    expert = make_expert(spec.name, **(expert_config or {}))
+    max_attempts = max_attempts or 3 * episodes
+    attempted = successes = 0
+    with DemoWriter(out, spec.env_id, env_kwargs, append=True) as writer:
+        done_seeds = {int(a["seed"]) for a in writer.demo_attrs if "seed" in a}
+        bar = tqdm(
+            total=episodes,
+            initial=len(done_seeds),
+            desc=f"collect {spec.name}",
+            disable=not progress,
+        )
+        seed = seed_start
+        while len(writer.demo_attrs) < episodes and attempted < max_attempts:
+            if seed not in done_seeds:
+                episode = run_expert_episode(env, expert, seed)
+                attempted += 1
+                if episode.success:
+                    successes += 1
+                    writer.add_episode(
+                        episode.obs,
+                        episode.actions,
+                        episode.rewards,
+                        attrs={"seed": seed, "score": episode.score},
+                    )
+                    bar.update()
+                bar.set_postfix(expert_success=f"{successes}/{attempted}")
+            seed += 1
+        bar.close()
+        if len(writer.demo_attrs) < episodes:
+            raise RuntimeError(
+                f"{spec.name}: only {len(writer.demo_attrs)} of {episodes} demos after "
+                f"{attempted} expert episodes; the expert fails too often on this setting."
+            )
+    env.close()
+    return success_rate(successes, attempted)
