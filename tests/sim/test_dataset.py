@@ -97,6 +97,26 @@ def test_file_layout(tmp_path: Path) -> None:
     assert [e.name.encode() for e in load_demos(path, filter_key="valid")] == valid
 
 
+def test_append_adds_demos_and_keeps_attrs(tmp_path: Path) -> None:
+    path = tmp_path / "demos.hdf5"
+    _write(path, [4, 5])
+    extra = _episode(6, seed=9)
+    with DemoWriter(path, "robocompose/PushT-v0", {"max_steps": 300}, append=True) as writer:
+        assert len(writer.demo_attrs) == 2
+        assert writer.add_episode(**extra, attrs={"seed": 9}) == "demo_2"
+    with h5py.File(path) as f:
+        assert f["data"].attrs["total"] == 15
+        assert f["data/demo_2"].attrs["seed"] == 9
+    assert [len(e) for e in load_demos(path)] == [4, 5, 6]
+
+
+def test_append_refuses_other_env(tmp_path: Path) -> None:
+    path = tmp_path / "demos.hdf5"
+    _write(path, [4])
+    with pytest.raises(DatasetError, match=r"env_args.env_kwargs.*cannot append"):
+        DemoWriter(path, "robocompose/PushT-v0", {"max_steps": 100}, append=True)
+
+
 def test_interrupted_writer_keeps_finished_demos(tmp_path: Path) -> None:
     path = tmp_path / "demos.hdf5"
     with pytest.raises(KeyboardInterrupt), DemoWriter(path, "env") as writer:
