@@ -382,8 +382,33 @@ class SequenceWindows:
                 f"n_obs_steps={n_obs_steps}, n_action_steps={n_action_steps})."
             )
 
+        self._frames: np.ndarray | None = None
+
     def __len__(self) -> int:
         return len(self._windows)
+
+    def batch(self, indices: np.ndarray) -> dict[str, Any]:
+        """Windows `indices` gathered at once: {"obs": {key: (B, n_obs_steps, ...)},
+        "actions": (B, horizon, A)}; the fast path for training on a whole in-memory dataset."""
+        if self._frames is None:
+            offsets = np.cumsum([0] + [len(e) for e in self.episodes])
+            self._frames = np.stack(
+                [
+                    offsets[e] + np.clip(np.arange(start, start + self.horizon), 0, len(ep) - 1)
+                    for e, start in self._windows
+                    for ep in (self.episodes[e],)
+                ]
+            )
+            self._obs = {
+                k: np.concatenate([e.obs[k] for e in self.episodes]) for k in self.obs_keys
+            }
+            self._actions = np.concatenate([e.actions for e in self.episodes])
+        frames = self._frames[np.asarray(indices)]
+        obs_frames = frames[:, : self.n_obs_steps]
+        return {
+            "obs": {k: v[obs_frames] for k, v in self._obs.items()},
+            "actions": self._actions[frames],
+        }
 
     def __getitem__(self, i: int) -> dict[str, Any]:
         """{"obs": {key: (n_obs_steps, ...)}, "actions": (horizon, A)}, fresh writable copies."""

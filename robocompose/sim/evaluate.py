@@ -9,6 +9,7 @@ A record: {"env_id", "seed", "success", "score", "return", "length", "error", "e
 
 from __future__ import annotations
 
+import inspect
 import json
 import math
 import os
@@ -91,7 +92,9 @@ def evaluate(
         env: a registered gymnasium id, or a factory called as `env(**env_kwargs)`.
         policy: `policy(obs) -> actions (num_envs, *action_shape)`; `obs` is the batched
             observation (a dict of arrays for Dict spaces) and is never modified here. An optional
-            `policy.reset(mask)` is called with the bool mask of slots starting a new episode.
+            `policy.reset(mask)` is called with the bool mask of slots starting a new episode,
+            as `policy.reset(mask, seeds=...)` if it takes `seeds` (each slot's episode seed,
+            so a stochastic policy can draw its noise per episode, independent of batching).
         seeds: unique episode seeds; each episode is `reset(seed=seed)` on a fresh slot.
         out: JSONL file; seeds already in it are skipped and their records reused.
         num_envs: parallel slots; default min(#seeds to run, 8).
@@ -250,7 +253,10 @@ class _Rollouts:
             mask = failed
         reset = getattr(self.policy, "reset", None)
         if callable(reset):
-            reset(union)
+            if "seeds" in inspect.signature(reset).parameters:
+                reset(union, seeds=np.array([-1 if s is None else s for s in self.last_seed]))
+            else:
+                reset(union)
         return obs, finished
 
     def _update(self, infos: dict[str, Any], i: int) -> None:

@@ -231,9 +231,7 @@ class TabletopEnv(MujocoTaskEnv):
         self, rng: np.random.Generator, keep_out: Sequence[np.ndarray] = (), keep_out_m: float = 0
     ) -> None:
         """Cubes at random non-overlapping xy and yaw; gripper open at a random height."""
-        xys = sample_positions(
-            rng, len(self.cube_names), keep_out=keep_out, keep_out_m=keep_out_m
-        )
+        xys = sample_positions(rng, len(self.cube_names), keep_out=keep_out, keep_out_m=keep_out_m)
         for i, xy in enumerate(xys):
             self._place_cube(i, xy, rng.uniform(0.0, np.pi / 2))
         ee = np.array([*rng.uniform(-0.1, 0.1, 2), rng.uniform(0.12, 0.18)])
@@ -305,4 +303,3 @@ class PickPlaceEnv(TabletopEnv):
         target = rng.uniform(-0.12, 0.12, 2)
         self.data.mocap_pos[self._target_mocap, :2] = target
         self._randomize_scene(rng, keep_out=[target], keep_out_m=TARGET_RADIUS_M + 0.05)
-

@@ -298,6 +298,15 @@ def test_windows_by_hand() -> None:
         windows[4]
 
 
+def test_batch_gathers_the_same_windows() -> None:
+    windows = SequenceWindows([_ramp(5, "a"), _ramp(7, "b")], ["x"], 2, 4, 2)
+    indices = np.array([0, 3, len(windows) - 1, 3])
+    batch = windows.batch(indices)
+    for row, i in enumerate(indices):
+        np.testing.assert_array_equal(batch["obs"]["x"][row], windows[i]["obs"]["x"])
+        np.testing.assert_array_equal(batch["actions"][row], windows[i]["actions"])
+
+
 def test_windows_across_episodes_and_short_ones() -> None:
     # Per episode: T - horizon + n_obs_steps + n_action_steps - 1 windows, or none if negative.
     episodes = [_ramp(5, "a"), _ramp(1, "short"), _ramp(3, "b")]

@@ -1,0 +1,110 @@
+"""What every generative action-chunk policy shares: normalisers, observation encoder, backbone.
+
+A family (diffusion, flow) adds its training loss, its native sampler and its Denoiser adapter.
+Shapes: observations (B, T, ...) with T = n_obs_steps; action chunks (B, H, A).
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+
+import torch
+from torch import nn
+
+from robocompose.policies.config import PolicyConfig
+from robocompose.policies.denoiser import Denoiser
+from robocompose.policies.encoders import ObservationEncoder
+from robocompose.policies.networks import make_backbone
+from robocompose.policies.normalizer import AffineNormalizer
+
+
+def is_image_shape(shape: tuple[int, ...]) -> bool:
+    return len(shape) == 3
+
+
+class GenerativePolicy(nn.Module):
+    """A conditional generative model of normalised action chunks given observation history."""
+
+    def __init__(self, config: PolicyConfig, normalizers: dict[str, AffineNormalizer]) -> None:
+        super().__init__()
+        if config.action_dim < 1 or not config.obs_shapes:
+            raise ValueError(
+                "`action_dim` and `obs_shapes` must describe the data (training fills them from "
+                f"the dataset). Got action_dim={config.action_dim}, obs_shapes={config.obs_shapes}."
+            )
+        missing = [k for k in ("action", *self._low_dim_keys(config)) if k not in normalizers]
+        if missing:
+            raise ValueError(f"`normalizers` must include {missing}. Got {sorted(normalizers)}.")
+        self.config = config
+        self.normalizers = normalizers
+        shapes = {k: config.obs_shapes[k] for k in config.obs_keys}
+        self.encoder = ObservationEncoder(
+            shapes, config.n_obs_steps, image_feature_dim=config.image_feature_dim
+        )
+        self.net = make_backbone(
+            config.backbone,
+            action_dim=config.action_dim,
+            horizon=config.horizon,
+            global_cond_dim=self.encoder.out_dim,
+            **config.backbone_kwargs,
+        )
+
+    @staticmethod
+    def _low_dim_keys(config: PolicyConfig) -> list[str]:
+        return [k for k in config.obs_keys if not is_image_shape(config.obs_shapes[k])]
+
+    @property
+    def action_normalizer(self) -> AffineNormalizer:
+        return self.normalizers["action"]
+
+    def encode(self, obs: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Observation history {key: (B, T, ...)} -> conditioning vector (B, C)."""
+        normed = {}
+        for key in self.config.obs_keys:
+            if key not in obs:
+                raise ValueError(f"observation must have key {key!r}. Got {sorted(obs)}.")
+            value = obs[key]
+            if key in self.normalizers:
+                value = self.normalizers[key].normalize(value.float())
+            normed[key] = value
+        return self.encoder(normed)
+
+    def bound_net(self, cond: torch.Tensor):
+        """The backbone with the observation bound: (x (B, H, A), t (B,)) -> (B, H, A)."""
+        return lambda x, t: self.net(x, t, cond)
+
+    @abstractmethod
+    def loss(self, obs: dict[str, torch.Tensor], actions: torch.Tensor) -> torch.Tensor:
+        """Training loss on a batch; `actions` (B, H, A) unnormalised."""
+
+    @abstractmethod
+    def sample_normalized(
+        self, cond: torch.Tensor, steps: int, noise: torch.Tensor
+    ) -> torch.Tensor:
+        """The family's own sampler from unit `noise` (B, H, A): normalised action chunks."""
+
+    @abstractmethod
+    def denoiser(self, obs: dict[str, torch.Tensor]) -> Denoiser:
+        """The EDM-view Denoiser of this policy for one observation batch."""
+
+    @torch.no_grad()
+    def sample(
+        self,
+        obs: dict[str, torch.Tensor],
+        steps: int | None = None,
+        noise: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Action chunks (B, H, A) in env units from the native sampler; `noise` (B, H, A)."""
+        cond = self.encode(obs)
+        if noise is None:
+            noise = torch.randn(self.chunk_shape(cond.shape[0]), device=cond.device)
+        steps = steps or self.config.num_inference_steps
+        return self.action_normalizer.unnormalize(self.sample_normalized(cond, steps, noise))
+
+    def chunk_shape(self, batch: int) -> tuple[int, int, int]:
+        return (batch, self.config.horizon, self.config.action_dim)
+
+    def executed_slice(self) -> slice:
+        """Which chunk steps are executed: from the current (last observed) step on."""
+        start = self.config.n_obs_steps - 1
+        return slice(start, start + self.config.n_action_steps)

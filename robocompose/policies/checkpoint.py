@@ -1,0 +1,121 @@
+"""Checkpoints: a folder with `model.safetensors` (weights) and `config.json` (everything else).
+
+No pickle anywhere. config.json holds the PolicyConfig, the normalisers and free-form metadata
+(task, dataset, training steps and minutes). Training state for resuming lives beside it in
+`train_state.safetensors` and `train_state.json`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import load_file, save_file
+
+from robocompose.policies.base import GenerativePolicy
+from robocompose.policies.config import PolicyConfig
+from robocompose.policies.diffusion import DiffusionPolicy
+from robocompose.policies.flow import FlowPolicy
+from robocompose.policies.normalizer import AffineNormalizer
+
+POLICY_FAMILIES: dict[str, type[GenerativePolicy]] = {
+    "diffusion": DiffusionPolicy,
+    "flow": FlowPolicy,
+}
+WEIGHTS, CONFIG = "model.safetensors", "config.json"
+
+
+class CheckpointError(ValueError):
+    """A checkpoint folder that is missing, malformed, or does not fit the asked config."""
+
+
+def build_policy(
+    config: PolicyConfig, normalizers: dict[str, AffineNormalizer]
+) -> GenerativePolicy:
+    return POLICY_FAMILIES[config.family](config, normalizers)
+
+
+def save_policy(
+    policy: GenerativePolicy,
+    folder: str | os.PathLike[str],
+    metadata: dict[str, Any] | None = None,
+    state_dict: dict[str, torch.Tensor] | None = None,
+) -> Path:
+    """Write `policy` (or `state_dict`, e.g. EMA weights, into its architecture) to `folder`."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    weights = {
+        k: v.detach().contiguous().cpu() for k, v in (state_dict or policy.state_dict()).items()
+    }
+    write_atomic(folder / WEIGHTS, lambda p: save_file(weights, str(p)))
+    document = {
+        "policy": policy.config.to_dict(),
+        "normalizers": {k: n.to_dict() for k, n in policy.normalizers.items()},
+        "metadata": metadata or {},
+    }
+    write_atomic(folder / CONFIG, lambda p: p.write_text(json.dumps(document, indent=2) + "\n"))
+    return folder
+
+
+def read_checkpoint_config(folder: str | os.PathLike[str]) -> dict[str, Any]:
+    path = Path(folder) / CONFIG
+    if not path.is_file():
+        raise CheckpointError(f"{folder}: not a checkpoint folder (no {CONFIG}).")
+    try:
+        document = json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise CheckpointError(f"{path}: not valid JSON ({e}).") from e
+    for key in ("policy", "normalizers"):
+        if key not in document:
+            raise CheckpointError(f"{path}: missing field `{key}`.")
+    return document
+
+
+def load_policy(
+    folder: str | os.PathLike[str], expected: PolicyConfig | None = None
+) -> GenerativePolicy:
+    """Load a checkpoint; with `expected`, every config field must match (errors name them)."""
+    document = read_checkpoint_config(folder)
+    try:
+        config = PolicyConfig.from_dict(document["policy"])
+    except (TypeError, ValueError) as e:
+        raise CheckpointError(f"{folder}/{CONFIG}: bad `policy` config: {e}") from e
+    if expected is not None:
+        diff = config.mismatches(expected)
+        if diff:
+            raise CheckpointError(
+                f"{folder}: checkpoint does not match the config (checkpoint vs config): "
+                + "; ".join(diff)
+            )
+    normalizers = {k: AffineNormalizer.from_dict(v) for k, v in document["normalizers"].items()}
+    policy = build_policy(config, normalizers)
+    weights_path = Path(folder) / WEIGHTS
+    if not weights_path.is_file():
+        raise CheckpointError(f"{folder}: missing {WEIGHTS}.")
+    weights = load_file(str(weights_path))
+    own = policy.state_dict()
+    missing, unexpected = sorted(set(own) - set(weights)), sorted(set(weights) - set(own))
+    if missing or unexpected:
+        raise CheckpointError(
+            f"{weights_path}: weights do not fit the config: missing {missing[:5]}, "
+            f"unexpected {unexpected[:5]}."
+        )
+    for name, tensor in weights.items():
+        if tensor.shape != own[name].shape:
+            raise CheckpointError(
+                f"{weights_path}: `{name}` has shape {tuple(tensor.shape)}, the config builds "
+                f"{tuple(own[name].shape)}."
+            )
+    policy.load_state_dict({k: v.to(own[k].dtype) for k, v in weights.items()})
+    policy.metadata = document.get("metadata", {})
+    return policy.eval()
+
+
+def write_atomic(path: Path, write) -> None:
+    """Write to a temporary file then rename, so a kill never leaves half a checkpoint."""
+    tmp = path.with_name(path.name + ".tmp")
+    write(tmp)
+    os.replace(tmp, path)

@@ -1,0 +1,103 @@
+"""Run a chunk-predicting policy in vector envs: observation history and action queues per env.
+
+The evaluation harness calls `runner(obs)` with batched observations (num_envs, ...) and
+`runner.reset(mask)` when envs start new episodes. Each env keeps its last `n_obs_steps`
+observations (the first one repeated after a reset, as Diffusion Policy pads) and a queue of
+executed actions; envs whose queue is empty are re-planned together in one batched call.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Protocol
+
+import numpy as np
+import torch
+
+
+class ChunkPredictor(Protocol):
+    """Anything that maps observation history (and unit noise) to the actions to execute next."""
+
+    obs_keys: tuple[str, ...]
+    n_obs_steps: int
+    noise_shape: tuple[int, ...]  # per env, e.g. (H, A)
+
+    def predict_actions(self, obs: dict[str, torch.Tensor], noise: torch.Tensor) -> torch.Tensor:
+        """{key: (B, n_obs_steps, ...)}, noise (B, *noise_shape) -> (B, n_action_steps, A)."""
+        ...
+
+
+def _noise_seed(runner_seed: int, episode_seed: int) -> int:
+    return (runner_seed * 1_000_003 + episode_seed) % (2**63)
+
+
+class PolicyRunner:
+    """The harness-facing callable around a `ChunkPredictor`."""
+
+    def __init__(self, predictor: ChunkPredictor, seed: int = 0) -> None:
+        self.predictor = predictor
+        self.seed = seed
+        self._history: list[deque[dict[str, np.ndarray]]] = []
+        self._queue: list[deque[np.ndarray]] = []
+        self._noise: list[torch.Generator] = []
+
+    def reset(self, mask: np.ndarray | None = None, seeds: np.ndarray | None = None) -> None:
+        """Forget the masked envs' history; their sampling noise restarts from their episode seed,
+        so an episode's actions do not depend on which slot or batch it ran in."""
+        if mask is None:
+            self._history, self._queue, self._noise = [], [], []
+            return
+        self._grow(len(mask))
+        for i in np.flatnonzero(mask):
+            self._history[i].clear()
+            self._queue[i].clear()
+            episode_seed = int(seeds[i]) if seeds is not None else i
+            self._noise[i].manual_seed(_noise_seed(self.seed, episode_seed))
+
+    def _grow(self, num_envs: int) -> None:
+        while len(self._history) < num_envs:
+            self._history.append(deque(maxlen=self.predictor.n_obs_steps))
+            self._queue.append(deque())
+            generator = torch.Generator()
+            generator.manual_seed(_noise_seed(self.seed, len(self._noise)))
+            self._noise.append(generator)
+
+    def __call__(self, obs: dict[str, np.ndarray]) -> np.ndarray:
+        keys, n = self.predictor.obs_keys, self.predictor.n_obs_steps
+        num_envs = len(next(iter(obs.values())))
+        self._grow(num_envs)
+        for i in range(num_envs):
+            frame = {k: np.array(obs[k][i]) for k in keys}
+            history = self._history[i]
+            if not history:
+                history.extend([frame] * n)
+            else:
+                history.append(frame)
+        replan = [i for i in range(num_envs) if not self._queue[i]]
+        if replan:
+            batch = {
+                k: torch.as_tensor(np.stack([[f[k] for f in self._history[i]] for i in replan]))
+                for k in keys
+            }
+            shape = self.predictor.noise_shape
+            noise = torch.stack([torch.randn(shape, generator=self._noise[i]) for i in replan])
+            with torch.no_grad():
+                actions = self.predictor.predict_actions(batch, noise).cpu().numpy()
+            for row, i in enumerate(replan):
+                self._queue[i].extend(actions[row])
+        return np.stack([self._queue[i].popleft() for i in range(num_envs)])
+
+
+class PolicyPredictor:
+    """A single policy as a `ChunkPredictor`, through its native sampler."""
+
+    def __init__(self, policy, steps: int | None = None) -> None:
+        self.policy = policy
+        self.obs_keys = policy.config.obs_keys
+        self.n_obs_steps = policy.config.n_obs_steps
+        self.noise_shape = policy.chunk_shape(1)[1:]
+        self.steps = steps
+
+    def predict_actions(self, obs: dict[str, torch.Tensor], noise: torch.Tensor) -> torch.Tensor:
+        chunk = self.policy.sample(obs, self.steps, noise)
+        return chunk[:, self.policy.executed_slice()]
