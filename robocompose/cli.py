@@ -27,6 +27,33 @@ def _collect(args: argparse.Namespace) -> None:
     print(f"{args.task}: wrote {args.out}; expert success this run {rate}")
 
 
+def _train(args: argparse.Namespace) -> None:
+    from robocompose.overrides import config_from_overrides
+    from robocompose.policies.train import TrainConfig, train
+
+    config = config_from_overrides(TrainConfig, args.overrides)
+    folder = train(config)
+    print(f"checkpoint: {folder}")
+
+
+def _eval(args: argparse.Namespace) -> None:
+    from robocompose.policies.evaluation import evaluate_checkpoint
+
+    seeds = range(args.seed_start, args.seed_start + args.episodes)
+    video_seeds = [int(s) for s in args.video_seeds.split(",") if s]
+    eval_dir = Path(args.out).parent if args.out else Path(args.checkpoint) / "eval"
+    result = evaluate_checkpoint(
+        args.checkpoint,
+        seeds,
+        out=args.out or eval_dir / "episodes.jsonl",
+        steps=args.steps,
+        num_envs=args.num_envs,
+        video_seeds=video_seeds,
+        video_dir=eval_dir / "videos" if video_seeds else None,
+    )
+    print(result.summary())
+
+
 def _demo(args: argparse.Namespace) -> None:
     """For now: the scripted expert on every task, a table and one video per task."""
     import imageio
@@ -70,6 +97,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed-start", type=int, default=0)
     p.add_argument("--expert-config", default="", help="JSON, e.g. '{\"action_noise_m\": 0.003}'")
     p.set_defaults(func=_collect)
+
+    p = verbs.add_parser(
+        "train",
+        help="train a policy: key=value overrides of TrainConfig",
+        description="e.g. robocompose train dataset=data/pusht.hdf5 out=ckpt/pusht_flow "
+        "policy.family=flow policy.backbone=mlp steps=5000",
+    )
+    p.add_argument("overrides", nargs="*", help="key=value, e.g. policy.family=flow steps=2000")
+    p.set_defaults(func=_train)
+
+    p = verbs.add_parser("eval", help="evaluate a checkpoint on its task")
+    p.add_argument("checkpoint", help="checkpoint folder (config.json + model.safetensors)")
+    p.add_argument("--episodes", type=int, default=50)
+    p.add_argument("--seed-start", type=int, default=100_000, help="first evaluation seed")
+    p.add_argument("--steps", type=int, default=None, help="denoising steps (default: config)")
+    p.add_argument("--num-envs", type=int, default=None)
+    p.add_argument("--out", default=None, help="episodes JSONL (default: CHECKPOINT/eval/)")
+    p.add_argument("--video-seeds", default="", help="comma-separated seeds to film")
+    p.set_defaults(func=_eval)
 
     p = verbs.add_parser("demo", help="the main job")
     p.add_argument("--episodes", type=int, default=5)

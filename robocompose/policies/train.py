@@ -117,8 +117,12 @@ def learning_rate(config: TrainConfig, step: int) -> float:
     return config.lr * 0.5 * (1.0 + math.cos(math.pi * min(progress, 1.0)))
 
 
-def train(config: TrainConfig, progress: bool = True) -> Path:
-    """Train (or resume) and return the run folder holding the final checkpoint."""
+def train(config: TrainConfig, progress: bool = True, stop_at_step: int | None = None) -> Path:
+    """Train (or resume) and return the run folder holding the latest checkpoint.
+
+    `stop_at_step` ends the session early with everything saved, exactly as an interruption
+    right after that step's checkpoint would; running again resumes to `config.steps`.
+    """
     if config.torch_threads:
         torch.set_num_threads(config.torch_threads)
     out = Path(config.out)
@@ -133,7 +137,8 @@ def train(config: TrainConfig, progress: bool = True) -> Path:
     bar = tqdm(total=config.steps, initial=step, desc=f"train {out.name}", disable=not progress)
     start, smoothed = time.perf_counter(), None
     policy.train()
-    while step < config.steps:
+    last = config.steps if stop_at_step is None else min(stop_at_step, config.steps)
+    while step < last:
         index = torch.randint(len(windows), (config.batch_size,), generator=sampler)
         batch = windows.batch(index.numpy())
         obs = {k: torch.from_numpy(np.asarray(v)) for k, v in batch["obs"].items()}
@@ -148,7 +153,7 @@ def train(config: TrainConfig, progress: bool = True) -> Path:
         smoothed = loss.item() if smoothed is None else 0.98 * smoothed + 0.02 * loss.item()
         bar.update()
         bar.set_postfix(loss=f"{smoothed:.4f}")
-        if step % config.checkpoint_every == 0 or step == config.steps:
+        if step % config.checkpoint_every == 0 or step in (config.steps, last):
             elapsed = minutes + (time.perf_counter() - start) / 60
             meta = metadata | {"step": step, "train_minutes": elapsed, "loss": smoothed}
             save_policy(policy, out, meta, state_dict=ema)

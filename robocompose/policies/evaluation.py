@@ -1,0 +1,51 @@
+"""Evaluate a trained checkpoint on the task it was trained for, through the sim harness."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+from robocompose.policies.checkpoint import load_policy
+from robocompose.policies.runner import PolicyPredictor, PolicyRunner
+from robocompose.sim.evaluate import EvalResult, evaluate
+from robocompose.sim.tasks import register_tasks
+
+
+def evaluate_checkpoint(
+    checkpoint: str | os.PathLike[str],
+    seeds: Iterable[int],
+    *,
+    out: str | os.PathLike[str] | None = None,
+    steps: int | None = None,
+    num_envs: int | None = None,
+    video_seeds: Iterable[int] = (),
+    video_dir: str | os.PathLike[str] | None = None,
+    progress: bool = True,
+) -> EvalResult:
+    """Success (Wilson 95% CI) and score of `checkpoint` over `seeds` on its own task.
+
+    The env id and env kwargs (observation keys) come from the checkpoint's metadata, so the
+    policy sees exactly the observations it was trained on.
+    """
+    policy = load_policy(checkpoint)
+    task = policy.metadata.get("task")
+    if not task:
+        raise ValueError(f"{checkpoint}: metadata has no `task`; cannot pick the env to run.")
+    register_tasks()
+    env_kwargs = dict(policy.metadata.get("env_kwargs", {}))
+    if "obs_keys" in env_kwargs:
+        env_kwargs["obs_keys"] = tuple(env_kwargs["obs_keys"])
+    runner = PolicyRunner(PolicyPredictor(policy, steps))
+    return evaluate(
+        task,
+        runner,
+        seeds,
+        out=out,
+        num_envs=num_envs,
+        env_kwargs=env_kwargs,
+        video_seeds=video_seeds,
+        video_dir=video_dir,
+        progress=progress,
+        env_id=f"{task}:{Path(checkpoint).name}",
+    )
