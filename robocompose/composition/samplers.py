@@ -7,11 +7,14 @@ and stays finite when the grid starts at sigma = inf (see `robocompose.policies.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 
 import torch
 
 from robocompose.policies.denoiser import DenoiserOutput, initial_noise_to_x
+
+TARGET_ACCEPT = 0.57  # MALA's optimal acceptance rate (Roberts & Rosenthal 1998)
 
 DenoiseFn = Callable[[torch.Tensor, float], DenoiserOutput]
 
@@ -32,3 +35,119 @@ def sample_euler(denoise: DenoiseFn, noise: torch.Tensor, sigmas: Sequence[float
         out = denoise(x, sigma)
         x = out.x0_hat if sigma_next == 0.0 else out.x0_hat + sigma_next * out.eps_hat
     return x
+
+
+@torch.no_grad()
+def sample_heun(denoise: DenoiseFn, noise: torch.Tensor, sigmas: Sequence[float]) -> torch.Tensor:
+    """Heun's 2nd-order method (Karras et al. 2022, Algorithm 1 without churn).
+
+    A step from sigma = inf has no trapezoid to take and falls back to Euler; the last step (to
+    sigma 0) is Euler too, as in the paper.
+    """
+    _check_sigmas(sigmas)
+    x = initial_noise_to_x(noise, sigmas[0])
+    for sigma, sigma_next in zip(sigmas[:-1], sigmas[1:], strict=True):
+        out = denoise(x, sigma)
+        if sigma_next == 0.0 or math.isinf(sigma):
+            x = out.x0_hat if sigma_next == 0.0 else out.x0_hat + sigma_next * out.eps_hat
+            continue
+        x_euler = x + (sigma_next - sigma) * out.eps_hat
+        out_next = denoise(x_euler, sigma_next)
+        x = x + (sigma_next - sigma) * 0.5 * (out.eps_hat + out_next.eps_hat)
+    return x
+
+
+def ancestral_step(
+    out: DenoiserOutput, sigma: float, sigma_next: float, generator: torch.Generator | None
+) -> torch.Tensor:
+    """DDPM-style ancestral step (k-diffusion's `get_ancestral_step`, eta 1): go down to
+    sigma_down deterministically, add fresh noise of std sigma_up, sigma_down^2 + sigma_up^2 =
+    sigma_next^2. At sigma = inf all of sigma_next is fresh noise."""
+    if sigma_next == 0.0:
+        return out.x0_hat
+    ratio = 0.0 if math.isinf(sigma) else (sigma_next / sigma) ** 2
+    sigma_up = sigma_next * math.sqrt(1.0 - ratio)
+    sigma_down = math.sqrt(max(sigma_next**2 - sigma_up**2, 0.0))
+    z = torch.randn(out.x0_hat.shape, generator=generator, dtype=out.x0_hat.dtype)
+    return out.x0_hat + sigma_down * out.eps_hat + sigma_up * z
+
+
+@torch.no_grad()
+def sample_ancestral(
+    denoise: DenoiseFn,
+    noise: torch.Tensor,
+    sigmas: Sequence[float],
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
+    """Stochastic sampler: Euler-Maruyama on the reverse SDE in its ancestral (DDPM) form."""
+    _check_sigmas(sigmas)
+    x = initial_noise_to_x(noise, sigmas[0])
+    for sigma, sigma_next in zip(sigmas[:-1], sigmas[1:], strict=True):
+        x = ancestral_step(denoise(x, sigma), sigma, sigma_next, generator)
+    return x
+
+
+@torch.no_grad()
+def sample_annealed_mcmc(
+    denoise: DenoiseFn,
+    noise: torch.Tensor,
+    sigmas: Sequence[float],
+    generator: torch.Generator | None = None,
+    *,
+    mcmc_steps: int = 10,
+    step_scale: float = 0.1,
+    method: str = "mala",
+) -> torch.Tensor:
+    """Euler between noise levels plus MCMC at each level (Du et al. 2023, "Reduce, Reuse,
+    Recycle"): the corrector targets the density whose score the composed denoiser gives at that
+    level, so a product of experts is sampled, not just the composed ODE's end point.
+
+    "ula" is unadjusted Langevin with step size step_scale * sigma^2 at level sigma. "mala" adds
+    a Metropolis test whose log-density difference is the trapezoid line integral of the score
+    between the two points (exact for Gaussians, needs no energy model), and adapts its step size
+    toward an acceptance rate of 0.57 (carried from level to level): at low sigma a fixed
+    sigma^2 step barely moves. The last level before 0 is corrected, then denoised once.
+    """
+    if method not in ("ula", "mala"):
+        raise ValueError(f"`method` must be 'ula' or 'mala'. Got {method!r}.")
+    _check_sigmas(sigmas)
+    if math.isinf(sigmas[0]):
+        raise ValueError("annealed MCMC needs a finite sigma_max (scores vanish at inf).")
+    x = initial_noise_to_x(noise, sigmas[0])
+    dims = tuple(range(1, x.ndim))
+    eps_size: float | None = None
+    out = denoise(x, sigmas[0])
+    for sigma_next in sigmas[1:]:
+        if sigma_next == 0.0:
+            return out.x0_hat
+        x = out.x0_hat + sigma_next * out.eps_hat
+        if method == "ula" or eps_size is None:
+            eps_size = step_scale * sigma_next**2
+        score = -denoise(x, sigma_next).eps_hat / sigma_next
+        for _ in range(mcmc_steps):
+            z = torch.randn(x.shape, generator=generator, dtype=x.dtype)
+            proposal = x + eps_size * score + math.sqrt(2 * eps_size) * z
+            score_p = -denoise(proposal, sigma_next).eps_hat / sigma_next
+            if method == "ula":
+                x, score = proposal, score_p
+                continue
+            log_ratio = (0.5 * (score + score_p) * (proposal - x)).sum(dims)
+            forward = ((proposal - x - eps_size * score) ** 2).sum(dims)
+            backward = ((x - proposal - eps_size * score_p) ** 2).sum(dims)
+            log_accept = log_ratio - (backward - forward) / (4 * eps_size)
+            u = torch.rand(log_accept.shape, generator=generator, dtype=x.dtype)
+            accept = (torch.log(u) < log_accept).view(-1, *([1] * (x.ndim - 1)))
+            x = torch.where(accept, proposal, x)
+            score = torch.where(accept, score_p, score)
+            eps_size *= 1.2 if accept.double().mean().item() > TARGET_ACCEPT else 1 / 1.2
+        eps_hat = -score * sigma_next  # D at the corrected point, reused for the next move
+        out = DenoiserOutput(x - sigma_next * eps_hat, eps_hat)
+    return out.x0_hat
+
+
+SAMPLERS = {
+    "euler": sample_euler,
+    "heun": sample_heun,
+    "ancestral": sample_ancestral,
+    "mcmc": sample_annealed_mcmc,
+}

@@ -43,12 +43,17 @@ def save_policy(
     folder: str | os.PathLike[str],
     metadata: dict[str, Any] | None = None,
     state_dict: dict[str, torch.Tensor] | None = None,
+    dtype: torch.dtype | None = None,
 ) -> Path:
-    """Write `policy` (or `state_dict`, e.g. EMA weights, into its architecture) to `folder`."""
+    """Write `policy` (or `state_dict`, e.g. EMA weights, into its architecture) to `folder`.
+
+    `dtype` (e.g. torch.float16) stores floating-point weights smaller; loading casts back.
+    """
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     weights = {
-        k: v.detach().contiguous().cpu() for k, v in (state_dict or policy.state_dict()).items()
+        k: v.detach().to(dtype if dtype and v.is_floating_point() else v.dtype).contiguous().cpu()
+        for k, v in (state_dict or policy.state_dict()).items()
     }
     write_atomic(folder / WEIGHTS, lambda p: save_file(weights, str(p)))
     document = {

@@ -51,6 +51,8 @@ class TrainConfig:
     demo_offset: int = 0  # train on demos [demo_offset, demo_offset + max_demos)
     max_demos: int | None = None
     torch_threads: int | None = None
+    # the inference checkpoint's weight dtype: float16 halves what the repo ships
+    checkpoint_dtype: str = "float32"
 
     def __post_init__(self) -> None:
         for name in ("steps", "batch_size", "checkpoint_every"):
@@ -58,6 +60,11 @@ class TrainConfig:
                 raise ValueError(f"`{name}` must be >= 1. Got {getattr(self, name)}.")
         if not 0.0 <= self.ema_decay < 1.0:
             raise ValueError(f"`ema_decay` must be in [0, 1). Got {self.ema_decay}.")
+        if self.checkpoint_dtype not in ("float32", "float16", "bfloat16"):
+            raise ValueError(
+                "`checkpoint_dtype` must be float32, float16 or bfloat16. "
+                f"Got {self.checkpoint_dtype!r}."
+            )
         if self.max_demos is not None and self.max_demos < 1:
             raise ValueError(f"`max_demos` must be >= 1 or None. Got {self.max_demos}.")
 
@@ -69,9 +76,9 @@ class TrainConfig:
 
 def prepare(config: TrainConfig) -> tuple[GenerativePolicy, SequenceWindows, dict[str, Any]]:
     """Read the dataset, fit normalisers, build the policy; returns (policy, windows, metadata)."""
-    episodes = load_demos(config.dataset, config.policy.obs_keys)
+    all_episodes = load_demos(config.dataset, config.policy.obs_keys)
     stop = None if config.max_demos is None else config.demo_offset + config.max_demos
-    episodes = episodes[config.demo_offset : stop]
+    episodes = all_episodes[config.demo_offset : stop]
     if not episodes:
         raise ValueError(
             f"no demos selected from {config.dataset} (demo_offset={config.demo_offset}, "
@@ -86,8 +93,10 @@ def prepare(config: TrainConfig) -> tuple[GenerativePolicy, SequenceWindows, dic
         }
     )
     low_dim = [k for k in policy_config.obs_keys if not is_image_shape(policy_config.obs_shapes[k])]
-    normalizers = {"action": AffineNormalizer.from_stats(action_stats(episodes))}
-    for key, stats in obs_stats(episodes, low_dim).items():
+    # Normalisers come from the whole file, not the subset trained on: policies trained on
+    # different subsets of one dataset then share one action space and compose directly.
+    normalizers = {"action": AffineNormalizer.from_stats(action_stats(all_episodes))}
+    for key, stats in obs_stats(all_episodes, low_dim).items():
         normalizers[key] = AffineNormalizer.from_stats(stats)
     torch.manual_seed(config.seed)
     policy = build_policy(policy_config, normalizers)
@@ -156,7 +165,8 @@ def train(config: TrainConfig, progress: bool = True, stop_at_step: int | None =
         if step % config.checkpoint_every == 0 or step in (config.steps, last):
             elapsed = minutes + (time.perf_counter() - start) / 60
             meta = metadata | {"step": step, "train_minutes": elapsed, "loss": smoothed}
-            save_policy(policy, out, meta, state_dict=ema)
+            dtype = getattr(torch, config.checkpoint_dtype)
+            save_policy(policy, out, meta, state_dict=ema, dtype=dtype)
             _save_state(out, config, policy, optimizer, ema, sampler, step, elapsed)
     bar.close()
     return out

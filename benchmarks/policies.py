@@ -1,0 +1,65 @@
+"""Success of every shipped checkpoint on its task: >= 200 seeded episodes, Wilson 95% CI.
+
+Episodes go to runs/benchmarks/policies/<checkpoint>.jsonl as they finish, so a killed run
+resumes. Evaluation seeds start at 100000, away from the demonstration seeds.
+
+    python benchmarks/policies.py [--episodes 200] [--only NAME]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from checkpoints import RESULTS, ROOT, shipped_checkpoints
+
+from robocompose.policies.checkpoint import read_checkpoint_config
+from robocompose.policies.evaluation import evaluate_checkpoint
+
+EVAL_SEED_START = 100_000
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--episodes", type=int, default=200)
+    parser.add_argument("--only", default="", help="comma-separated checkpoint names")
+    args = parser.parse_args()
+    path = RESULTS / "policies.json"
+    rows = (
+        {r["checkpoint"]: r for r in json.loads(path.read_text())["checkpoints"]}
+        if path.exists()
+        else {}
+    )
+    only = {s for s in args.only.split(",") if s}
+    for folder in shipped_checkpoints():
+        if only and folder.name not in only:
+            continue
+        document = read_checkpoint_config(folder)
+        meta, cfg = document["metadata"], document["policy"]
+        seeds = range(EVAL_SEED_START, EVAL_SEED_START + args.episodes)
+        log = ROOT / "runs" / "benchmarks" / "policies" / f"{folder.name}.jsonl"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        result = evaluate_checkpoint(folder, seeds, out=log)
+        rows[folder.name] = {
+            "checkpoint": folder.name,
+            "task": meta["task"],
+            "family": cfg["family"],
+            "backbone": cfg["backbone"],
+            "obs": "+".join(cfg["obs_keys"]),
+            "demos": len(meta["demos"]),
+            "success": result.success.rate,
+            "ci_low": result.success.ci_low,
+            "ci_high": result.success.ci_high,
+            "episodes": result.episodes,
+            "mean_score": result.mean_score,
+            "train_minutes": meta["train_minutes"],
+            "train_steps": meta["step"],
+        }
+        print(result.summary(), flush=True)
+        RESULTS.mkdir(exist_ok=True)
+        document_out = {"checkpoints": sorted(rows.values(), key=lambda r: r["checkpoint"])}
+        path.write_text(json.dumps(document_out, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
