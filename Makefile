@@ -31,3 +31,22 @@ test: setup
 
 lint: setup
 	$(BIN)/ruff check robocompose tests benchmarks
+
+# ---- shipped checkpoints: the exact commands that reproduce them ---------------------------
+# `make checkpoints` collects expert demos per task, then trains each shipped policy on them.
+TASKS := PushT PickPlace PickPlaceTwoCubes Stack
+DEMOS ?= 200
+DIFFUSION_UNET := policy.family=diffusion policy.backbone=unet steps=8000 batch_size=128 checkpoint_dtype=float16 torch_threads=2
+FLOW_MLP := policy.family=flow policy.backbone=mlp steps=20000 batch_size=256 checkpoint_dtype=float16 torch_threads=2
+
+data/%.hdf5: | setup
+	$(BIN)/robocompose collect $* --episodes $(DEMOS) --out $@
+
+checkpoints/%_diffusion_unet/config.json: | data/%.hdf5
+	$(BIN)/robocompose train dataset=data/$*.hdf5 out=$(@D) $(DIFFUSION_UNET)
+
+checkpoints/%_flow_mlp/config.json: | data/%.hdf5
+	$(BIN)/robocompose train dataset=data/$*.hdf5 out=$(@D) $(FLOW_MLP)
+
+.PHONY: checkpoints
+checkpoints: $(foreach t,$(TASKS),checkpoints/$(t)_diffusion_unet/config.json checkpoints/$(t)_flow_mlp/config.json)

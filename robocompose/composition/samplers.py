@@ -17,6 +17,21 @@ from robocompose.policies.denoiser import DenoiserOutput, initial_noise_to_x
 TARGET_ACCEPT = 0.57  # MALA's optimal acceptance rate (Roberts & Rosenthal 1998)
 
 DenoiseFn = Callable[[torch.Tensor, float], DenoiserOutput]
+# One generator for the batch, or one per batch row: per-row generators make each row's draws
+# independent of which other rows share its batch (an episode's noise must not depend on that).
+Rng = torch.Generator | Sequence[torch.Generator] | None
+
+
+def randn(shape: Sequence[int], rng: Rng, dtype: torch.dtype) -> torch.Tensor:
+    if rng is None or isinstance(rng, torch.Generator):
+        return torch.randn(tuple(shape), generator=rng, dtype=dtype)
+    return torch.stack([torch.randn(tuple(shape[1:]), generator=g, dtype=dtype) for g in rng])
+
+
+def rand(shape: Sequence[int], rng: Rng, dtype: torch.dtype) -> torch.Tensor:
+    if rng is None or isinstance(rng, torch.Generator):
+        return torch.rand(tuple(shape), generator=rng, dtype=dtype)
+    return torch.stack([torch.rand(tuple(shape[1:]), generator=g, dtype=dtype) for g in rng])
 
 
 def _check_sigmas(sigmas: Sequence[float]) -> None:
@@ -58,7 +73,7 @@ def sample_heun(denoise: DenoiseFn, noise: torch.Tensor, sigmas: Sequence[float]
 
 
 def ancestral_step(
-    out: DenoiserOutput, sigma: float, sigma_next: float, generator: torch.Generator | None
+    out: DenoiserOutput, sigma: float, sigma_next: float, generator: Rng
 ) -> torch.Tensor:
     """DDPM-style ancestral step (k-diffusion's `get_ancestral_step`, eta 1): go down to
     sigma_down deterministically, add fresh noise of std sigma_up, sigma_down^2 + sigma_up^2 =
@@ -68,7 +83,7 @@ def ancestral_step(
     ratio = 0.0 if math.isinf(sigma) else (sigma_next / sigma) ** 2
     sigma_up = sigma_next * math.sqrt(1.0 - ratio)
     sigma_down = math.sqrt(max(sigma_next**2 - sigma_up**2, 0.0))
-    z = torch.randn(out.x0_hat.shape, generator=generator, dtype=out.x0_hat.dtype)
+    z = randn(out.x0_hat.shape, generator, out.x0_hat.dtype)
     return out.x0_hat + sigma_down * out.eps_hat + sigma_up * z
 
 
@@ -77,7 +92,7 @@ def sample_ancestral(
     denoise: DenoiseFn,
     noise: torch.Tensor,
     sigmas: Sequence[float],
-    generator: torch.Generator | None = None,
+    generator: Rng = None,
 ) -> torch.Tensor:
     """Stochastic sampler: Euler-Maruyama on the reverse SDE in its ancestral (DDPM) form."""
     _check_sigmas(sigmas)
@@ -92,7 +107,7 @@ def sample_annealed_mcmc(
     denoise: DenoiseFn,
     noise: torch.Tensor,
     sigmas: Sequence[float],
-    generator: torch.Generator | None = None,
+    generator: Rng = None,
     *,
     mcmc_steps: int = 10,
     step_scale: float = 0.1,
@@ -125,7 +140,7 @@ def sample_annealed_mcmc(
             eps_size = step_scale * sigma_next**2
         score = -denoise(x, sigma_next).eps_hat / sigma_next
         for _ in range(mcmc_steps):
-            z = torch.randn(x.shape, generator=generator, dtype=x.dtype)
+            z = randn(x.shape, generator, x.dtype)
             proposal = x + eps_size * score + math.sqrt(2 * eps_size) * z
             score_p = -denoise(proposal, sigma_next).eps_hat / sigma_next
             if method == "ula":
@@ -135,7 +150,7 @@ def sample_annealed_mcmc(
             forward = ((proposal - x - eps_size * score) ** 2).sum(dims)
             backward = ((x - proposal - eps_size * score_p) ** 2).sum(dims)
             log_accept = log_ratio - (backward - forward) / (4 * eps_size)
-            u = torch.rand(log_accept.shape, generator=generator, dtype=x.dtype)
+            u = rand(log_accept.shape, generator, x.dtype)
             accept = (torch.log(u) < log_accept).view(-1, *([1] * (x.ndim - 1)))
             x = torch.where(accept, proposal, x)
             score = torch.where(accept, score_p, score)

@@ -1,0 +1,186 @@
+"""A composed policy: K pretrained parents, an operator and weights, a sampler; runs in the harness.
+
+Each parent keeps its own observation keys and history length (it takes the last n_obs_steps
+frames of the shared history) and its own horizon (aligned on the current step, see
+`ComposedDenoiser`). All parents must act in one normalised action space: matching normalisers, or
+an explicit opt-in (`allow_normalizer_mismatch`) that maps each parent affinely into the first's
+space, which rescales the noise per dimension and is therefore not exact.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from robocompose.composition.composed import ActionMap, ComposedDenoiser, karras_sigmas
+from robocompose.composition.operators import OPERATORS, Operator
+from robocompose.composition.samplers import SAMPLERS
+from robocompose.policies.base import GenerativePolicy
+
+POLICY_OPERATORS = (*OPERATORS, "mixture")
+
+
+@dataclass
+class CompositionConfig:
+    """How to compose: operator name, weights (one per parent), sampler, steps, sigma grid."""
+
+    operator: str = "convex"
+    weights: Sequence[float] = (0.5, 0.5)
+    sampler: str = "euler"
+    steps: int = 10
+    grid: str = "reference"  # "reference" = parent 0's own grid, or "karras"
+    sigma_max: float = 80.0  # karras grid only
+    sigma_min: float = 0.002  # karras grid only
+    sigma_switch: float = 1.0  # schedule only: weights (w, 1 - w) above, (1 - w, w)... see below
+    low_weights: Sequence[float] | None = None  # schedule only: weights below sigma_switch
+    sampler_kwargs: dict[str, Any] = field(default_factory=dict)
+    parallel: bool = True
+    allow_normalizer_mismatch: bool = False
+
+    def __post_init__(self) -> None:
+        self.weights = [float(w) for w in self.weights]
+        if self.operator not in POLICY_OPERATORS:
+            raise ValueError(
+                f"`operator` must be one of {POLICY_OPERATORS}. Got {self.operator!r}."
+            )
+        if self.sampler not in SAMPLERS:
+            raise ValueError(f"`sampler` must be one of {tuple(SAMPLERS)}. Got {self.sampler!r}.")
+        if self.grid not in ("reference", "karras"):
+            raise ValueError(f"`grid` must be 'reference' or 'karras'. Got {self.grid!r}.")
+        if self.steps < 1:
+            raise ValueError(f"`steps` must be >= 1. Got {self.steps}.")
+        if self.operator == "schedule" and self.low_weights is None:
+            raise ValueError("`low_weights` must be set for operator 'schedule'.")
+
+    def make_operator(self) -> Operator:
+        if self.operator == "schedule":
+            return OPERATORS["schedule"](self.weights, self.low_weights, self.sigma_switch)
+        return OPERATORS[self.operator](self.weights)
+
+
+def action_maps(
+    parents: Sequence[GenerativePolicy], allow_mismatch: bool
+) -> list[ActionMap | None]:
+    """Affine maps from parent 0's normalised actions to each parent's; refuse unless allowed."""
+    ref = parents[0].action_normalizer
+    maps: list[ActionMap | None] = [None]
+    for i, parent in enumerate(parents[1:], start=1):
+        norm = parent.action_normalizer
+        if norm.allclose(ref):
+            maps.append(None)
+            continue
+        if not allow_mismatch:
+            raise ValueError(
+                f"parent {i}'s action normaliser differs from parent 0's (scale {norm.scale} vs "
+                f"{ref.scale}). Composing then rescales the noise per action dimension; pass "
+                "allow_normalizer_mismatch=True to compose in parent 0's space anyway."
+            )
+        scale = torch.as_tensor(norm.scale / ref.scale)
+        offset = torch.as_tensor(norm.offset - ref.offset * norm.scale / ref.scale)
+        maps.append(ActionMap(scale, offset))
+    return maps
+
+
+_EXECUTOR: ThreadPoolExecutor | None = None
+
+
+def shared_executor() -> ThreadPoolExecutor:
+    """One thread pool for every composed policy of the process (parents run concurrently)."""
+    global _EXECUTOR
+    if _EXECUTOR is None:
+        _EXECUTOR = ThreadPoolExecutor(max_workers=4, thread_name_prefix="parent")
+    return _EXECUTOR
+
+
+def row_generators(noise: torch.Tensor) -> list[torch.Generator]:
+    """One generator per batch row, seeded from that row's noise values."""
+    seeds = (noise.flatten(1).double().abs().sum(1) * 1e6).long() % (2**62)
+    return [torch.Generator().manual_seed(int(s)) for s in seeds]
+
+
+class ComposedPolicy:
+    """A `ChunkPredictor` (see `robocompose.policies.runner`) over K composed parents."""
+
+    def __init__(self, parents: Sequence[GenerativePolicy], config: CompositionConfig) -> None:
+        if len(parents) < 2:
+            raise ValueError(f"composition needs >= 2 parents. Got {len(parents)}.")
+        if len(config.weights) != len(parents):
+            raise ValueError(
+                f"`weights` must have one entry per parent ({len(parents)}). "
+                f"Got {len(config.weights)}: {config.weights}."
+            )
+        dims = [p.config.action_dim for p in parents]
+        if len(set(dims)) != 1:
+            raise ValueError(f"parents must share one action dimension. Got {dims}.")
+        self.parents = list(parents)
+        self.config = config
+        self.maps = action_maps(parents, config.allow_normalizer_mismatch)
+        ref = parents[0].config
+        self.obs_keys = tuple(dict.fromkeys(k for p in parents for k in p.config.obs_keys))
+        self.n_obs_steps = max(p.config.n_obs_steps for p in parents)
+        # align chunks on the current step: parent i's step n_i - 1 is the reference's n_0 - 1
+        self.starts = [ref.n_obs_steps - p.config.n_obs_steps for p in parents]
+        # mixture: one extra noise row is the per-chunk draw of which parent to run
+        extra = 1 if config.operator == "mixture" else 0
+        self.noise_shape = (ref.horizon + extra, ref.action_dim)
+        self.executed = parents[0].executed_slice()
+        self.operator = None if config.operator == "mixture" else config.make_operator()
+        if self.operator is None and any(w < 0 for w in config.weights):
+            raise ValueError(f"mixture `weights` must be >= 0. Got {config.weights}.")
+        self._executor = shared_executor() if config.parallel else None
+
+    def denoiser(self, obs: dict[str, torch.Tensor]) -> ComposedDenoiser:
+        """The composed D for one observation batch (each parent conditions on its own view)."""
+        assert self.operator is not None, "mixture has no single denoiser"
+        bound = [p.denoiser(self._view(p, obs)) for p in self.parents]
+        return ComposedDenoiser(bound, self.operator, self.starts, self.maps, self._executor)
+
+    def sigmas(self, denoiser: ComposedDenoiser) -> list[float]:
+        cfg = self.config
+        if cfg.grid == "karras":
+            return karras_sigmas(cfg.steps, cfg.sigma_min, cfg.sigma_max)
+        return denoiser.sigmas(cfg.steps)
+
+    def sample_normalized(self, obs: dict[str, torch.Tensor], noise: torch.Tensor) -> torch.Tensor:
+        """Composed chunks (B, H_0, A) in parent 0's normalised action space.
+
+        Stochastic samplers draw from per-row generators seeded by each row's own noise, so an
+        episode's chunks do not depend on the batch it ran in."""
+        denoiser = self.denoiser(obs)
+        kwargs = dict(self.config.sampler_kwargs)
+        if self.config.sampler in ("ancestral", "mcmc"):
+            kwargs["generator"] = row_generators(noise)
+        return SAMPLERS[self.config.sampler](denoiser, noise, self.sigmas(denoiser), **kwargs)
+
+    def predict_actions(self, obs: dict[str, torch.Tensor], noise: torch.Tensor) -> torch.Tensor:
+        if self.operator is None:
+            return self._mixture(obs, noise)
+        chunk = self.sample_normalized(obs, noise)
+        return self.parents[0].action_normalizer.unnormalize(chunk)[:, self.executed]
+
+    def _mixture(self, obs: dict[str, torch.Tensor], noise: torch.Tensor) -> torch.Tensor:
+        """OR: each env draws one parent per chunk with probability w_i, which samples alone."""
+        weights = torch.tensor(self.config.weights, dtype=torch.float64)
+        u = torch.special.ndtr(noise[:, -1, 0].double())  # the extra noise row -> U(0, 1)
+        cdf = torch.cumsum(weights / weights.sum(), 0)
+        choice = torch.searchsorted(cdf, u.contiguous()).clamp(max=len(self.parents) - 1)
+        n_exec = self.executed.stop - self.executed.start
+        out = torch.empty(noise.shape[0], n_exec, noise.shape[-1])
+        for i, parent in enumerate(self.parents):
+            rows = torch.nonzero(choice == i).flatten()
+            if len(rows) == 0:
+                continue
+            view = {k: v[rows] for k, v in self._view(parent, obs).items()}
+            chunk = parent.sample(view, self.config.steps, noise[rows, : parent.config.horizon])
+            begin = self.executed.start - self.starts[i]  # parent i's current step
+            out[rows] = chunk[:, begin : begin + n_exec]
+        return out
+
+    @staticmethod
+    def _view(parent: GenerativePolicy, obs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        n = parent.config.n_obs_steps
+        return {k: obs[k][:, -n:] for k in parent.config.obs_keys}

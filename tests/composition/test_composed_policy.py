@@ -1,0 +1,165 @@
+"""Composed policies: mixture proportions, horizon overlap, refusals, merge, search logic."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from robocompose.composition.composed import ComposedDenoiser, karras_sigmas
+from robocompose.composition.merge import merge_parameters
+from robocompose.composition.operators import Convex
+from robocompose.composition.policy import ComposedPolicy, CompositionConfig
+from robocompose.composition.search import grid_search, simplex_grid, successive_halving
+from robocompose.policies.checkpoint import build_policy
+from robocompose.policies.config import PolicyConfig
+from robocompose.policies.normalizer import AffineNormalizer
+from tests.composition.test_gaussian_composition import GaussianDenoiser
+
+
+def tiny_policy(
+    seed: int,
+    family: str = "flow",
+    horizon: int = 16,
+    action_dim: int = 2,
+    action_scale: float = 1.0,
+    n_obs_steps: int = 2,
+):
+    torch.manual_seed(seed)
+    config = PolicyConfig(
+        family=family,
+        backbone="mlp",
+        horizon=horizon,
+        n_obs_steps=n_obs_steps,
+        n_action_steps=4,
+        action_dim=action_dim,
+        obs_shapes={"state": (3,)},
+        backbone_kwargs={"hidden": 32, "depth": 1},
+    )
+    normalizers = {
+        "action": AffineNormalizer(
+            np.full(action_dim, action_scale, np.float32), np.zeros(action_dim, np.float32)
+        ),
+        "state": AffineNormalizer.identity(3),
+    }
+    return build_policy(config, normalizers).eval()
+
+
+def _obs(batch: int, steps: int = 2) -> dict[str, torch.Tensor]:
+    return {"state": torch.randn(batch, steps, 3, generator=torch.Generator().manual_seed(5))}
+
+
+def test_mixture_draws_parents_in_proportion() -> None:
+    a, b = tiny_policy(0), tiny_policy(1)
+    composed = ComposedPolicy([a, b], CompositionConfig(operator="mixture", weights=(0.3, 0.7)))
+    n = 3000
+    noise = torch.randn(n, *composed.noise_shape, generator=torch.Generator().manual_seed(0))
+    obs = _obs(n)
+    with torch.no_grad():
+        mixed = composed.predict_actions(obs, noise)
+        only_a = a.sample(obs, 10, noise[:, :16])[:, composed.executed]
+    from_a = torch.isclose(mixed, only_a, atol=1e-5).all(dim=(1, 2)).double().mean().item()
+    assert from_a == pytest.approx(0.3, abs=0.03)
+
+
+def test_horizon_overlap_combines_and_takes_the_tail_from_the_longer_parent() -> None:
+    long, short = GaussianDenoiser(-1.0, 0.3, horizon=16), GaussianDenoiser(2.0, 0.5, horizon=8)
+    composed = ComposedDenoiser([long, short], Convex([0.5, 0.5]), starts=[0, 0])
+    x = torch.randn(4, 16, 1, dtype=torch.float64)
+    out = composed(x, 0.8)
+    a, b = long(x, 0.8), short(x[:, :8], 0.8)
+    torch.testing.assert_close(out.x0_hat[:, :8], 0.5 * a.x0_hat[:, :8] + 0.5 * b.x0_hat)
+    torch.testing.assert_close(out.x0_hat[:, 8:], a.x0_hat[:, 8:])
+    with pytest.raises(ValueError, match="put the longest-horizon parent first"):
+        ComposedDenoiser([short, long], Convex([0.5, 0.5]))
+
+
+def test_composed_policy_aligns_parents_with_different_horizons() -> None:
+    a, b = tiny_policy(0, horizon=16), tiny_policy(1, family="diffusion", horizon=8)
+    composed = ComposedPolicy([a, b], CompositionConfig(weights=(0.5, 0.5)))
+    noise = torch.randn(3, *composed.noise_shape)
+    assert composed.predict_actions(_obs(3), noise).shape == (3, 4, 2)
+
+
+def test_refuses_mismatched_action_dims_and_normalisers() -> None:
+    with pytest.raises(ValueError, match="one action dimension"):
+        ComposedPolicy([tiny_policy(0), tiny_policy(1, action_dim=3)], CompositionConfig())
+    with pytest.raises(ValueError, match="one action dimension"):
+        ComposedDenoiser(
+            [GaussianDenoiser(0, 1, action_dim=2), GaussianDenoiser(0, 1)], Convex([0.5, 0.5])
+        )
+    scaled = tiny_policy(1, action_scale=2.0)
+    with pytest.raises(ValueError, match="normaliser differs.*allow_normalizer_mismatch"):
+        ComposedPolicy([tiny_policy(0), scaled], CompositionConfig())
+    opted_in = ComposedPolicy(
+        [tiny_policy(0), scaled], CompositionConfig(allow_normalizer_mismatch=True)
+    )
+    assert opted_in.predict_actions(_obs(2), torch.randn(2, 16, 2)).isfinite().all()
+    with pytest.raises(ValueError, match="one entry per parent"):
+        ComposedPolicy([tiny_policy(0), tiny_policy(1)], CompositionConfig(weights=(1.0,)))
+
+
+def test_weights_off_the_simplex_are_refused_and_named() -> None:
+    with pytest.raises(ValueError, match=r"`weights` of convex must lie on the simplex"):
+        Convex([0.7, 0.7])
+    with pytest.raises(ValueError, match="`operator` must be one of"):
+        CompositionConfig(operator="and")
+
+
+def test_merge_interpolates_parameters_and_refuses_other_architectures() -> None:
+    a, b = tiny_policy(0), tiny_policy(1)
+    merged = merge_parameters([a, b], [0.25, 0.75])
+    name, pa = next(iter(a.state_dict().items()))
+    torch.testing.assert_close(merged.state_dict()[name], 0.25 * pa + 0.75 * b.state_dict()[name])
+    with pytest.raises(ValueError, match="one architecture.*family"):
+        merge_parameters([a, tiny_policy(2, family="diffusion")], [0.5, 0.5])
+
+
+def test_parallel_and_serial_parents_agree() -> None:
+    a, b = tiny_policy(0), tiny_policy(1, family="diffusion")
+    noise = torch.randn(4, 16, 2, generator=torch.Generator().manual_seed(1))
+    outs = [
+        ComposedPolicy([a, b], CompositionConfig(weights=(0.3, 0.7), parallel=p)).predict_actions(
+            _obs(4), noise
+        )
+        for p in (True, False)
+    ]
+    torch.testing.assert_close(outs[0], outs[1])
+
+
+def test_simplex_grid() -> None:
+    assert len(simplex_grid(2, 0.1)) == 11
+    assert len(simplex_grid(3, 0.25)) == 15
+    assert all(abs(sum(w) - 1) < 1e-9 for w in simplex_grid(3, 0.1))
+
+
+def _bernoulli_evaluator(p_of: dict):
+    """Episodes of a candidate with true success p: seed-determined, so candidates are paired."""
+
+    def run(weights, seeds):
+        p = p_of[weights]
+        return [
+            {"seed": s, "success": np.random.default_rng(s).uniform() < p, "score": p}
+            for s in seeds
+        ]
+
+    return run
+
+
+def test_successive_halving_finds_the_best_for_fewer_episodes() -> None:
+    grid = simplex_grid(2, 0.1)
+    p_of = {w: 0.3 + 0.5 * (1 - abs(w[0] - 0.7) / 0.7) for w in grid}  # peak at w = 0.7
+    seeds = list(range(400))
+    full = grid_search(_bernoulli_evaluator(p_of), grid, seeds, progress=False)
+    fast = successive_halving(
+        _bernoulli_evaluator(p_of), grid, seeds, first_slice=25, progress=False
+    )
+    assert abs(full.chosen[0] - 0.7) < 0.11 and abs(fast.chosen[0] - 0.7) < 0.11
+    assert fast.episodes_spent < 0.35 * full.episodes_spent
+    assert "**chosen**" in fast.table()
+
+
+def test_karras_grid_ends_at_zero_and_decreases() -> None:
+    sigmas = karras_sigmas(10, 0.002, 80.0)
+    assert sigmas[0] == pytest.approx(80.0) and sigmas[-1] == 0.0 and len(sigmas) == 11
+    assert all(a > b for a, b in zip(sigmas[:-1], sigmas[1:], strict=True))
