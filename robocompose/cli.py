@@ -54,8 +54,8 @@ def _eval(args: argparse.Namespace) -> None:
     print(result.summary())
 
 
-def _demo(args: argparse.Namespace) -> None:
-    """For now: the scripted expert on every task, a table and one video per task."""
+def _experts(args: argparse.Namespace) -> None:
+    """The scripted expert on every task: a table and one video per task."""
     import imageio
 
     from robocompose.sim.collect import run_expert_episode
@@ -79,10 +79,59 @@ def _demo(args: argparse.Namespace) -> None:
         env.close()
         rate = success_rate(successes, args.episodes)
         rows.append((name, str(rate), f"{np.mean(scores):.3f}", time.perf_counter() - start))
-        print(f"{name}: {rate}, video {video}", flush=True)
-    print("\n| task | expert success [95% CI] | mean score | seconds |\n|---|---|---|---|")
+    print("| task | expert success [95% CI] | mean score | seconds |\n|---|---|---|---|")
     for name, rate, score, seconds in rows:
         print(f"| {name} | {rate} | {score} | {seconds:.1f} |")
+
+
+def _parents(args: argparse.Namespace) -> list:
+    from robocompose.composition import load
+
+    return [load(path) for path in args.checkpoints]
+
+
+def _compose(args: argparse.Namespace) -> None:
+    from robocompose.composition import compose, evaluate
+
+    weights = [float(w) for w in args.weights.split(",")]
+    policy = compose(_parents(args), args.operator, weights, sampler=args.sampler, steps=args.steps)
+    seeds = range(args.seed_start, args.seed_start + args.episodes)
+    label = f"{args.operator}_" + "_".join(f"{w:.3f}" for w in weights)
+    result = evaluate(
+        policy,
+        seeds,
+        out=Path(args.out) / f"{label}.jsonl",
+        label=label,
+        video_seeds=[int(s) for s in args.video_seeds.split(",") if s],
+        video_dir=Path(args.out) / "videos",
+    )
+    print(result.summary())
+
+
+def _search(args: argparse.Namespace) -> None:
+    from robocompose.composition import search
+    from robocompose.composition.search import plot_search
+
+    seeds = list(range(args.seed_start, args.seed_start + args.episodes))
+    result = search(
+        _parents(args),
+        seeds,
+        out_dir=args.out,
+        operator=args.operator,
+        method=args.method,
+        step=args.step,
+    )
+    print(result.table())
+    print(f"chosen {result.chosen}; {result.episodes_spent} episodes spent")
+    result.save(Path(args.out) / "search.json")
+    if len(args.checkpoints) == 2:
+        print(f"plot: {plot_search(result, Path(args.out) / 'search.png')}")
+
+
+def _demo(args: argparse.Namespace) -> None:
+    from robocompose.demo import DemoConfig, run_demo
+
+    run_demo(DemoConfig(task=args.task, episodes=args.episodes, method=args.method, out=args.out))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -117,8 +166,39 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--video-seeds", default="", help="comma-separated seeds to film")
     p.set_defaults(func=_eval)
 
-    p = verbs.add_parser("demo", help="the main job")
+    p = verbs.add_parser("compose", help="evaluate a composition of checkpoints")
+    p.add_argument("checkpoints", nargs="+", help="parent checkpoint folders (>= 2)")
+    p.add_argument(
+        "--operator", default="convex", help="convex, weighted_sum, guided, mixture, merge"
+    )
+    p.add_argument("--weights", default="0.5,0.5")
+    p.add_argument("--sampler", default="euler", help="euler, heun, ancestral, mcmc")
+    p.add_argument("--steps", type=int, default=10)
+    p.add_argument("--episodes", type=int, default=50)
+    p.add_argument("--seed-start", type=int, default=100_000)
+    p.add_argument("--out", default="runs/compose")
+    p.add_argument("--video-seeds", default="")
+    p.set_defaults(func=_compose)
+
+    p = verbs.add_parser("search", help="test-time search of composition weights")
+    p.add_argument("checkpoints", nargs="+", help="parent checkpoint folders (>= 2)")
+    p.add_argument("--operator", default="convex")
+    p.add_argument("--method", default="grid", choices=["grid", "halving"])
+    p.add_argument("--step", type=float, default=None, help="simplex grid step (0.1 for K=2)")
+    p.add_argument("--episodes", type=int, default=100)
+    p.add_argument("--seed-start", type=int, default=100_000)
+    p.add_argument("--out", default="runs/search")
+    p.set_defaults(func=_search)
+
+    p = verbs.add_parser("experts", help="the scripted experts on every task, with videos")
     p.add_argument("--episodes", type=int, default=5)
+    p.add_argument("--out", default="runs/experts")
+    p.set_defaults(func=_experts)
+
+    p = verbs.add_parser("demo", help="the main job: compose shipped parents and search")
+    p.add_argument("--task", default="PushT", help=f"one of {', '.join(TASKS)}")
+    p.add_argument("--episodes", type=int, default=50)
+    p.add_argument("--method", default="halving", choices=["grid", "halving"])
     p.add_argument("--out", default="runs/demo")
     p.set_defaults(func=_demo)
     return parser

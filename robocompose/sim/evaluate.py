@@ -69,6 +69,16 @@ class EvalResult:
         line = f"{self.env_id}: {self.success}, mean score {self.mean_score:.2f}"
         return line + (f", {self.errors} errors" if self.errors else "")
 
+    def row(self) -> dict[str, Any]:
+        """The figures a table or a JSON record needs."""
+        return {
+            "success": self.success.rate,
+            "ci_low": self.success.ci_low,
+            "ci_high": self.success.ci_high,
+            "episodes": self.episodes,
+            "mean_score": self.mean_score,
+        }
+
 
 def evaluate(
     env: str | Callable[..., gym.Env],
