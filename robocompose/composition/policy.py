@@ -9,6 +9,7 @@ space, which rescales the noise per dimension and is therefore not exact.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -19,9 +20,11 @@ import torch
 from robocompose.composition.composed import ActionMap, ComposedDenoiser, karras_sigmas
 from robocompose.composition.operators import OPERATORS, Operator
 from robocompose.composition.samplers import SAMPLERS
+from robocompose.composition.superdiff import sample_superdiff
 from robocompose.policies.base import GenerativePolicy
 
-POLICY_OPERATORS = (*OPERATORS, "mixture")
+SUPERDIFF = {"superdiff_and": "and", "superdiff_or": "or"}
+POLICY_OPERATORS = (*OPERATORS, "mixture", *SUPERDIFF)
 
 
 @dataclass
@@ -57,6 +60,8 @@ class CompositionConfig:
             raise ValueError("`low_weights` must be set for operator 'schedule'.")
 
     def make_operator(self) -> Operator:
+        if self.operator in SUPERDIFF:  # parents are plumbed as a convex pair; weights per step
+            return OPERATORS["convex"]([1.0 / len(self.weights)] * len(self.weights))
         if self.operator == "schedule":
             return OPERATORS["schedule"](self.weights, self.low_weights, self.sigma_switch)
         return OPERATORS[self.operator](self.weights)
@@ -140,10 +145,20 @@ class ComposedPolicy:
         return ComposedDenoiser(bound, self.operator, self.starts, self.maps, self._executor)
 
     def sigmas(self, denoiser: ComposedDenoiser) -> list[float]:
+        """The configured grid; a Karras grid where the operator needs a finite sigma_max."""
         cfg = self.config
-        if cfg.grid == "karras":
-            return karras_sigmas(cfg.steps, cfg.sigma_min, cfg.sigma_max)
-        return denoiser.sigmas(cfg.steps)
+        grid = denoiser.sigmas(cfg.steps) if cfg.grid == "reference" else None
+        if grid is None or (math.isinf(grid[0]) and self._needs_finite_sigma()):
+            grid = karras_sigmas(cfg.steps, cfg.sigma_min, cfg.sigma_max)
+        return grid
+
+    def _needs_finite_sigma(self) -> bool:
+        weights_sum = sum(self.config.weights)
+        return (
+            self.config.operator in SUPERDIFF
+            or self.config.sampler == "mcmc"
+            or (self.config.operator == "weighted_sum" and abs(weights_sum - 1) > 1e-6)
+        )
 
     def sample_normalized(self, obs: dict[str, torch.Tensor], noise: torch.Tensor) -> torch.Tensor:
         """Composed chunks (B, H_0, A) in parent 0's normalised action space.
@@ -151,6 +166,17 @@ class ComposedPolicy:
         Stochastic samplers draw from per-row generators seeded by each row's own noise, so an
         episode's chunks do not depend on the batch it ran in."""
         denoiser = self.denoiser(obs)
+        if self.config.operator in SUPERDIFF:
+            if len(set(self.starts)) != 1 or len({p.config.horizon for p in self.parents}) != 1:
+                raise ValueError("SuperDiff needs parents with one horizon and history length.")
+            return sample_superdiff(
+                denoiser.parent_outputs,
+                noise,
+                self.sigmas(denoiser),
+                SUPERDIFF[self.config.operator],
+                self.config.weights,
+                row_generators(noise),
+            )
         kwargs = dict(self.config.sampler_kwargs)
         if self.config.sampler in ("ancestral", "mcmc"):
             kwargs["generator"] = row_generators(noise)
