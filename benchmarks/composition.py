@@ -1,0 +1,229 @@
+"""Composition figures, each measured in one run of this script.
+
+P1 quality, per task: both shipped parents (diffusion UNet A, flow MLP B) and the convex (GPC)
+    composition found by successive halving, all on the same >= 200 seeds with Wilson CIs; plus
+    other operators at their natural weights (product of experts w = (1, 1), SuperDiff AND and
+    OR, mixture at the chosen weights) and parameter merge where the parents share an
+    architecture. delta_pts = best composed - best parent, in points.
+P2 latency: composed (K=2) chunk latency / the slower parent's, batch 1 and 16, 10 steps, each at
+    its best torch thread count (1 or 2), median of many calls.
+P3 search cost: on one task, the full grid (11 weights x N seeds) against successive halving
+    replayed over random orders of the same seed list (every episode is cached, so the replays
+    are free): mean episodes halving spends / grid episodes, and how often it lands within 2
+    points of the grid optimum.
+
+Episodes are written under runs/benchmarks/composition/ as they finish; a rerun resumes.
+
+    python benchmarks/composition.py --part all [--tasks PushT,...] [--episodes 200]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import time
+
+import torch
+from policy_latency import random_obs
+
+from checkpoints import RESULTS, ROOT
+from robocompose.composition.api import candidate_label, compose, evaluate, search
+from robocompose.composition.policy import ComposedPolicy
+from robocompose.composition.search import (
+    plot_search,
+    simplex_grid,
+    successive_halving,
+)
+from robocompose.policies.checkpoint import load_policy
+from robocompose.shipped import PARENT_PAIR, shipped_path
+from robocompose.sim.tasks import TASKS
+
+OUT = ROOT / "runs" / "benchmarks" / "composition"
+SEED_START = 100_000
+PATH = RESULTS / "composition.json"
+
+
+def _load_results() -> dict:
+    return json.loads(PATH.read_text()) if PATH.exists() else {"quality": {}}
+
+
+def _save(results: dict) -> None:
+    RESULTS.mkdir(exist_ok=True)
+    PATH.write_text(json.dumps(results, indent=2) + "\n")
+
+
+def parents_of(task: str) -> tuple[list, list[str]]:
+    paths = [shipped_path(task, kind) for kind in PARENT_PAIR]
+    return [load_policy(p) for p in paths], [p.name for p in paths]
+
+
+def quality(task: str, episodes: int, first_slice: int) -> dict:
+    parents, names = parents_of(task)
+    seeds = list(range(SEED_START, SEED_START + episodes))
+    folder = OUT / task
+    rows = []
+    for name, parent in zip(names, parents, strict=True):
+        result = evaluate(parent, seeds, out=folder / "episodes" / f"{name}.jsonl", label=name)
+        rows.append({"checkpoint": name, **result.row()})
+        print(f"{task} parent {name}: {result.summary()}", flush=True)
+    found = search(parents, seeds, out_dir=folder, method="halving", first_slice=first_slice)
+    chosen = next(c for c in found.candidates if c.weights == found.chosen)
+    best = {"operator": "convex", "weights": list(found.chosen), **chosen.row()}
+    print(f"{task} convex search:\n{found.table()}", flush=True)
+    plot_search(found, folder / "search.png", [dict(r, label=r["checkpoint"]) for r in rows], task)
+
+    operators = {"convex": best}
+    trials = {
+        "product_of_experts": ("weighted_sum", (1.0, 1.0)),
+        "superdiff_and": ("superdiff_and", (0.5, 0.5)),
+        "superdiff_or": ("superdiff_or", (0.5, 0.5)),
+        "mixture": ("mixture", tuple(found.chosen)),
+        "merge": ("merge", tuple(found.chosen)),
+    }
+    for key, (operator, weights) in trials.items():
+        try:
+            policy = compose(parents, operator, weights)
+        except ValueError as e:  # e.g. merge of different architectures
+            operators[key] = {"operator": operator, "skipped": str(e)}
+            continue
+        label = candidate_label(operator, weights)
+        result = evaluate(policy, seeds, out=folder / "episodes" / f"{label}.jsonl", label=label)
+        operators[key] = {"operator": operator, "weights": list(weights), **result.row()}
+        print(f"{task} {key}: {result.summary()}", flush=True)
+
+    ranked = [v for v in operators.values() if "success" in v]
+    top = max(ranked, key=lambda r: (r["success"], r["mean_score"]))
+    best_parent = max(r["success"] for r in rows)
+    return {
+        "parents": rows,
+        "best": best,
+        "best_any_operator": top,
+        "operators": operators,
+        "search": found.to_dict(),
+        "delta_pts": 100 * (best["success"] - best_parent),
+        "delta_pts_any_operator": 100 * (top["success"] - best_parent),
+    }
+
+
+def _median_ms(fn, repeats: int) -> float:
+    for _ in range(3):
+        fn()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(1e3 * (time.perf_counter() - start))
+    return statistics.median(times)
+
+
+def latency(task: str, repeats: int) -> dict:
+    parents, names = parents_of(task)
+    out = {}
+    for batch in (1, 16):
+        obs = random_obs(parents[0], batch)
+        noise = torch.randn(batch, *parents[0].chunk_shape(1)[1:])
+        single, composed = {}, {}
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            for name, parent in zip(names, parents, strict=True):
+                ms = _median_ms(lambda p=parent, o=obs, n=noise: p.sample(o, 10, n), repeats)
+                single[name] = min(single.get(name, float("inf")), ms)
+            for parallel in (False, True):
+                policy = compose(parents, "convex", (0.5, 0.5), parallel=parallel)
+                assert isinstance(policy, ComposedPolicy)
+                ms = _median_ms(lambda p=policy, o=obs, n=noise: p.predict_actions(o, n), repeats)
+                key = f"threads{threads}_{'parallel' if parallel else 'serial'}"
+                composed[key] = ms
+        best_key = min(composed, key=composed.get)
+        slower = max(single.values())
+        out[f"batch{batch}"] = {
+            "single_ms": single,
+            "composed_ms": composed,
+            "best_composed": best_key,
+            "ratio_vs_slower_parent": composed[best_key] / slower,
+            "ratio_vs_sum_of_parents": composed[best_key] / sum(single.values()),
+        }
+        print(f"latency batch {batch}: {json.dumps(out[f'batch{batch}'])}", flush=True)
+    torch.set_num_threads(2)
+    return out
+
+
+def search_cost(task: str, episodes: int, first_slice: int, replays: int) -> dict:
+    parents, _ = parents_of(task)
+    seeds = list(range(SEED_START, SEED_START + episodes))
+    folder = OUT / task
+    grid = search(parents, seeds, out_dir=folder, method="grid")
+    rate = {c.weights: c.rate for c in grid.candidates}
+    optimum = max(rate.values())
+    cache = {  # weights -> seed -> record, from the grid's own files
+        c.weights: {
+            r["seed"]: r
+            for r in evaluate(
+                compose(parents, "convex", c.weights),
+                seeds,
+                out=folder / "episodes" / f"{candidate_label('convex', c.weights)}.jsonl",
+                label=candidate_label("convex", c.weights),
+                progress=False,
+            ).records
+        }
+        for c in grid.candidates
+    }
+
+    def replay(weights, subset):
+        return [cache[weights][s] for s in subset]
+
+    ratios, hits, rng = [], 0, random.Random(0)
+    for _ in range(replays):
+        order = seeds[:]
+        rng.shuffle(order)
+        found = successive_halving(
+            replay, simplex_grid(2, 0.1), order, first_slice=first_slice, progress=False
+        )
+        ratios.append(found.episodes_spent / grid.episodes_spent)
+        hits += 100 * (optimum - rate[found.chosen]) <= 2.0
+    return {
+        "task": task,
+        "grid_episodes": grid.episodes_spent,
+        "grid_optimum": optimum,
+        "grid_chosen": list(grid.chosen),
+        "grid_table": grid.table(),
+        "halving_first_slice": first_slice,
+        "replays": replays,
+        "search_cost_ratio": statistics.mean(ratios),
+        "within_2pts_fraction": hits / replays,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--part", default="all", choices=["all", "quality", "latency", "search"])
+    parser.add_argument("--tasks", default=",".join(TASKS))
+    parser.add_argument("--episodes", type=int, default=200)
+    parser.add_argument("--first-slice", type=int, default=25)
+    parser.add_argument("--search-task", default="PushT")
+    parser.add_argument("--replays", type=int, default=50)
+    parser.add_argument("--repeats", type=int, default=50)
+    args = parser.parse_args()
+    results = _load_results()
+    if args.part in ("all", "latency"):
+        results["latency"] = latency(args.search_task, args.repeats)
+        results["latency_ratio"] = results["latency"]["batch1"]["ratio_vs_slower_parent"]
+        _save(results)
+    if args.part in ("all", "search"):
+        results["search_cost"] = search_cost(
+            args.search_task, args.episodes, args.first_slice, args.replays
+        )
+        results["search_cost_ratio"] = results["search_cost"]["search_cost_ratio"]
+        _save(results)
+    if args.part in ("all", "quality"):
+        for task in args.tasks.split(","):
+            results["quality"][task] = quality(task, args.episodes, args.first_slice)
+            deltas = [q["delta_pts"] for q in results["quality"].values()]
+            results["mean_delta_pts"] = statistics.mean(deltas)
+            _save(results)
+
+
+if __name__ == "__main__":
+    main()
