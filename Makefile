@@ -34,19 +34,23 @@ lint: setup
 
 # ---- shipped checkpoints: the exact commands that reproduce them ---------------------------
 # `make checkpoints` collects expert demos per task, then trains each shipped policy on them.
+# One torch thread: two threads stall badly whenever anything else wants a core.
 TASKS := PushT PickPlace PickPlaceTwoCubes Stack
 DEMOS ?= 200
-DIFFUSION_UNET := policy.family=diffusion policy.backbone=unet steps=8000 batch_size=128 checkpoint_dtype=float16 torch_threads=2
-FLOW_MLP := policy.family=flow policy.backbone=mlp steps=20000 batch_size=256 checkpoint_dtype=float16 torch_threads=2
+DIFFUSION_UNET := policy.family=diffusion policy.backbone=unet steps=8000 batch_size=128 checkpoint_dtype=float16 torch_threads=1
+FLOW_MLP := policy.family=flow policy.backbone=mlp steps=20000 batch_size=256 checkpoint_dtype=float16 torch_threads=1
 
-data/%.hdf5: | setup
-	$(BIN)/robocompose collect $* --episodes $(DEMOS) --out $@
+# Every step resumes: collect appends until the file holds $(DEMOS) demos, train continues from
+# its last checkpoint, and both return at once when already done.
+COLLECT := $(addprefix collect-,$(TASKS))
+TRAIN := $(addprefix train-,$(TASKS))
+.PHONY: checkpoints $(COLLECT) $(TRAIN)
 
-checkpoints/%_diffusion_unet/config.json: | data/%.hdf5
-	$(BIN)/robocompose train dataset=data/$*.hdf5 out=$(@D) $(DIFFUSION_UNET)
+$(COLLECT): collect-%: setup
+	$(BIN)/robocompose collect $* --episodes $(DEMOS) --out data/$*.hdf5
 
-checkpoints/%_flow_mlp/config.json: | data/%.hdf5
-	$(BIN)/robocompose train dataset=data/$*.hdf5 out=$(@D) $(FLOW_MLP)
+$(TRAIN): train-%: collect-%
+	$(BIN)/robocompose train dataset=data/$*.hdf5 out=checkpoints/$*_diffusion_unet $(DIFFUSION_UNET)
+	$(BIN)/robocompose train dataset=data/$*.hdf5 out=checkpoints/$*_flow_mlp $(FLOW_MLP)
 
-.PHONY: checkpoints
-checkpoints: $(foreach t,$(TASKS),checkpoints/$(t)_diffusion_unet/config.json checkpoints/$(t)_flow_mlp/config.json)
+checkpoints: $(TRAIN)

@@ -217,7 +217,8 @@ def _load_state(
     document = json.loads((out / STATE_JSON).read_text())
     saved = document["config"]
     now = config.to_dict()
-    changed = [k for k in now if k not in ("steps", "checkpoint_every") and saved.get(k) != now[k]]
+    free = ("steps", "checkpoint_every", "torch_threads")  # may change between sessions
+    changed = [k for k in now if k not in free and saved.get(k) != now[k]]
     if changed:
         raise ValueError(
             f"{out} holds a run with a different config; cannot resume. Differing fields: "
