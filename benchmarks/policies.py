@@ -12,7 +12,6 @@ import argparse
 import json
 
 from checkpoints import RESULTS, ROOT, shipped_checkpoints
-
 from robocompose.policies.checkpoint import read_checkpoint_config
 from robocompose.policies.evaluation import evaluate_checkpoint
 
@@ -45,7 +44,9 @@ def main() -> None:
             "task": meta["task"],
             "family": cfg["family"],
             "backbone": cfg["backbone"],
-            "obs": "+".join(cfg["obs_keys"]),
+            "obs": "image"
+            if any(len(cfg["obs_shapes"][k]) == 3 for k in cfg["obs_keys"])
+            else "state",
             "demos": len(meta["demos"]),
             "success": result.success.rate,
             "ci_low": result.success.ci_low,

@@ -64,8 +64,8 @@ def gantry_mjcf() -> GantryMJCF:
       <site name="ee" pos="0 0 0" size="0.004" rgba="1 1 0 0"/>
       <geom name="palm" type="box" pos="0 0 {PALM_ABOVE_EE_M + 0.01}" size="0.02 0.065 0.01"
             mass="0.4" contype="2" conaffinity="1" rgba="0.35 0.36 0.4 1"/>
-      <geom name="mast" type="cylinder" fromto="0 0 {PALM_ABOVE_EE_M + 0.02} 0 0 0.6"
-            size="0.01" mass="0.05" contype="0" conaffinity="0" rgba="0.55 0.56 0.6 1"/>
+      <geom name="mast" type="cylinder" fromto="0 0 {PALM_ABOVE_EE_M + 0.02} 0 0 0.16"
+            size="0.008" mass="0.05" contype="0" conaffinity="0" rgba="0.55 0.56 0.6 1"/>
       <body name="finger_left" pos="0 0 0" gravcomp="1">
         <joint name="finger_left" type="slide" axis="0 1 0" damping="{FINGER_DAMPING}"
                range="0 {half_open}" limited="true"/>

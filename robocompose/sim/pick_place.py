@@ -6,6 +6,10 @@ and a flat green target disc (visual only). With two cubes either one may be bro
 target, so demonstrations are multimodal. This module also holds the tabletop scene shared with
 `robocompose.sim.stack` (`TabletopEnv`, `tabletop_xml`, `cube_xml`).
 
+Physics: timestep 4 ms (25 substeps per 10 Hz control step), elliptic friction cones with
+impratio 10 (grasps do not creep), cubes 50 g with friction 1, finger pads friction 1.5 with
+torsional friction (condim 4).
+
 ## Action space
 `Box(4,)`: absolute ee target (x, y, z) in metres within the gantry workspace
 (x, y in [-0.2, 0.2], z in [0.015, 0.25]), then the gripper command in [-1, 1] (-1 open, +1
@@ -56,17 +60,17 @@ from robocompose.sim.base import MujocoTaskEnv
 MAX_EPISODE_STEPS = 150
 CUBE_HALF_M = 0.02
 TARGET_RADIUS_M = 0.05
-TIMESTEP_S = 0.002
+TIMESTEP_S = 0.004
 REST_TOL_M = 0.005  # height tolerance of "resting on"
 REST_SPEED_M_S = 0.05
 CUBE_RANGE_M = 0.15  # cubes start in [-range, range]^2
 CUBE_MIN_GAP_M = 0.10  # between cube centres: room for the open fingers
 SCORE_SCALE_M = 0.25
 CAMERAS = ("angled", "top")
-ANGLED_EYE = (0.0, -0.52, 0.62)  # the angled camera looks from here at the table centre
+ANGLED_EYE = (0.38, -0.42, 0.55)  # the angled camera looks from here at the table centre
 
 
-def _look_at(eye: Sequence[float], target: Sequence[float] = (0.0, 0.02, 0.0)) -> str:
+def _look_at(eye: Sequence[float], target: Sequence[float] = (0.0, 0.03, 0.05)) -> str:
     """MJCF `xyaxes` of a camera at `eye` looking at `target` with the world z axis up."""
     forward = np.subtract(target, eye, dtype=float)
     forward /= np.linalg.norm(forward)
@@ -103,7 +107,7 @@ def tabletop_xml(model_name: str, bodies: str) -> str:
   <default><geom friction="1 0.005 0.0001"/></default>
   <worldbody>
     <camera name="angled" pos="{" ".join(map(str, ANGLED_EYE))}"
-            xyaxes="{_look_at(ANGLED_EYE)}" fovy="45"/>
+            xyaxes="{_look_at(ANGLED_EYE)}" fovy="50"/>
     <camera name="top" pos="0 0 0.8" xyaxes="1 0 0 0 1 0" fovy="42"/>
     <geom name="floor" type="plane" pos="0 0 -0.4" size="2 2 0.01" rgba="0.3 0.3 0.32 1"
           contype="0" conaffinity="0"/>
