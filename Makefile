@@ -40,7 +40,7 @@ DEMOS ?= 200
 DEMOS_PushT := 400
 # PushT is the hardest to learn: it gets twice the demos
 DIFFUSION_UNET := policy.family=diffusion policy.backbone=unet steps=8000 batch_size=128 checkpoint_dtype=float16 torch_threads=1
-FLOW_MLP := policy.family=flow policy.backbone=mlp steps=30000 batch_size=256 checkpoint_dtype=float16 torch_threads=1
+FLOW_MLP := policy.family=flow policy.backbone=mlp steps=20000 batch_size=256 checkpoint_dtype=float16 torch_threads=1
 
 # Every step resumes: collect appends until the file holds $(DEMOS) demos, train continues from
 # its last checkpoint, and both return at once when already done.

@@ -38,7 +38,7 @@ class CompositionConfig:
     grid: str = "reference"  # "reference" = parent 0's own grid, or "karras"
     sigma_max: float = 80.0  # karras grid only
     sigma_min: float = 0.002  # karras grid only
-    sigma_switch: float = 1.0  # schedule only: weights (w, 1 - w) above, (1 - w, w)... see below
+    sigma_switch: float = 1.0  # schedule only: `weights` above this sigma, `low_weights` below
     low_weights: Sequence[float] | None = None  # schedule only: weights below sigma_switch
     sampler_kwargs: dict[str, Any] = field(default_factory=dict)
     parallel: bool = True

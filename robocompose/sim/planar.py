@@ -7,6 +7,7 @@ clipping. Plain Python floats: for 4-gons this beats numpy's per-call overhead.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -74,10 +75,29 @@ def convex_overlap(p: list[Point], q: list[Point]) -> float:
     return polygon_area(out) if len(out) >= 3 else 0.0
 
 
+@functools.lru_cache(maxsize=8)
+def _placed(rects: tuple[Rect, ...], pose: tuple[float, float, float]) -> tuple:
+    """Corners, centre and bounding radius of each rectangle at `pose` (the goal's is fixed,
+    so caching it halves the work)."""
+    x, y, theta = pose
+    c, s = math.cos(theta), math.sin(theta)
+    return tuple(
+        (
+            rect_corners(r, x, y, theta),
+            (x + c * r.cx - s * r.cy, y + s * r.cx + c * r.cy),
+            math.hypot(r.hx, r.hy),
+        )
+        for r in rects
+    )
+
+
 def shape_overlap(
     rects: tuple[Rect, ...], pose_a: tuple[float, float, float], pose_b: tuple[float, float, float]
 ) -> float:
     """Area shared by the same rectangle-union shape placed at two poses."""
-    corners_a = [rect_corners(r, *pose_a) for r in rects]
-    corners_b = [rect_corners(r, *pose_b) for r in rects]
-    return sum(convex_overlap(a, b) for a in corners_a for b in corners_b)
+    total = 0.0
+    for corners_a, (ax, ay), ra in _placed(rects, pose_a):
+        for corners_b, (bx, by), rb in _placed(rects, pose_b):
+            if (ax - bx) ** 2 + (ay - by) ** 2 < (ra + rb) ** 2:  # else the two cannot touch
+                total += convex_overlap(corners_a, corners_b)
+    return total
