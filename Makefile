@@ -37,10 +37,14 @@ lint: setup
 # One torch thread: two threads stall badly whenever anything else wants a core.
 TASKS := PushT PickPlace PickPlaceTwoCubes Stack
 DEMOS ?= 200
+# PushT is the hardest to learn: it gets twice the demos and longer training.
 DEMOS_PushT := 400
-# PushT is the hardest to learn: it gets twice the demos
-DIFFUSION_UNET := policy.family=diffusion policy.backbone=unet steps=8000 batch_size=128 checkpoint_dtype=float16 torch_threads=1
-FLOW_MLP := policy.family=flow policy.backbone=mlp steps=20000 batch_size=256 checkpoint_dtype=float16 torch_threads=1
+UNET_STEPS ?= 5000
+UNET_STEPS_PushT := 8000
+MLP_STEPS ?= 15000
+MLP_STEPS_PushT := 20000
+DIFFUSION_UNET = policy.family=diffusion policy.backbone=unet steps=$(or $(UNET_STEPS_$*),$(UNET_STEPS)) batch_size=128 checkpoint_dtype=float16 torch_threads=1
+FLOW_MLP = policy.family=flow policy.backbone=mlp steps=$(or $(MLP_STEPS_$*),$(MLP_STEPS)) batch_size=256 checkpoint_dtype=float16 torch_threads=1
 
 # Every step resumes: collect appends until the file holds $(DEMOS) demos, train continues from
 # its last checkpoint, and both return at once when already done.
