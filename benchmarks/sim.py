@@ -92,7 +92,9 @@ def raw_speed(task: str, control_steps: int) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--expert-episodes", type=int, default=100)
+    parser.add_argument(
+        "--expert-episodes", type=int, default=100, help="0: keep the stored expert figures"
+    )
     parser.add_argument("--speed-episodes", type=int, default=16)
     parser.add_argument("--tasks", default=",".join(TASKS))
     args = parser.parse_args()
@@ -100,7 +102,11 @@ def main() -> None:
     results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {"tasks": {}}
     for task in args.tasks.split(","):
         name = get_task(task).env_id
-        row = expert_success(task, args.expert_episodes)
+        previous = results["tasks"].get(name, {})
+        if args.expert_episodes == 0 and "expert_success" in previous:
+            row = {k: v for k, v in previous.items() if k.startswith("expert_")}  # speed only
+        else:
+            row = expert_success(task, args.expert_episodes)
         speeds = {}
         for num_envs, vectorization in ((1, "sync"), (8, "sync"), (2, "async")):
             speeds[f"{vectorization}_{num_envs}"], steps = harness_speed(

@@ -119,3 +119,47 @@ def test_bad_override_names_the_key(dataset: str, tmp_path) -> None:
         SystemExit, match=r"policy has no field 'famly'.*Did you mean 'policy.family'"
     ):
         main(["train", f"dataset={dataset}", f"out={tmp_path}", "policy.famly=flow"])
+
+
+def test_train_on_a_foreign_robomimic_file(tmp_path) -> None:
+    """A file laid out as robomimic writes it (its own obs key names, next_obs, states, no
+    masks, robosuite env_args) trains with one command."""
+    import h5py
+    import numpy as np
+
+    path = tmp_path / "lift.hdf5"
+    rng = np.random.default_rng(0)
+    with h5py.File(path, "w") as f:
+        data = f.create_group("data")
+        data.attrs["env_args"] = json.dumps({"env_name": "Lift", "type": 1, "env_kwargs": {}})
+        total = 0
+        for i in range(3):
+            steps = 30 + i
+            demo = data.create_group(f"demo_{i}")
+            for group in ("obs", "next_obs"):
+                demo.create_dataset(f"{group}/robot0_eef_pos", data=rng.normal(size=(steps, 3)))
+                demo.create_dataset(f"{group}/object", data=rng.normal(size=(steps, 10)))
+            demo.create_dataset("actions", data=rng.uniform(-1, 1, (steps, 7)))
+            demo.create_dataset("states", data=rng.normal(size=(steps, 32)))
+            demo.create_dataset("rewards", data=np.zeros(steps))
+            demo.create_dataset("dones", data=np.zeros(steps))
+            demo.attrs["num_samples"] = steps
+            total += steps
+        data.attrs["total"] = total
+    out = tmp_path / "run"
+    main(
+        [
+            "train",
+            f"dataset={path}",
+            f"out={out}",
+            "policy.family=flow",
+            "policy.backbone=mlp",
+            'policy.obs_keys=["robot0_eef_pos", "object"]',
+            "steps=3",
+            "batch_size=4",
+        ]
+    )
+    policy = load_policy(out)
+    assert policy.metadata["task"] == "Lift" and policy.config.action_dim == 7
+    obs = {"robot0_eef_pos": torch.zeros(2, 2, 3), "object": torch.zeros(2, 2, 10)}
+    assert policy.sample(obs).shape == (2, 16, 7)
