@@ -26,9 +26,9 @@ import statistics
 import time
 
 import torch
+from common import RESULTS, ROOT
 from policy_latency import random_obs
 
-from checkpoints import RESULTS, ROOT
 from robocompose.composition.api import candidate_label, compose, evaluate, search
 from robocompose.composition.policy import ComposedPolicy
 from robocompose.composition.search import (

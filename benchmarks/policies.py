@@ -11,7 +11,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from checkpoints import RESULTS, ROOT, shipped_checkpoints
+from common import RESULTS, ROOT, shipped_checkpoints
+
 from robocompose.policies.checkpoint import read_checkpoint_config
 from robocompose.policies.evaluation import evaluate_checkpoint
 

@@ -13,7 +13,7 @@ import statistics
 import time
 
 import torch
-from checkpoints import RESULTS, shipped_checkpoints
+from common import RESULTS, shipped_checkpoints
 
 from robocompose.policies.base import is_image_shape
 from robocompose.policies.checkpoint import load_policy
