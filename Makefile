@@ -40,7 +40,7 @@ DEMOS ?= 200
 # PushT is the hardest to learn: it gets twice the demos and longer training.
 DEMOS_PushT := 400
 UNET_STEPS ?= 5000
-UNET_STEPS_PushT := 8000
+UNET_STEPS_PushT := 10500
 MLP_STEPS ?= 15000
 MLP_STEPS_PushT := 20000
 DIFFUSION_UNET = policy.family=diffusion policy.backbone=unet steps=$(or $(UNET_STEPS_$*),$(UNET_STEPS)) batch_size=128 checkpoint_dtype=float16 torch_threads=1

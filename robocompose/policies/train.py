@@ -217,7 +217,7 @@ def _load_state(
     document = json.loads((out / STATE_JSON).read_text())
     saved = document["config"]
     now = config.to_dict()
-    free = ("steps", "checkpoint_every", "torch_threads")  # may change between sessions
+    free = ("steps", "checkpoint_every", "torch_threads", "out")  # may change between sessions
     changed = [k for k in now if k not in free and saved.get(k) != now[k]]
     if changed:
         raise ValueError(
