@@ -164,7 +164,18 @@ class ComposedPolicy:
         """Composed chunks (B, H_0, A) in parent 0's normalised action space.
 
         Stochastic samplers draw from per-row generators seeded by each row's own noise, so an
-        episode's chunks do not depend on the batch it ran in."""
+        episode's chunks do not depend on the batch it ran in. With parallel parents each runs
+        on one torch thread: K threads each asking for all cores would oversubscribe them."""
+        if self._executor is None:
+            return self._sample(obs, noise)
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            return self._sample(obs, noise)
+        finally:
+            torch.set_num_threads(threads)
+
+    def _sample(self, obs: dict[str, torch.Tensor], noise: torch.Tensor) -> torch.Tensor:
         denoiser = self.denoiser(obs)
         if self.config.operator in SUPERDIFF:
             if len(set(self.starts)) != 1 or len({p.config.horizon for p in self.parents}) != 1:
