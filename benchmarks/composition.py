@@ -59,13 +59,14 @@ def parents_of(task: str) -> tuple[list, list[str]]:
     return [load_policy(p) for p in paths], [p.name for p in paths]
 
 
-def quality(task: str, episodes: int, first_slice: int) -> dict:
+def quality(task: str, episodes: int, first_slice: int, operator_episodes: int) -> dict:
     parents, names = parents_of(task)
     seeds = list(range(SEED_START, SEED_START + episodes))
     folder = OUT / task
     rows = []
-    for name, parent in zip(names, parents, strict=True):
-        result = evaluate(parent, seeds, out=folder / "episodes" / f"{name}.jsonl", label=name)
+    for name, parent in zip(names, parents, strict=True):  # the same file policies.py writes
+        log = ROOT / "runs" / "benchmarks" / "policies" / f"{name}.jsonl"
+        result = evaluate(parent, seeds, out=log, label=name)
         rows.append({"checkpoint": name, **result.row()})
         print(f"{task} parent {name}: {result.summary()}", flush=True)
     found = search(parents, seeds, out_dir=folder, method="halving", first_slice=first_slice)
@@ -89,7 +90,12 @@ def quality(task: str, episodes: int, first_slice: int) -> dict:
             operators[key] = {"operator": operator, "skipped": str(e)}
             continue
         label = candidate_label(operator, weights)
-        result = evaluate(policy, seeds, out=folder / "episodes" / f"{label}.jsonl", label=label)
+        result = evaluate(
+            policy,
+            seeds[:operator_episodes],
+            out=folder / "episodes" / f"{label}.jsonl",
+            label=label,
+        )
         operators[key] = {"operator": operator, "weights": list(weights), **result.row()}
         print(f"{task} {key}: {result.summary()}", flush=True)
 
@@ -202,6 +208,8 @@ def main() -> None:
     parser.add_argument("--tasks", default=",".join(TASKS))
     parser.add_argument("--episodes", type=int, default=200)
     parser.add_argument("--first-slice", type=int, default=25)
+    parser.add_argument("--operator-episodes", type=int, default=200)
+    parser.add_argument("--search-episodes", type=int, default=200, help="P3 grid seeds")
     parser.add_argument("--search-task", default="PushT")
     parser.add_argument("--replays", type=int, default=50)
     parser.add_argument("--repeats", type=int, default=50)
@@ -213,13 +221,15 @@ def main() -> None:
         _save(results)
     if args.part in ("all", "search"):
         results["search_cost"] = search_cost(
-            args.search_task, args.episodes, args.first_slice, args.replays
+            args.search_task, args.search_episodes, args.first_slice, args.replays
         )
         results["search_cost_ratio"] = results["search_cost"]["search_cost_ratio"]
         _save(results)
     if args.part in ("all", "quality"):
         for task in args.tasks.split(","):
-            results["quality"][task] = quality(task, args.episodes, args.first_slice)
+            results["quality"][task] = quality(
+                task, args.episodes, args.first_slice, args.operator_episodes
+            )
             deltas = [q["delta_pts"] for q in results["quality"].values()]
             results["mean_delta_pts"] = statistics.mean(deltas)
             _save(results)
