@@ -44,6 +44,7 @@ UNET_STEPS_PushT := 10500
 MLP_STEPS ?= 15000
 MLP_STEPS_PushT := 20000
 MLP_STEPS_Stack := 30000
+MLP_STEPS_PickPlaceTwoCubes := 30000
 DIFFUSION_UNET = policy.family=diffusion policy.backbone=unet steps=$(or $(UNET_STEPS_$*),$(UNET_STEPS)) batch_size=128 checkpoint_dtype=float16 torch_threads=1
 FLOW_MLP = policy.family=flow policy.backbone=mlp steps=$(or $(MLP_STEPS_$*),$(MLP_STEPS)) batch_size=256 checkpoint_dtype=float16 torch_threads=1
 
