@@ -35,7 +35,9 @@ def wilson_interval(successes: int, episodes: int, z: float = Z_95) -> tuple[flo
     denom = 1 + z**2 / episodes
     centre = (p + z**2 / (2 * episodes)) / denom
     half = z * math.sqrt(p * (1 - p) / episodes + z**2 / (4 * episodes**2)) / denom
-    return max(0.0, centre - half), min(1.0, centre + half)
+    low = 0.0 if successes == 0 else max(0.0, centre - half)  # exact ends, no float dust
+    high = 1.0 if successes == episodes else min(1.0, centre + half)
+    return low, high
 
 
 def success_rate(successes: int, episodes: int) -> SuccessRate:

@@ -184,8 +184,8 @@ def plot_search(
     ax.plot(w, [100 * r["success"] for r in rows], "o-", label=f"composed ({result.method})")
     for x_pos, parent in zip((1.0, 0.0), parents, strict=False):
         err = [
-            [100 * (parent["success"] - parent["ci_low"])],
-            [100 * (parent["ci_high"] - parent["success"])],
+            [max(0.0, 100 * (parent["success"] - parent["ci_low"]))],
+            [max(0.0, 100 * (parent["ci_high"] - parent["success"]))],
         ]
         ax.errorbar(
             [x_pos],
