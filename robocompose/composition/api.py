@@ -25,10 +25,9 @@ from robocompose.composition.search import (
 )
 from robocompose.policies.base import GenerativePolicy
 from robocompose.policies.checkpoint import load_policy
-from robocompose.policies.runner import PolicyPredictor, PolicyRunner
+from robocompose.policies.evaluation import evaluate_predictor
+from robocompose.policies.runner import PolicyPredictor
 from robocompose.sim.evaluate import EvalResult
-from robocompose.sim.evaluate import evaluate as run_episodes
-from robocompose.sim.tasks import register_tasks
 
 AnyPolicy = GenerativePolicy | ComposedPolicy
 
@@ -81,20 +80,18 @@ def evaluate(
 ) -> EvalResult:
     """Run `policy` (single, composed or merged) on its task over `seeds` through the harness."""
     env_id, env_kwargs = task_of(policy)
-    env_id = task or env_id
-    register_tasks()
     predictor = policy if isinstance(policy, ComposedPolicy) else PolicyPredictor(policy)
-    return run_episodes(
-        env_id,
-        PolicyRunner(predictor),
+    return evaluate_predictor(
+        predictor,
+        task or env_id,
+        env_kwargs,
         seeds,
+        label=label,
         out=out,
         num_envs=num_envs,
-        env_kwargs=env_kwargs,
         video_seeds=video_seeds,
         video_dir=video_dir,
         progress=progress,
-        env_id=f"{env_id}:{label}",
     )
 
 

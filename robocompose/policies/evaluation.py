@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from robocompose.policies.checkpoint import load_policy
-from robocompose.policies.runner import PolicyPredictor, PolicyRunner
+from robocompose.policies.runner import ChunkPredictor, PolicyPredictor, PolicyRunner
 from robocompose.sim.evaluate import EvalResult, evaluate
 from robocompose.sim.tasks import register_tasks
 
@@ -32,14 +32,42 @@ def evaluate_checkpoint(
     task = policy.metadata.get("task")
     if not task:
         raise ValueError(f"{checkpoint}: metadata has no `task`; cannot pick the env to run.")
-    register_tasks()
     env_kwargs = dict(policy.metadata.get("env_kwargs", {}))
     if "obs_keys" in env_kwargs:
         env_kwargs["obs_keys"] = tuple(env_kwargs["obs_keys"])
-    runner = PolicyRunner(PolicyPredictor(policy, steps))
-    return evaluate(
+    return evaluate_predictor(
+        PolicyPredictor(policy, steps),
         task,
-        runner,
+        env_kwargs,
+        seeds,
+        label=Path(checkpoint).name,
+        out=out,
+        num_envs=num_envs,
+        video_seeds=video_seeds,
+        video_dir=video_dir,
+        progress=progress,
+    )
+
+
+def evaluate_predictor(
+    predictor: ChunkPredictor,
+    env_id: str,
+    env_kwargs: dict,
+    seeds: Iterable[int],
+    *,
+    label: str,
+    out: str | os.PathLike[str] | None = None,
+    num_envs: int | None = None,
+    video_seeds: Iterable[int] = (),
+    video_dir: str | os.PathLike[str] | None = None,
+    progress: bool = True,
+) -> EvalResult:
+    """Any chunk predictor (one policy or a composition) on `env_id` through the harness;
+    records are named "<env_id>:<label>"."""
+    register_tasks()
+    return evaluate(
+        env_id,
+        PolicyRunner(predictor),
         seeds,
         out=out,
         num_envs=num_envs,
@@ -47,5 +75,5 @@ def evaluate_checkpoint(
         video_seeds=video_seeds,
         video_dir=video_dir,
         progress=progress,
-        env_id=f"{task}:{Path(checkpoint).name}",
+        env_id=f"{env_id}:{label}",
     )
