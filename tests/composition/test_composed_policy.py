@@ -163,3 +163,9 @@ def test_karras_grid_ends_at_zero_and_decreases() -> None:
     sigmas = karras_sigmas(10, 0.002, 80.0)
     assert sigmas[0] == pytest.approx(80.0) and sigmas[-1] == 0.0 and len(sigmas) == 11
     assert all(a > b for a, b in zip(sigmas[:-1], sigmas[1:], strict=True))
+
+
+def test_superdiff_gets_more_denoising_steps_by_default() -> None:
+    assert CompositionConfig(operator="convex").steps == 10
+    assert CompositionConfig(operator="superdiff_or").steps == 40
+    assert CompositionConfig(operator="superdiff_and", steps=12).steps == 12
