@@ -115,6 +115,26 @@ def test_expert_noise_is_seeded_by_the_reset_rng() -> None:
     assert not np.allclose(actions(1), actions(2))
 
 
+def _nearer_cube_fraction(config: PickPlaceExpertConfig, seeds: range) -> float:
+    """How often the expert heads for the cube nearer the gripper (read off its first move)."""
+    env, expert, nearer = PickPlaceEnv(n_cubes=2), PickPlaceExpert(config), 0
+    for seed in seeds:
+        env.reset(seed=seed)
+        expert.reset(env, np.random.default_rng(seed))
+        ee = env.ee_pos()[:2]
+        heading = expert.act(env)[:2] - ee
+        to_cube = [env.cube_pos(c)[:2] - ee for c in range(2)]
+        aligned = [heading @ v / np.linalg.norm(v) for v in to_cube]
+        nearer += int(np.argmax(aligned)) == int(np.argmin([np.linalg.norm(v) for v in to_cube]))
+    return nearer / len(seeds)
+
+
+def test_two_cube_expert_prefers_the_nearer_cube_unless_told_uniform() -> None:
+    assert _nearer_cube_fraction(PickPlaceExpertConfig(action_noise_m=0.0), range(60)) > 0.8
+    uniform = PickPlaceExpertConfig(action_noise_m=0.0, choice_temperature_m=None)
+    assert 0.3 < _nearer_cube_fraction(uniform, range(60)) < 0.7
+
+
 @pytest.mark.parametrize(
     ("make", "argument"),
     [
@@ -125,6 +145,7 @@ def test_expert_noise_is_seeded_by_the_reset_rng() -> None:
         (lambda: StackEnv(order=("red",)), "order"),
         (lambda: StackEnv(camera="side"), "camera"),
         (lambda: StackExpertConfig(action_noise_m=-0.1), "action_noise_m"),
+        (lambda: PickPlaceExpertConfig(choice_temperature_m=0.0), "choice_temperature_m"),
     ],
 )
 def test_bad_arguments_name_the_argument(make, argument: str) -> None:

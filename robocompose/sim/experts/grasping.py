@@ -7,7 +7,11 @@ privileged state (`env.unwrapped`), so the script follows a cube that moves, and
 (cube not lifted) is retried. The commanded point advances at most `speed_m` per step toward each
 waypoint.
 
-Multimodality: with two cubes the expert picks one at random; per episode it draws its hover and
+Multimodality: with two cubes the expert picks one at random, the nearer one (to the gripper, in xy)
+more often: P(c) is proportional to exp(-d_c / choice_temperature_m), so the choice is a coin flip
+only when the cubes are about equally far. (A uniform choice, `choice_temperature_m=None`, makes
+state-conditioned policies trained on 200-1000 demos dither between the cubes and grasp the air in
+between: 5-7% success.) Per episode the expert also draws its hover and
 carry heights, speed, grasp offset along the jaws and place offset. Stack places the first block
 of the order where it lies and builds on it; after every placement it re-reads which pairs are
 stacked and continues from the first one that is not, so a block knocked off gets put back.
@@ -51,7 +55,16 @@ class GraspExpertConfig:
 
 @dataclass
 class PickPlaceExpertConfig(GraspExpertConfig):
-    """`GraspExpertConfig` under the name `robocompose.sim.tasks.make_expert` looks up."""
+    """`GraspExpertConfig` plus how the cube is chosen when there are two."""
+
+    choice_temperature_m: float | None = 0.02  # None: uniform
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.choice_temperature_m is not None and self.choice_temperature_m <= 0:
+            raise ValueError(
+                f"`choice_temperature_m` must be > 0 or None. Got {self.choice_temperature_m}."
+            )
 
 
 @dataclass
@@ -220,10 +233,19 @@ class PickPlaceExpert(_GraspingExpert):
 
     def _plan(self, task: TabletopEnv) -> Iterator[Command]:
         assert isinstance(task, PickPlaceEnv)
-        i = int(self._rng.integers(task.n_cubes))
+        i = self._choose_cube(task)
         offset = self._rng.uniform(-0.012, 0.012, 2)
         place_z = CUBE_HALF_M + 0.004
         yield from self._pick_and_place(task, i, lambda: task.target_xy() + offset, lambda: place_z)
+
+    def _choose_cube(self, task: PickPlaceEnv) -> int:
+        temperature = self.config.choice_temperature_m
+        if task.n_cubes == 1 or temperature is None:
+            return int(self._rng.integers(task.n_cubes))
+        ee_xy = task.ee_pos()[:2]
+        dist = np.array([np.linalg.norm(task.cube_pos(c)[:2] - ee_xy) for c in range(task.n_cubes)])
+        logits = (dist.min() - dist) / temperature
+        return int(self._rng.choice(task.n_cubes, p=np.exp(logits) / np.exp(logits).sum()))
 
 
 class StackExpert(_GraspingExpert):
