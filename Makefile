@@ -14,7 +14,7 @@ $(BIN)/python:
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet torch==2.13.0
-	$(BIN)/pip install --quiet -e ".[policies,dev]"
+	$(BIN)/pip install --quiet -e ".[policies,dev,sweep]"
 	# robomimic's dataset reader, for the compatibility test; its declared deps would pull
 	# torchvision and a CUDA torch, and the reader needs only termcolor beyond ours.
 	$(BIN)/pip install --quiet --no-deps robomimic==0.3.0 termcolor
@@ -62,3 +62,18 @@ $(TRAIN): train-%: collect-%
 	$(BIN)/robocompose train dataset=data/$*.hdf5 out=checkpoints/$*_flow_mlp $(FLOW_MLP)
 
 checkpoints: $(TRAIN)
+
+# ---- demos ablation (configs/sweep/demos.yaml) -----------------------------------------------
+# Pairs of PickPlace flow MLPs, the two of a pair trained on disjoint sets of N demos from one
+# 400-demo file (a: demos [0, N); b: [N, 2N), another seed), so a pair shares one normaliser.
+# Not shipped: `robocompose sweep sweep=demos` names these folders and says to run this.
+ABLATION_DEMOS := 50 100 200
+ABLATION_DIR := runs/demos_ablation
+.PHONY: demos-ablation
+
+demos-ablation: setup
+	$(BIN)/robocompose collect PickPlace --episodes 400 --out data/PickPlace_400.hdf5
+	for n in $(ABLATION_DEMOS); do \
+	  $(BIN)/robocompose train dataset=data/PickPlace_400.hdf5 out=$(ABLATION_DIR)/PickPlace_flow_mlp_$${n}a $(FLOW_MLP) max_demos=$$n || exit 1; \
+	  $(BIN)/robocompose train dataset=data/PickPlace_400.hdf5 out=$(ABLATION_DIR)/PickPlace_flow_mlp_$${n}b $(FLOW_MLP) demo_offset=$$n max_demos=$$n seed=1 || exit 1; \
+	done

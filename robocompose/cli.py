@@ -1,75 +1,132 @@
-"""`robocompose` command line: one entry point, one sub-command per verb."""
+"""`robocompose` command line: one entry point, one sub-command per verb.
+
+Every verb reads `configs/<verb>.yaml` (with its groups: task/, policy/, composition/, search/,
+sweep/, launcher/) and takes overrides in Hydra's grammar:
+
+    robocompose compose task=PickPlace composition=or composition.weights=[0.3,0.7] episodes=20
+    robocompose sweep -m composition=convex,or composition.weights=[0.3,0.7],[0.7,0.3] seed=0,1
+
+Flags and positional arguments (`compose CKPT_A CKPT_B --weights 0.6,0.4`) are shorthands that
+become the same overrides; `--cfg` prints the composed config instead of running.
+"""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
+import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from robocompose.sim.tasks import TASKS
+from robocompose.config import CONFIGS, compose_all, hydra_value, load, to_tree
 
 
-def _collect(args: argparse.Namespace) -> None:
+@dataclass(frozen=True)
+class Shorthand:
+    """A flag (or the positional arguments) standing for one config key."""
+
+    flag: str  # "--episodes"; "" for the positional arguments
+    key: str
+    parse: Callable[[str], Any] = str
+    help: str = ""
+    group: bool = False  # the key is a config group: the value is an option name
+
+    def override(self, value: Any) -> str:
+        text = value if self.group else hydra_value(self.parse(value))
+        return f"{self.key}={text}"
+
+
+def _csv(kind: Callable[[str], Any]) -> Callable[[str], list]:
+    return lambda text: [kind(v) for v in text.split(",") if v]
+
+
+EPISODES = Shorthand("--episodes", "episodes", int)
+SEED_START = Shorthand("--seed-start", "seed_start", int, "first evaluation seed")
+OUT = Shorthand("--out", "out")
+VIDEO_SEEDS = Shorthand("--video-seeds", "video_seeds", _csv(int), "comma-separated seeds to film")
+OPERATOR = Shorthand("--operator", "composition.operator")
+
+
+@dataclass(frozen=True)
+class Verb:
+    help: str
+    config: str  # "module:Class" of the verb's dataclass config (imported when used)
+    run: Callable[[list[str]], None]  # the verb, given its overrides
+    groups: tuple[str, ...] = ()
+    positional: Shorthand | None = None
+    many: bool = False  # the positional arguments form a list
+    flags: tuple[Shorthand, ...] = ()
+
+    def config_class(self) -> type:
+        module, name = self.config.split(":")
+        return getattr(importlib.import_module(module), name)
+
+
+def _load(verb: str, overrides: list[str]) -> Any:
+    return load(verb, VERBS[verb].config_class(), overrides)
+
+
+def _collect(overrides: list[str]) -> None:
     from robocompose.sim.collect import collect
 
-    expert_config = json.loads(args.expert_config) if args.expert_config else {}
+    config = _load("collect", overrides)
     rate = collect(
-        args.task,
-        args.episodes,
-        args.out,
-        obs_keys=tuple(args.obs_keys.split(",")),
-        seed_start=args.seed_start,
-        expert_config=expert_config,
+        config.task.name,
+        config.episodes,
+        config.out,
+        obs_keys=tuple(config.obs_keys),
+        seed_start=config.seed_start,
+        expert_config=config.expert,
     )
-    print(f"{args.task}: wrote {args.out}; expert success this run {rate}")
+    print(f"{config.task.name}: wrote {config.out}; expert success this run {rate}")
 
 
-def _train(args: argparse.Namespace) -> None:
-    from robocompose.overrides import config_from_overrides
-    from robocompose.policies.train import TrainConfig, train
+def _train(overrides: list[str]) -> None:
+    from robocompose.policies.train import train
 
-    config = config_from_overrides(TrainConfig, args.overrides)
-    folder = train(config)
-    print(f"checkpoint: {folder}")
+    print(f"checkpoint: {train(_load('train', overrides))}")
 
 
-def _eval(args: argparse.Namespace) -> None:
+def _eval(overrides: list[str]) -> None:
     from robocompose.policies.evaluation import evaluate_checkpoint
 
-    seeds = range(args.seed_start, args.seed_start + args.episodes)
-    video_seeds = [int(s) for s in args.video_seeds.split(",") if s]
-    eval_dir = Path(args.out).parent if args.out else Path(args.checkpoint) / "eval"
+    config = _load("eval", overrides)
+    eval_dir = Path(config.out).parent if config.out else Path(config.checkpoint) / "eval"
     result = evaluate_checkpoint(
-        args.checkpoint,
-        seeds,
-        out=args.out or eval_dir / "episodes.jsonl",
-        steps=args.steps,
-        num_envs=args.num_envs,
-        video_seeds=video_seeds,
-        video_dir=eval_dir / "videos" if video_seeds else None,
+        config.checkpoint,
+        config.seeds(),
+        out=config.out or eval_dir / "episodes.jsonl",
+        steps=config.steps,
+        num_envs=config.num_envs,
+        video_seeds=config.video_seeds,
+        video_dir=eval_dir / "videos" if config.video_seeds else None,
     )
     print(result.summary())
 
 
-def _experts(args: argparse.Namespace) -> None:
+def _experts(overrides: list[str]) -> None:
     """The scripted expert on every task: a table and one video per task."""
     import imageio
 
     from robocompose.sim.collect import run_expert_episode
-    from robocompose.sim.tasks import make_env, make_expert
+    from robocompose.sim.tasks import TASKS, make_env, make_expert
     from robocompose.stats import success_rate
 
-    out = Path(args.out)
+    config = _load("experts", overrides)
+    out = Path(config.out)
     out.mkdir(parents=True, exist_ok=True)
     rows = []
     for name in TASKS:
         env = make_env(name, render_mode="rgb_array")
         expert = make_expert(name)
         successes, scores, start = 0, [], time.perf_counter()
-        for seed in range(args.episodes):
+        for seed in range(config.episodes):
             episode = run_expert_episode(env, expert, seed, video=seed == 0)
             if seed == 0:
                 video = out / f"{name}_expert_seed0.mp4"
@@ -77,136 +134,260 @@ def _experts(args: argparse.Namespace) -> None:
             successes += episode.success
             scores.append(episode.score)
         env.close()
-        rate = success_rate(successes, args.episodes)
+        rate = success_rate(successes, config.episodes)
         rows.append((name, str(rate), f"{np.mean(scores):.3f}", time.perf_counter() - start))
     print("| task | expert success [95% CI] | mean score | seconds |\n|---|---|---|---|")
     for name, rate, score, seconds in rows:
         print(f"| {name} | {rate} | {score} | {seconds:.1f} |")
 
 
-def _parents(args: argparse.Namespace) -> list:
-    from robocompose.composition import load
+def _compose(overrides: list[str]) -> None:
+    from robocompose.jobs import rollout
 
-    return [load(path) for path in args.checkpoints]
-
-
-def _compose(args: argparse.Namespace) -> None:
-    from robocompose.composition import compose, evaluate
-
-    weights = [float(w) for w in args.weights.split(",")]
-    policy = compose(_parents(args), args.operator, weights, sampler=args.sampler, steps=args.steps)
-    seeds = range(args.seed_start, args.seed_start + args.episodes)
-    label = f"{args.operator}_" + "_".join(f"{w:.3f}" for w in weights)
-    result = evaluate(
-        policy,
-        seeds,
-        out=Path(args.out) / f"{label}.jsonl",
+    config = _load("compose", overrides)
+    label = config.label()
+    result = rollout(
+        config.policy(),
+        config.seeds(),
+        steps=config.composition.steps,
         label=label,
-        video_seeds=[int(s) for s in args.video_seeds.split(",") if s],
-        video_dir=Path(args.out) / "videos",
+        out=Path(config.out) / f"{label}.jsonl",
+        num_envs=config.num_envs,
+        video_seeds=config.video_seeds,
+        video_dir=Path(config.out) / "videos",
     )
     print(result.summary())
 
 
-def _search(args: argparse.Namespace) -> None:
+def _search(overrides: list[str]) -> None:
+    import dataclasses
+
     from robocompose.composition import search
+    from robocompose.composition.policy import CompositionConfig
     from robocompose.composition.search import plot_search
 
-    seeds = list(range(args.seed_start, args.seed_start + args.episodes))
+    config = _load("search", overrides)
+    parents = config.load_parents()
+    spec = config.composition
+    rest = {
+        f.name: getattr(spec, f.name)
+        for f in dataclasses.fields(CompositionConfig)
+        if f.name not in ("operator", "weights")
+    }
     result = search(
-        _parents(args),
-        seeds,
-        out_dir=args.out,
-        operator=args.operator,
-        method=args.method,
-        step=args.step,
+        parents,
+        config.seeds(),
+        out_dir=config.out,
+        operator=spec.operator,
+        method=config.search.method,
+        step=config.search.step,
+        first_slice=config.search.first_slice,
+        num_envs=config.num_envs,
+        **rest,
     )
     print(result.table())
     print(f"chosen {result.chosen}; {result.episodes_spent} episodes spent")
-    result.save(Path(args.out) / "search.json")
-    if len(args.checkpoints) == 2:
-        print(f"plot: {plot_search(result, Path(args.out) / 'search.png')}")
+    result.save(Path(config.out) / "search.json")
+    if len(parents) == 2:
+        print(f"plot: {plot_search(result, Path(config.out) / 'search.png')}")
 
 
-def _demo(args: argparse.Namespace) -> None:
-    from robocompose.demo import DemoConfig, run_demo
+def _sweep(overrides: list[str]) -> None:
+    from robocompose.sweep import run_sweep
 
-    run_demo(DemoConfig(task=args.task, episodes=args.episodes, method=args.method, out=args.out))
+    report = run_sweep(overrides)
+    print(f"\n{report.summary}\n")
+    print(f"table: {report.table} ({report.rows} episodes, {report.ran} run now)")
+    for plot in report.plots:
+        print(f"plot: {plot}")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="robocompose", description=__doc__)
+def _demo(overrides: list[str]) -> None:
+    from robocompose.demo import run_demo
+
+    run_demo(_load("demo", overrides))
+
+
+VERBS: dict[str, Verb] = {
+    "collect": Verb(
+        "write expert demos to a robomimic-layout hdf5 file (appends until it holds `episodes`)",
+        "robocompose.jobs:CollectConfig",
+        _collect,
+        ("task",),
+        Shorthand("", "task", help="the task (config group task/)", group=True),
+        flags=(
+            Shorthand("--episodes", "episodes", int, "number of successful demos"),
+            Shorthand("--out", "out", help="output .hdf5 (appended to if it exists)"),
+            Shorthand("--obs-keys", "obs_keys", _csv(str), "comma-separated: state,image"),
+            Shorthand("--seed-start", "seed_start", int),
+            Shorthand("--expert-config", "expert", json.loads, 'JSON: {"action_noise_m": 0.003}'),
+        ),
+    ),
+    "train": Verb(
+        "train a policy, e.g. dataset=data/PushT.hdf5 out=ckpt/pusht policy=flow_mlp steps=5000",
+        "robocompose.policies.train:TrainConfig",
+        _train,
+        ("policy",),
+    ),
+    "eval": Verb(
+        "evaluate a checkpoint on its task",
+        "robocompose.jobs:EvalConfig",
+        _eval,
+        positional=Shorthand("", "checkpoint", help="checkpoint folder (config.json + weights)"),
+        flags=(
+            EPISODES,
+            SEED_START,
+            Shorthand("--steps", "steps", int, "denoising steps (default: the checkpoint's)"),
+            Shorthand("--num-envs", "num_envs", int),
+            Shorthand("--out", "out", help="episodes JSONL (default: CHECKPOINT/eval/)"),
+            VIDEO_SEEDS,
+        ),
+    ),
+    "compose": Verb(
+        "evaluate a composition of checkpoints (default: the task's shipped pair)",
+        "robocompose.jobs:ComposeConfig",
+        _compose,
+        ("task", "composition"),
+        Shorthand("", "parents", help="parent checkpoint folders (>= 2)"),
+        many=True,
+        flags=(
+            OPERATOR,
+            Shorthand("--weights", "composition.weights", _csv(float), "e.g. 0.6,0.4"),
+            Shorthand("--sampler", "composition.sampler", help="euler, heun, ancestral, mcmc"),
+            Shorthand("--steps", "composition.steps", int, "denoising steps"),
+            EPISODES,
+            SEED_START,
+            OUT,
+            VIDEO_SEEDS,
+        ),
+    ),
+    "search": Verb(
+        "test-time search of composition weights (defaults: the demo's search)",
+        "robocompose.jobs:SearchConfig",
+        _search,
+        ("task", "composition", "search"),
+        Shorthand("", "parents", help="parent checkpoint folders (>= 2)"),
+        many=True,
+        flags=(
+            OPERATOR,
+            Shorthand("--method", "search.method", help="grid or halving"),
+            Shorthand("--step", "search.step", float, "simplex grid step (0.1 for K=2)"),
+            EPISODES,
+            SEED_START,
+            OUT,
+        ),
+    ),
+    "sweep": Verb(
+        "a grid of compositions (Hydra multirun): one table row per episode, summary, plots",
+        "robocompose.sweep.config:SweepConfig",
+        _sweep,
+        ("task", "composition", "launcher", "sweep"),
+    ),
+    "experts": Verb(
+        "the scripted experts on every task, with videos",
+        "robocompose.jobs:ExpertsConfig",
+        _experts,
+        flags=(EPISODES, OUT),
+    ),
+    "demo": Verb(
+        "the main job: compose shipped parents and search",
+        "robocompose.demo:DemoConfig",
+        _demo,
+        flags=(
+            Shorthand("--task", "task"),
+            EPISODES,
+            Shorthand("--method", "method", help="grid or halving"),
+            OUT,
+        ),
+    ),
+}
+
+
+def _options(group: str) -> str:
+    return ", ".join(sorted(p.stem for p in (CONFIGS / group).glob("*.yaml")))
+
+
+def _verb_parser(name: str, verb: Verb, parser: argparse.ArgumentParser) -> None:
+    groups = "\n".join(f"  {g}: {_options(g)}" for g in verb.groups)
+    parser.epilog = f"config: configs/{name}.yaml; every field and its value: --cfg" + (
+        f"\nconfig groups (group=option):\n{groups}" if groups else ""
+    )
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    what = f"; positional: {verb.positional.help}" if verb.positional else ""
+    parser.add_argument("args", nargs="*", metavar="override", help=f"key=value{what}")
+    for flag in verb.flags:
+        parser.add_argument(flag.flag, dest=flag.key, help=f"= {flag.key}. {flag.help}".strip())
+    parser.add_argument("--cfg", action="store_true", help="print the composed config and exit")
+    if name == "sweep":
+        parser.add_argument(
+            "-m", "--multirun", action="store_true", help="as in Hydra (a sweep always expands)"
+        )
+
+
+def build_parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
+    """The top-level parser (help, verb names) and one parser per verb."""
+    parser = argparse.ArgumentParser(
+        prog="robocompose",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     verbs = parser.add_subparsers(dest="verb", required=True)
+    subs = {}
+    for name, verb in VERBS.items():
+        subs[name] = verbs.add_parser(name, help=verb.help, description=verb.help)
+        _verb_parser(name, verb, subs[name])
+    return parser, subs
 
-    p = verbs.add_parser("collect", help="write expert demos to a robomimic-layout hdf5 file")
-    p.add_argument("task", help=f"one of {', '.join(TASKS)}")
-    p.add_argument("--episodes", type=int, required=True, help="number of successful demos")
-    p.add_argument("--out", required=True, help="output .hdf5 (appended to if it exists)")
-    p.add_argument("--obs-keys", default="state", help="comma-separated: state,image")
-    p.add_argument("--seed-start", type=int, default=0)
-    p.add_argument("--expert-config", default="", help="JSON, e.g. '{\"action_noise_m\": 0.003}'")
-    p.set_defaults(func=_collect)
 
-    p = verbs.add_parser(
-        "train",
-        help="train a policy: key=value overrides of TrainConfig",
-        description="e.g. robocompose train dataset=data/pusht.hdf5 out=ckpt/pusht_flow "
-        "policy.family=flow policy.backbone=mlp steps=5000",
-    )
-    p.add_argument("overrides", nargs="*", help="key=value, e.g. policy.family=flow steps=2000")
-    p.set_defaults(func=_train)
+def _overrides(name: str, verb: Verb, args: argparse.Namespace) -> list[str]:
+    """Shorthands first, then the overrides as typed (so a typed override wins)."""
+    is_override = [a.startswith(("~", "+")) or "=" in a for a in args.args]
+    positional = [a for a, o in zip(args.args, is_override, strict=True) if not o]
+    typed = [a for a, o in zip(args.args, is_override, strict=True) if o]
+    out = []
+    if positional:
+        if verb.positional is None or (len(positional) > 1 and not verb.many):
+            raise ValueError(
+                f"unexpected argument(s) {positional}: overrides look like key=value "
+                f"(see `robocompose {name} --help`)."
+            )
+        value = positional if verb.many else positional[0]
+        out.append(verb.positional.override(value))
+    for flag in verb.flags:
+        value = getattr(args, flag.key)
+        if value is not None:
+            out.append(flag.override(value))
+    return out + typed
 
-    p = verbs.add_parser("eval", help="evaluate a checkpoint on its task")
-    p.add_argument("checkpoint", help="checkpoint folder (config.json + model.safetensors)")
-    p.add_argument("--episodes", type=int, default=50)
-    p.add_argument("--seed-start", type=int, default=100_000, help="first evaluation seed")
-    p.add_argument("--steps", type=int, default=None, help="denoising steps (default: config)")
-    p.add_argument("--num-envs", type=int, default=None)
-    p.add_argument("--out", default=None, help="episodes JSONL (default: CHECKPOINT/eval/)")
-    p.add_argument("--video-seeds", default="", help="comma-separated seeds to film")
-    p.set_defaults(func=_eval)
 
-    p = verbs.add_parser("compose", help="evaluate a composition of checkpoints")
-    p.add_argument("checkpoints", nargs="+", help="parent checkpoint folders (>= 2)")
-    p.add_argument(
-        "--operator", default="convex", help="convex, weighted_sum, guided, mixture, merge"
-    )
-    p.add_argument("--weights", default="0.5,0.5")
-    p.add_argument("--sampler", default="euler", help="euler, heun, ancestral, mcmc")
-    p.add_argument("--steps", type=int, default=10)
-    p.add_argument("--episodes", type=int, default=50)
-    p.add_argument("--seed-start", type=int, default=100_000)
-    p.add_argument("--out", default="runs/compose")
-    p.add_argument("--video-seeds", default="")
-    p.set_defaults(func=_compose)
+def _show(name: str, verb: Verb, overrides: list[str]) -> str:
+    from omegaconf import OmegaConf
 
-    p = verbs.add_parser("search", help="test-time search of composition weights")
-    p.add_argument("checkpoints", nargs="+", help="parent checkpoint folders (>= 2)")
-    p.add_argument("--operator", default="convex")
-    p.add_argument("--method", default="grid", choices=["grid", "halving"])
-    p.add_argument("--step", type=float, default=None, help="simplex grid step (0.1 for K=2)")
-    p.add_argument("--episodes", type=int, default=100)
-    p.add_argument("--seed-start", type=int, default=100_000)
-    p.add_argument("--out", default="runs/search")
-    p.set_defaults(func=_search)
+    if name == "sweep":
+        from robocompose.sweep.config import plan
 
-    p = verbs.add_parser("experts", help="the scripted experts on every task, with videos")
-    p.add_argument("--episodes", type=int, default=5)
-    p.add_argument("--out", default="runs/experts")
-    p.set_defaults(func=_experts)
-
-    p = verbs.add_parser("demo", help="the main job: compose shipped parents and search")
-    p.add_argument("--task", default="PushT", help=f"one of {', '.join(TASKS)}")
-    p.add_argument("--episodes", type=int, default=50)
-    p.add_argument("--method", default="halving", choices=["grid", "halving"])
-    p.add_argument("--out", default="runs/demo")
-    p.set_defaults(func=_demo)
-    return parser
+        sweep_plan = plan(overrides)
+        head = f"# {len(sweep_plan.cells)} cells over axes {sweep_plan.axes}\n"
+        return head + OmegaConf.to_yaml(sweep_plan.tree)
+    return OmegaConf.to_yaml(to_tree(compose_all(name, verb.config_class(), [overrides])[0]))
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser, subs = build_parsers()
+    if not argv or argv[0] not in subs:
+        parser.parse_args(argv)  # help, or the list of verbs
+    name, verb = argv[0], VERBS[argv[0]]
+    args = subs[name].parse_intermixed_args(argv[1:])  # flags and overrides in any order
     try:
-        args.func(args)
+        overrides = _overrides(name, verb, args)
+        if args.cfg:
+            print(_show(name, verb, overrides), end="")
+            return
+        verb.run(overrides)
     except (ValueError, FileNotFoundError) as e:
-        raise SystemExit(f"robocompose {args.verb}: error: {e}") from None
+        raise SystemExit(f"robocompose {name}: error: {e}") from None
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,220 @@
+"""Hydra configs for every verb: `configs/<verb>.yaml`, its groups, overrides, then a dataclass.
+
+One path from the command line to a validated config:
+1. Hydra composes `configs/<verb>.yaml` and the groups it names (task/, policy/, composition/,
+   search/, sweep/, launcher/) on top of the verb dataclass's own defaults, registered in
+   Hydra's config store as `base_<verb>`, and applies overrides in Hydra's grammar
+   (`key=value`, `group=option`, `+key=value`, `~key`);
+2. the resolved tree becomes the verb's dataclass field by field, each value checked against
+   the field's type;
+3. the dataclass validates itself in `__post_init__`.
+
+The dataclasses hold the defaults, the YAML files hold the choices (which task, which preset), so
+no default is written twice. Every error names the key; an unknown key lists the valid ones and
+the nearest.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import types
+import typing
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from hydra import compose, initialize_config_dir
+from hydra.core.config_store import ConfigStore
+from hydra.errors import ConfigCompositionException, HydraException
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
+
+CONFIGS = Path(__file__).resolve().parent.parent / "configs"
+MISSING = "???"
+
+
+class ConfigError(ValueError):
+    """A config that cannot be built; the message names the key."""
+
+
+def defaults_tree(cls: type) -> dict[str, Any]:
+    """The dataclass's defaults as a plain tree; a field without a default is `???` (required)."""
+    hints = typing.get_type_hints(cls)
+    tree: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        if f.default is not dataclasses.MISSING:
+            tree[f.name] = _plain(f.default)
+        elif f.default_factory is not dataclasses.MISSING:
+            tree[f.name] = _plain(f.default_factory())
+        elif dataclasses.is_dataclass(hints[f.name]):
+            tree[f.name] = defaults_tree(hints[f.name])
+        else:
+            tree[f.name] = MISSING
+    return tree
+
+
+def _plain(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, tuple | list):
+        return [_plain(v) for v in value]
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+def build(cls: type, tree: Mapping[str, Any], prefix: str = "") -> Any:
+    """`cls(**tree)` with nested dataclasses built too; unknown, missing or mistyped keys fail."""
+    hints = typing.get_type_hints(cls)
+    names = [f.name for f in dataclasses.fields(cls)]
+    for key in tree:
+        if key not in names:
+            raise unknown_key(prefix + key, names)
+    kwargs = {}
+    for f in dataclasses.fields(cls):
+        if f.name not in tree:
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                raise ConfigError(f"`{prefix}{f.name}` is required: add {prefix}{f.name}=...")
+            continue
+        kwargs[f.name] = _convert(hints[f.name], tree[f.name], prefix + f.name)
+    try:
+        return cls(**kwargs)
+    except (TypeError, ValueError) as e:
+        where = f" (in `{prefix.rstrip('.')}`)" if prefix else ""
+        raise ConfigError(f"{e}{where}") from None
+
+
+def _convert(tp: Any, value: Any, key: str) -> Any:
+    """`value` as type `tp`, or a ConfigError naming `key` and what was expected."""
+    if isinstance(value, str) and value == MISSING:
+        raise ConfigError(f"`{key}` is required: add {key}=...")
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if tp is Any:
+        return value
+    if dataclasses.is_dataclass(tp):
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"`{key}` must be a mapping of {tp.__name__} fields. Got {value!r}.")
+        return build(tp, value, key + ".")
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        for option in (a for a in args if a is not type(None)):
+            try:
+                return _convert(option, value, key)
+            except ConfigError:
+                continue
+        raise _mistyped(key, tp, value)
+    if origin in (list, tuple, Sequence):
+        if not isinstance(value, list | tuple):
+            raise _mistyped(key, tp, value)
+        item = args[0] if args else Any
+        items = [_convert(item, v, f"{key}[{i}]") for i, v in enumerate(value)]
+        return tuple(items) if origin is tuple else items
+    if origin in (dict, Mapping):
+        if not isinstance(value, Mapping):
+            raise _mistyped(key, tp, value)
+        item = args[1] if args else Any
+        return {k: _convert(item, v, f"{key}.{k}") for k, v in value.items()}
+    if tp is float and isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    if tp is str and isinstance(value, int | float) and not isinstance(value, bool):
+        return str(value)  # Hydra reads `name=1` as a number
+    if tp is int and isinstance(value, bool):
+        raise _mistyped(key, tp, value)
+    if isinstance(tp, type) and isinstance(value, tp):
+        return value
+    raise _mistyped(key, tp, value)
+
+
+def _mistyped(key: str, tp: Any, value: Any) -> ConfigError:
+    name = getattr(tp, "__name__", None) if typing.get_origin(tp) is None else None
+    return ConfigError(f"`{key}` must be {name or tp}. Got {value!r} ({type(value).__name__}).")
+
+
+def unknown_key(key: str, choices: Iterable[str]) -> ConfigError:
+    """`a.b.c` is not a field: say where, list what is there, suggest the nearest."""
+    *parents, name = key.split(".")
+    choices = sorted(str(c) for c in choices)
+    near = difflib.get_close_matches(name, choices, 1)
+    hint = f" Did you mean {'.'.join([*parents, near[0]])!r}?" if near else ""
+    where = ".".join(parents) or "the config"
+    return ConfigError(
+        f"unknown config key {key!r}: {where} has no field {name!r}. "
+        f"Choices: {', '.join(choices)}.{hint}"
+    )
+
+
+def register(name: str, cls: type) -> None:
+    """Put `cls`'s defaults in Hydra's config store as `base_<name>` (the verb YAML's base)."""
+    node = OmegaConf.create(defaults_tree(cls))
+    _open_free_mappings(cls, node)
+    ConfigStore.instance().store(name=f"base_{name}", node=node)
+
+
+def _open_free_mappings(cls: type, node: DictConfig) -> None:
+    """A `dict[...]` field takes any keys (`expert={action_noise_m:0.003}`); fields don't."""
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        child = node._get_node(f.name)
+        if not isinstance(child, DictConfig):
+            continue
+        if dataclasses.is_dataclass(hints[f.name]):
+            _open_free_mappings(hints[f.name], child)
+        elif typing.get_origin(hints[f.name]) in (dict, Mapping):
+            OmegaConf.set_struct(child, False)
+
+
+def compose_all(name: str, cls: type, override_lists: Sequence[Sequence[str]]) -> list[DictConfig]:
+    """`configs/<name>.yaml` composed once per override list (one Hydra session for all)."""
+    register(name, cls)
+    configs = []
+    with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3", job_name=name):
+        for overrides in override_lists:
+            try:
+                configs.append(compose(config_name=name, overrides=list(overrides)))
+            except (HydraException, OmegaConfBaseException) as e:
+                raise _explain(e) from None
+    return configs
+
+
+def to_tree(config: DictConfig) -> dict[str, Any]:
+    """The resolved plain tree of a composed config; a broken interpolation names its key."""
+    try:
+        tree = OmegaConf.to_container(config, resolve=True, throw_on_missing=False)
+    except OmegaConfBaseException as e:
+        raise _explain(e) from None
+    assert isinstance(tree, dict)
+    return tree
+
+
+def load(name: str, cls: type, overrides: Sequence[str] = ()) -> Any:
+    """The verb config `cls` from `configs/<name>.yaml` and command-line overrides."""
+    return build(cls, to_tree(compose_all(name, cls, [overrides])[0]))
+
+
+def _explain(error: Exception) -> ConfigError:
+    """Hydra's message, with our nearest-key help where an override names an unknown key."""
+    cause = error.__cause__ if isinstance(error, ConfigCompositionException) else error
+    if isinstance(cause, ConfigAttributeError | ConfigKeyError) and cause.full_key:
+        parent = cause.parent_node
+        if isinstance(parent, DictConfig):
+            return unknown_key(str(cause.full_key), parent.keys())
+    message = str(error).split("\nConfig search path:")[0]
+    return ConfigError(" ".join(message.split()))
+
+
+def hydra_value(value: Any) -> str:
+    """A Python value written in Hydra's override grammar (strings quoted, so any path works)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, list | tuple):
+        return "[" + ",".join(hydra_value(v) for v in value) + "]"
+    if isinstance(value, Mapping):
+        return "{" + ",".join(f"{k}:{hydra_value(v)}" for k, v in value.items()) + "}"
+    text = str(value).replace("\\", "\\\\").replace("'", "\\'")
+    return f"'{text}'"

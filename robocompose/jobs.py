@@ -1,0 +1,212 @@
+"""The verbs' configs (built from `configs/<verb>.yaml` by `robocompose.config`) and the one job
+the rollout verbs share: a task's parents, composed, run on a seed list.
+
+`compose` runs one `RolloutConfig`; `search` searches its weights; `sweep` runs one per cell.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from robocompose.composition.api import AnyPolicy, candidate_label, compose, task_of
+from robocompose.composition.policy import ComposedPolicy, CompositionConfig
+from robocompose.policies.base import GenerativePolicy
+from robocompose.policies.checkpoint import load_policy
+from robocompose.policies.evaluation import evaluate_predictor
+from robocompose.policies.runner import PolicyPredictor
+from robocompose.shipped import parent_pair
+from robocompose.sim.evaluate import EvalResult
+from robocompose.sim.tasks import get_task
+
+SEED_STRIDE = 1_000_000  # replicate `seed` s runs episode seeds seed_start + s * SEED_STRIDE + i
+
+
+@dataclass(kw_only=True)
+class TaskConfig:
+    """A task of the suite, where its expert demos live and how many the shipped parents saw."""
+
+    name: str
+    dataset: str
+    demos: int
+
+    def __post_init__(self) -> None:
+        get_task(self.name)
+        if self.demos < 1:
+            raise ValueError(f"`demos` must be >= 1. Got {self.demos}.")
+
+
+@dataclass(kw_only=True)
+class CompositionSpec(CompositionConfig):
+    """`CompositionConfig`, plus operator "merge": one parameter-merged policy (model soup) that
+    samples with its own sampler in `steps` steps; the other fields do not apply to it."""
+
+    def __post_init__(self) -> None:
+        if self.operator != "merge":
+            super().__post_init__()
+            return
+        # validate every other field as any operator would, then keep "merge"
+        checked = CompositionConfig(**{**dataclasses.asdict(self), "operator": "convex"})
+        self.weights = checked.weights
+
+
+@dataclass(kw_only=True)
+class EpisodesConfig:
+    """Which episodes to run: `episodes` seeds from seed_start, in the block of replicate `seed`.
+
+    Every candidate of a comparison runs the same seeds (common random numbers)."""
+
+    episodes: int = 50
+    seed: int = 0
+    seed_start: int = 100_000  # far from the demonstration seeds (0, 1, ...)
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.episodes <= SEED_STRIDE:
+            raise ValueError(f"`episodes` must be in [1, {SEED_STRIDE}]. Got {self.episodes}.")
+        if self.seed < 0:
+            raise ValueError(f"`seed` must be >= 0. Got {self.seed}.")
+
+    def seeds(self) -> list[int]:
+        start = self.seed_start + self.seed * SEED_STRIDE
+        return list(range(start, start + self.episodes))
+
+
+@dataclass(kw_only=True)
+class RolloutConfig(EpisodesConfig):
+    """A composition of parents on their task. `parents` empty: the task's shipped pair."""
+
+    task: TaskConfig
+    parents: list[str] = field(default_factory=list)
+    composition: CompositionSpec = field(default_factory=CompositionSpec)
+    num_envs: int | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if len(self.parents) == 1:
+            raise ValueError(f"`parents` must name >= 2 checkpoints (or none). Got {self.parents}.")
+
+    def parent_paths(self) -> list[Path]:
+        """Absolute checkpoint folders (so Ray workers find them whatever their directory)."""
+        if not self.parents:
+            return parent_pair(self.task.name)
+        return [Path(p).resolve() for p in self.parents]
+
+    def load_parents(self) -> list[GenerativePolicy]:
+        return [load_parent(str(p)) for p in self.parent_paths()]
+
+    def policy(self) -> AnyPolicy:
+        """The composed (or parameter-merged) policy; the parents must be of `task`."""
+        parents = self.load_parents()
+        spec = self.composition
+        rest = {
+            f.name: getattr(spec, f.name)
+            for f in dataclasses.fields(CompositionConfig)
+            if f.name not in ("operator", "weights")
+        }
+        policy = compose(parents, spec.operator, spec.weights, **rest)
+        env_id, _ = task_of(policy)
+        if env_id != get_task(self.task.name).env_id:
+            raise ValueError(
+                f"the parents were trained on {env_id}, not on task {self.task.name!r}; "
+                f"set task=<their task>."
+            )
+        return policy
+
+    def label(self) -> str:
+        return candidate_label(self.composition.operator, self.composition.weights)
+
+
+@functools.lru_cache(maxsize=16)
+def load_parent(path: str) -> GenerativePolicy:
+    """One load per checkpoint per process (a sweep's cells, a Ray worker's tasks share it)."""
+    return load_policy(path)
+
+
+def rollout(
+    policy: AnyPolicy,
+    seeds: list[int],
+    *,
+    steps: int,
+    label: str,
+    out: str | os.PathLike[str] | None = None,
+    num_envs: int | None = None,
+    video_seeds: list[int] | None = None,
+    video_dir: str | os.PathLike[str] | None = None,
+    progress: bool = True,
+) -> EvalResult:
+    """`policy` on its task over `seeds`; a merged (single) policy samples in `steps` steps,
+    which `composition.api.evaluate` leaves at the checkpoint's own count."""
+    env_id, env_kwargs = task_of(policy)
+    predictor = policy if isinstance(policy, ComposedPolicy) else PolicyPredictor(policy, steps)
+    return evaluate_predictor(
+        predictor,
+        env_id,
+        env_kwargs,
+        seeds,
+        label=label,
+        out=out,
+        num_envs=num_envs,
+        video_seeds=video_seeds or (),
+        video_dir=video_dir,
+        progress=progress,
+    )
+
+
+@dataclass(kw_only=True)
+class ComposeConfig(RolloutConfig):
+    """`robocompose compose`: one composition, episodes to `out/<label>.jsonl` (resumable)."""
+
+    out: str = "runs/compose"
+    video_seeds: list[int] = field(default_factory=list)
+
+
+@dataclass(kw_only=True)
+class SearchSettings:
+    method: str = "halving"  # "grid" or "halving" (successive halving)
+    step: float | None = None  # simplex grid step; None: 0.1 for two parents, else 0.25
+    first_slice: int = 10  # halving: seeds every candidate runs in the first round
+
+
+@dataclass(kw_only=True)
+class SearchConfig(RolloutConfig):
+    """`robocompose search`: the weights of `composition.operator` (its `weights` are what the
+    search finds; the other composition fields apply to every candidate)."""
+
+    search: SearchSettings = field(default_factory=SearchSettings)
+    out: str = "runs/search"
+
+
+@dataclass(kw_only=True)
+class CollectConfig:
+    """`robocompose collect`: successful expert demos appended to `out` until it holds
+    `episodes`."""
+
+    task: TaskConfig
+    episodes: int
+    out: str
+    obs_keys: list[str] = field(default_factory=lambda: ["state"])
+    seed_start: int = 0
+    expert: dict[str, Any] = field(default_factory=dict)  # e.g. +expert.action_noise_m=0.003
+
+
+@dataclass(kw_only=True)
+class EvalConfig(EpisodesConfig):
+    """`robocompose eval`: one checkpoint on its own task."""
+
+    checkpoint: str
+    steps: int | None = None  # denoising steps; None: the checkpoint's own
+    num_envs: int | None = None
+    out: str | None = None  # episodes JSONL; None: <checkpoint>/eval/episodes.jsonl
+    video_seeds: list[int] = field(default_factory=list)
+
+
+@dataclass(kw_only=True)
+class ExpertsConfig:
+    """`robocompose experts`: every task's scripted expert, a table and one video each."""
+
+    episodes: int = 5
+    out: str = "runs/experts"
