@@ -9,6 +9,9 @@ space, which rescales the noise per dimension and is therefore not exact.
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import json
 import math
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -198,6 +201,12 @@ class ComposedPolicy:
         if self.config.sampler in ("ancestral", "mcmc"):
             kwargs["generator"] = row_generators(noise)
         return SAMPLERS[self.config.sampler](denoiser, noise, self.sigmas(denoiser), **kwargs)
+
+    def fingerprint(self) -> str:
+        parts = [p.fingerprint() for p in self.parents]
+        config = {k: v for k, v in dataclasses.asdict(self.config).items() if k != "parallel"}
+        text = json.dumps([parts, config], sort_keys=True, default=str)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     def predict_actions(self, obs: dict[str, torch.Tensor], noise: torch.Tensor) -> torch.Tensor:
         if self.operator is None:

@@ -6,6 +6,9 @@ Shapes: observations (B, T, ...) with T = n_obs_steps; action chunks (B, H, A).
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import json
 from abc import abstractmethod
 
 import torch
@@ -100,6 +103,18 @@ class GenerativePolicy(nn.Module):
             noise = torch.randn(self.chunk_shape(cond.shape[0]), device=cond.device)
         steps = steps or self.config.num_inference_steps
         return self.action_normalizer.unnormalize(self.sample_normalized(cond, steps, noise))
+
+    def fingerprint(self) -> str:
+        """A short hash of config, normalisers and weights: evaluation logs record it, so a run
+        never resumes from episodes of a different (e.g. retrained) policy."""
+        digest = hashlib.sha256()
+        config = dataclasses.asdict(self.config)
+        norms = {k: (n.scale.tolist(), n.offset.tolist()) for k, n in self.normalizers.items()}
+        digest.update(json.dumps([config, norms], sort_keys=True, default=str).encode())
+        for name, tensor in sorted(self.state_dict().items()):
+            digest.update(name.encode())
+            digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+        return digest.hexdigest()[:16]
 
     def chunk_shape(self, batch: int) -> tuple[int, int, int]:
         return (batch, self.config.horizon, self.config.action_dim)

@@ -76,4 +76,5 @@ def evaluate_predictor(
         video_dir=video_dir,
         progress=progress,
         env_id=f"{env_id}:{label}",
+        policy_id=predictor.fingerprint(),
     )

@@ -26,6 +26,10 @@ class ChunkPredictor(Protocol):
         """{key: (B, n_obs_steps, ...)}, noise (B, *noise_shape) -> (B, n_action_steps, A)."""
         ...
 
+    def fingerprint(self) -> str:
+        """Changes whenever the actions could: weights, config, sampler settings."""
+        ...
+
 
 def _noise_seed(runner_seed: int, episode_seed: int) -> int:
     return (runner_seed * 1_000_003 + episode_seed) % (2**63)
@@ -101,3 +105,6 @@ class PolicyPredictor:
     def predict_actions(self, obs: dict[str, torch.Tensor], noise: torch.Tensor) -> torch.Tensor:
         chunk = self.policy.sample(obs, self.steps, noise)
         return chunk[:, self.policy.executed_slice()]
+
+    def fingerprint(self) -> str:
+        return f"{self.policy.fingerprint()}-steps{self.steps}"

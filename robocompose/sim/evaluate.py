@@ -4,7 +4,8 @@ Every episode runs on exactly its seed, whatever `num_envs` is: the vector env n
 a finished slot is reset with the next seed from the queue. Each episode is appended to a JSONL
 file as it finishes, so a killed run resumes where it stopped and nothing is counted twice.
 
-A record: {"env_id", "seed", "success", "score", "return", "length", "error", "elapsed_s"}.
+A record: {"env_id", "seed", "success", "score", "return", "length", "error", "elapsed_s"}, and
+"policy_id" when the caller names the policy.
 """
 
 from __future__ import annotations
@@ -95,6 +96,7 @@ def evaluate(
     video_dir: str | os.PathLike[str] | None = None,
     progress: bool = True,
     env_id: str | None = None,
+    policy_id: str | None = None,
 ) -> EvalResult:
     """Run one episode per seed and return the per-seed records and success rate.
 
@@ -116,6 +118,8 @@ def evaluate(
         video_seeds: seeds (run in this call) to save as `video_dir/seed_{seed}.mp4`; an id is
             made with render_mode="rgb_array", a factory must do that itself.
         env_id: name for the records and summary; default the id or the factory's name.
+        policy_id: stored in every record; resuming from an `out` file written by another
+            policy_id (say, the checkpoint was retrained since) is refused with an error.
 
     An episode succeeds if `info["success"]` (else `info["is_success"]`) was true at any step;
     its score is the max of `info["score"]` over the episode, else the return. A step or reset
@@ -140,7 +144,7 @@ def evaluate(
         raise ValueError("`video_dir` must be given with `video_seeds`.")
     name = env_id or _env_name(env)
     path = Path(out) if out is not None else None
-    done = _read_records(path, name) if path is not None else {}
+    done = _read_records(path, name, policy_id) if path is not None else {}
     records = {s: done[s] for s in seeds if s in done}
     queue = deque(s for s in seeds if s not in done)
     if not queue:
@@ -158,6 +162,8 @@ def evaluate(
             sink = path.open("a", encoding="utf-8")
         rollouts = _Rollouts(envs, policy, queue, name, stop_on_success, record_seeds, video_dir)
         for record in rollouts.run():
+            if policy_id is not None:
+                record["policy_id"] = policy_id
             records[record["seed"]] = record
             if sink is not None:
                 sink.write(json.dumps(record) + "\n")
@@ -421,7 +427,7 @@ def _zeros(space: spaces.Space) -> Any:
     return space.sample()
 
 
-def _read_records(path: Path, env_id: str) -> dict[int, dict[str, Any]]:
+def _read_records(path: Path, env_id: str, policy_id: str | None) -> dict[int, dict[str, Any]]:
     """Records already in `path` by seed; drops a last line cut short by a kill."""
     if not path.exists():
         return {}
@@ -443,6 +449,12 @@ def _read_records(path: Path, env_id: str) -> dict[int, dict[str, Any]]:
                 raise ValueError(
                     f"{path} holds records of env {record.get('env_id')!r}, not {env_id!r}; "
                     "use another `out` file rather than mixing envs."
+                )
+            if record.get("policy_id") != policy_id:
+                raise ValueError(
+                    f"{path} holds episodes of policy {record.get('policy_id')!r}, not of this "
+                    f"one ({policy_id!r}): the policy changed since they ran. Delete the file or "
+                    "use another `out` to evaluate it afresh."
                 )
             records.setdefault(int(record["seed"]), record)
         pos += len(line) + 1

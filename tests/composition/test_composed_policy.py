@@ -127,6 +127,18 @@ def test_parallel_and_serial_parents_agree() -> None:
     torch.testing.assert_close(outs[0], outs[1])
 
 
+def test_fingerprint_names_parents_and_weights_not_threading() -> None:
+    a, b = tiny_policy(0), tiny_policy(1, family="diffusion")
+
+    def fingerprint(parents, weights=(0.3, 0.7), parallel=True) -> str:
+        config = CompositionConfig(weights=weights, parallel=parallel)
+        return ComposedPolicy(parents, config).fingerprint()
+
+    assert fingerprint([a, b]) == fingerprint([a, b], parallel=False)
+    assert fingerprint([a, b]) != fingerprint([a, b], weights=(0.4, 0.6))
+    assert fingerprint([a, b]) != fingerprint([a, tiny_policy(2, family="diffusion")])
+
+
 def test_simplex_grid() -> None:
     assert len(simplex_grid(2, 0.1)) == 11
     assert len(simplex_grid(3, 0.25)) == 15

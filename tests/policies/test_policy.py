@@ -79,6 +79,17 @@ def test_train_checkpoint_load_eval(dataset: str, tmp_path, family: str, backbon
     main(["eval", str(out), "--episodes", "2", "--num-envs", "2"])
     lines = (out / "eval" / "episodes.jsonl").read_text().splitlines()
     assert len(lines) == 2 and all(json.loads(line)["length"] > 0 for line in lines)
+    assert {json.loads(line)["policy_id"] for line in lines} == {
+        f"{policy.fingerprint()}-stepsNone"
+    }
+
+
+def test_fingerprint_follows_the_weights(dataset: str, tmp_path) -> None:
+    out = train(_config(dataset, tmp_path, "flow", "mlp"), progress=False)
+    a, b = load_policy(out), load_policy(out)
+    assert a.fingerprint() == b.fingerprint()
+    next(b.parameters()).data.add_(1e-3)
+    assert a.fingerprint() != b.fingerprint()
 
 
 def test_resume_continues_exactly(dataset: str, tmp_path) -> None:

@@ -155,6 +155,17 @@ def test_other_env_in_out_file_is_refused(tmp_path) -> None:
         run(SEEDS[:2], out=out, env_id="other")
 
 
+def test_episodes_of_another_policy_id_are_refused(tmp_path) -> None:
+    out = tmp_path / "eval.jsonl"
+    run(SEEDS[:2], out=out, policy_id="ckpt-v1")
+    assert {r["policy_id"] for r in read_jsonl(out)} == {"ckpt-v1"}
+    policy = GoToZero()
+    run(SEEDS[:2], out=out, policy=policy, policy_id="ckpt-v1")  # same policy: resumes
+    assert policy.calls == 0
+    with pytest.raises(ValueError, match=r"eval\.jsonl holds episodes of policy 'ckpt-v1'"):
+        run(SEEDS[:3], out=out, policy_id="ckpt-v2")
+
+
 @pytest.mark.parametrize("num_envs", [1, 3])
 def test_raising_and_nan_envs_fail_with_reason(num_envs: int) -> None:
     kwargs = {"raise_seeds": (2,), "nan_seeds": (5,)}
