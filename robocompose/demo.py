@@ -17,7 +17,7 @@ from pathlib import Path
 
 from robocompose.composition.api import compose, evaluate, load, search
 from robocompose.composition.search import plot_search
-from robocompose.shipped import PARENT_PAIR, shipped_path
+from robocompose.shipped import parent_pair
 
 EVAL_SEED_START = 100_000  # far from the demonstration seeds (0, 1, ...)
 
@@ -36,8 +36,9 @@ def run_demo(config: DemoConfig) -> dict:
     start = time.perf_counter()
     out = Path(config.out) / config.task
     seeds = list(range(EVAL_SEED_START, EVAL_SEED_START + config.episodes))
-    names = [f"{config.task}_{kind}" for kind in PARENT_PAIR]
-    parents = [load(shipped_path(config.task, kind)) for kind in PARENT_PAIR]
+    paths = parent_pair(config.task)
+    names = [p.name for p in paths]
+    parents = [load(p) for p in paths]
 
     rows = []
     for name, parent in zip(names, parents, strict=True):

@@ -6,8 +6,15 @@ from pathlib import Path
 
 CHECKPOINTS = Path(__file__).resolve().parent.parent / "checkpoints"
 
-# the heterogeneous parent pair of each task: (A, B)
-PARENT_PAIR = ("diffusion_unet", "flow_mlp")
+# The parent pair (A, B) that composition uses on each task, by checkpoint kind. Where the
+# diffusion UNet is competent the pair is heterogeneous (diffusion UNet + flow MLP); where it is
+# not, two flow MLPs trained on disjoint halves of one demo file (same normaliser).
+PARENT_PAIRS: dict[str, tuple[str, str]] = {
+    "PushT": ("diffusion_unet", "flow_mlp"),
+    "PickPlace": ("diffusion_unet", "flow_mlp"),
+    "PickPlaceTwoCubes": ("flow_mlp", "flow_mlp_b"),
+    "Stack": ("flow_mlp", "flow_mlp_b"),
+}
 
 
 def shipped_checkpoints() -> list[Path]:
@@ -25,3 +32,10 @@ def shipped_path(task: str, kind: str) -> Path:
             f"Train it with `make {path.relative_to(CHECKPOINTS.parent)}/config.json`."
         )
     return path
+
+
+def parent_pair(task: str) -> list[Path]:
+    """The shipped parent checkpoints composed on `task` (see `PARENT_PAIRS`)."""
+    if task not in PARENT_PAIRS:
+        raise ValueError(f"no shipped parent pair for task {task!r}; have {sorted(PARENT_PAIRS)}.")
+    return [shipped_path(task, kind) for kind in PARENT_PAIRS[task]]
