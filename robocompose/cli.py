@@ -37,9 +37,12 @@ class Shorthand:
     help: str = ""
     group: bool = False  # the key is a config group: the value is an option name
 
-    def override(self, value: Any) -> str:
-        text = value if self.group else hydra_value(self.parse(value))
-        return f"{self.key}={text}"
+    def override(self, value: str | list[str]) -> str:
+        """`key=value` in Hydra's grammar; a list (positional arguments) parses item by item."""
+        if self.group:
+            return f"{self.key}={value}"
+        parsed = [self.parse(v) for v in value] if isinstance(value, list) else self.parse(value)
+        return f"{self.key}={hydra_value(parsed)}"
 
 
 def _csv(kind: Callable[[str], Any]) -> Callable[[str], list]:
@@ -160,30 +163,21 @@ def _compose(overrides: list[str]) -> None:
 
 
 def _search(overrides: list[str]) -> None:
-    import dataclasses
-
     from robocompose.composition import search
-    from robocompose.composition.policy import CompositionConfig
     from robocompose.composition.search import plot_search
 
     config = _load("search", overrides)
     parents = config.load_parents()
-    spec = config.composition
-    rest = {
-        f.name: getattr(spec, f.name)
-        for f in dataclasses.fields(CompositionConfig)
-        if f.name not in ("operator", "weights")
-    }
     result = search(
         parents,
         config.seeds(),
         out_dir=config.out,
-        operator=spec.operator,
+        operator=config.composition.operator,
         method=config.search.method,
         step=config.search.step,
         first_slice=config.search.first_slice,
         num_envs=config.num_envs,
-        **rest,
+        **config.composition.settings(),
     )
     print(result.table())
     print(f"chosen {result.chosen}; {result.episodes_spent} episodes spent")

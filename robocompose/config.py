@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import re
 import types
 import typing
 from collections.abc import Iterable, Mapping, Sequence
@@ -216,5 +217,6 @@ def hydra_value(value: Any) -> str:
         return "[" + ",".join(hydra_value(v) for v in value) + "]"
     if isinstance(value, Mapping):
         return "{" + ",".join(f"{k}:{hydra_value(v)}" for k, v in value.items()) + "}"
-    text = str(value).replace("\\", "\\\\").replace("'", "\\'")
+    # Hydra unescapes a backslash only before a quote: double those runs, then escape quotes
+    text = re.sub(r"(\\+)(?='|$)", lambda m: 2 * m.group(1), str(value)).replace("'", "\\'")
     return f"'{text}'"

@@ -53,6 +53,14 @@ class CompositionSpec(CompositionConfig):
         checked = CompositionConfig(**{**dataclasses.asdict(self), "operator": "convex"})
         self.weights = checked.weights
 
+    def settings(self) -> dict[str, Any]:
+        """Every field but operator and weights: what a search keeps across its candidates."""
+        return {
+            f.name: getattr(self, f.name)
+            for f in dataclasses.fields(CompositionConfig)
+            if f.name not in ("operator", "weights")
+        }
+
 
 @dataclass(kw_only=True)
 class EpisodesConfig:
@@ -100,14 +108,8 @@ class RolloutConfig(EpisodesConfig):
 
     def policy(self) -> AnyPolicy:
         """The composed (or parameter-merged) policy; the parents must be of `task`."""
-        parents = self.load_parents()
         spec = self.composition
-        rest = {
-            f.name: getattr(spec, f.name)
-            for f in dataclasses.fields(CompositionConfig)
-            if f.name not in ("operator", "weights")
-        }
-        policy = compose(parents, spec.operator, spec.weights, **rest)
+        policy = compose(self.load_parents(), spec.operator, spec.weights, **spec.settings())
         env_id, _ = task_of(policy)
         if env_id != get_task(self.task.name).env_id:
             raise ValueError(

@@ -1,0 +1,157 @@
+"""Configs: every verb composes from configs/, errors name the key, flags are shorthands for the
+same overrides, the search defaults are the demo's, every ablation preset plans."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pytest
+
+from robocompose.cli import VERBS, main
+from robocompose.config import ConfigError, build, compose_all, hydra_value, load, to_tree
+from robocompose.demo import DemoConfig
+from robocompose.jobs import ComposeConfig, EvalConfig, SearchConfig
+from robocompose.shipped import parent_pair
+from robocompose.sweep.config import LauncherConfig, plan
+from robocompose.sweep.run import _applicable, run_sweep
+
+REQUIRED = {"train": ["dataset=d.hdf5", "out=o"], "eval": ["checkpoint=c"]}
+
+
+@pytest.mark.parametrize("verb", sorted(VERBS))
+def test_every_verb_builds_from_its_config(verb: str) -> None:
+    cls = VERBS[verb].config_class()
+    config = build(cls, to_tree(compose_all(verb, cls, [REQUIRED.get(verb, [])])[0]))
+    assert isinstance(config, cls)
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (["composition.wieghts=[1,0]"], r"has no field 'wieghts'.*'composition.weights'"),
+        (["+composition.extra=1"], r"unknown config key 'composition.extra'"),
+        (["composition.steps=abc"], r"`composition.steps` must be .*Got 'abc'"),
+        (["composition.weights=[a,b]"], r"`composition.weights\[0\]` must be float"),
+        (["task=Pusht"], r"Could not find 'task/Pusht'.*PushT"),
+        (["composition=nope"], r"Available options in 'composition'.*convex"),
+        (["episodes=0"], r"`episodes` must be in \[1, "),
+        (["task.name=Stak"], r"unknown task 'Stak'.*Did you mean 'Stack'"),
+        (["parents=[only_one]"], r"`parents` must name >= 2"),
+        (["episodes"], r"Error parsing override 'episodes'"),
+    ],
+)
+def test_bad_overrides_name_the_key(overrides: list[str], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load("compose", ComposeConfig, overrides)
+
+
+def test_required_keys_and_free_mappings() -> None:
+    with pytest.raises(ConfigError, match=r"`checkpoint` is required: add checkpoint=\.\.\."):
+        load("eval", EvalConfig, [])
+    collect = VERBS["collect"].config_class()
+    config = load("collect", collect, ["expert={action_noise_m:0.003}", "+expert.retries=2"])
+    assert config.expert == {"action_noise_m": 0.003, "retries": 2}
+    assert (config.episodes, config.out) == (400, "data/PushT.hdf5")  # from task/PushT.yaml
+
+
+@dataclass
+class Inner:
+    shape: tuple[int, ...] = (1,)
+
+
+@dataclass
+class Outer:
+    inner: Inner = field(default_factory=Inner)
+    rate: float | None = None
+
+
+def test_build_checks_nested_types() -> None:
+    built = build(Outer, {"inner": {"shape": [2, 3]}, "rate": 1})
+    assert built.inner.shape == (2, 3) and built.rate == 1.0
+    with pytest.raises(ConfigError, match=r"`inner.shape\[1\]` must be int. Got 'x'"):
+        build(Outer, {"inner": {"shape": [2, "x"]}})
+    with pytest.raises(ConfigError, match=r"inner has no field 'shap'.*'inner.shape'"):
+        build(Outer, {"inner": {"shap": [2]}})
+
+
+@pytest.mark.parametrize("text", ["a b/c", "it's", "x,y=z", "a\\b", "a\\'b\\", "[not a list]"])
+def test_hydra_value_survives_any_string(text: str) -> None:
+    assert load("eval", EvalConfig, [f"checkpoint={hydra_value(text)}"]).checkpoint == text
+
+
+def test_flags_are_shorthands_for_the_same_overrides(capsys) -> None:
+    main(["compose", "a", "b", "--weights", "0.6,0.4", "--steps", "5", "--cfg", "episodes=7"])
+    flags = capsys.readouterr().out
+    main(
+        ["compose", "parents=[a,b]", "composition.weights=[0.6,0.4]", "composition.steps=5"]
+        + ["episodes=7", "--cfg"]
+    )
+    assert flags == capsys.readouterr().out
+    assert "steps: 5" in flags and "episodes: 7" in flags
+
+
+def test_cli_reports_config_errors_by_key() -> None:
+    with pytest.raises(SystemExit, match=r"robocompose eval: error: `episodes` must be in"):
+        main(["eval", "ckpt", "--episodes", "0"])
+    with pytest.raises(SystemExit, match=r"unexpected argument\(s\) \['a', 'b'\]"):
+        main(["eval", "a", "b"])
+
+
+def test_search_defaults_are_the_demo() -> None:
+    demo, search = DemoConfig(), load("search", SearchConfig, [])
+    assert search.task.name == demo.task and search.parent_paths() == parent_pair(demo.task)
+    assert search.seeds() == list(range(100_000, 100_000 + demo.episodes))
+    assert (search.search.method, search.search.first_slice, search.num_envs) == (
+        demo.method,
+        demo.first_slice,
+        demo.num_envs,
+    )
+    assert search.composition.operator == "convex"
+
+
+@pytest.mark.parametrize(
+    "preset, axes, cells",
+    [
+        ("operators", ["composition"], 4),
+        ("weights", ["composition.weights"], 11),
+        ("steps", ["composition.steps"], 6),
+        ("demos", ["task.demos", "composition.weights"], 9),
+    ],
+)
+def test_ablation_presets_plan(preset: str, axes: list[str], cells: int) -> None:
+    sweep_plan = plan([f"sweep={preset}", "seed=0,1"])
+    assert sweep_plan.axes == [*axes, "seed"] and len(sweep_plan.cells) == 2 * cells
+
+
+def test_demos_ablation_names_its_missing_checkpoints(tmp_path) -> None:
+    cells = plan(["sweep=demos"]).cells
+    assert cells[0].job.parents[0].endswith("PickPlace_flow_mlp_50a")
+    if all((p / "config.json").is_file() for c in cells for p in c.job.parent_paths()):
+        pytest.skip("the demos-ablation checkpoints are trained here")
+    with pytest.raises(FileNotFoundError, match=r"PickPlace_flow_mlp_50a.*make demos-ablation"):
+        run_sweep(["sweep=demos", f"sweep.dir={tmp_path}"], progress=False)
+
+
+def test_sweep_axes_pin_and_fail_by_cell() -> None:
+    pinned = plan(["sweep=operators", "composition=or", "seed=0,1"])
+    assert pinned.axes == ["seed"] and pinned.cells[0].job.composition.operator == "mixture"
+    with pytest.raises(ConfigError, match=r"sweep cell composition.steps=0: `steps` must be >= 1"):
+        plan(["composition.steps=2,0"])
+    with pytest.raises(ConfigError, match=r"choice \(a,b,c\) or a range"):
+        plan(["seed=interval(0,1)"])
+    with pytest.raises(ConfigError, match="at least one axis"):
+        plan([])
+
+
+def test_merge_of_two_architectures_is_skipped_with_its_reason() -> None:
+    sweep_plan = plan(["task=PickPlace", "composition=convex,merge"])  # diffusion UNet + flow MLP
+    applicable, skipped = _applicable(sweep_plan)
+    assert applicable == [0] and list(skipped) == [("merge",)]
+    assert "one architecture" in skipped[("merge",)]
+
+
+def test_launcher_settings_are_checked() -> None:
+    with pytest.raises(ValueError, match=r"`launcher.name` must be one of \('local', 'ray'\)"):
+        LauncherConfig(name="slurm")
+    with pytest.raises(ValueError, match="with `address` the cluster's own settings apply"):
+        LauncherConfig(name="ray", address="auto", num_cpus=2)
