@@ -1,10 +1,10 @@
 """`robocompose` command line: one entry point, one sub-command per verb.
 
 Every verb reads `configs/<verb>.yaml` (with its groups: task/, policy/, composition/, search/,
-sweep/, launcher/) and takes overrides in Hydra's grammar:
+sweep/, launcher/) and takes overrides in Hydra's grammar (quote brackets for the shell):
 
-    robocompose compose task=PickPlace composition=or composition.weights=[0.3,0.7] episodes=20
-    robocompose sweep -m composition=convex,or composition.weights=[0.3,0.7],[0.7,0.3] seed=0,1
+    robocompose compose task=PickPlace composition=or 'composition.weights=[0.3,0.7]' episodes=20
+    robocompose sweep -m composition=convex,or 'composition.weights=[0.3,0.7],[0.7,0.3]' seed=0,1
 
 Flags and positional arguments (`compose CKPT_A CKPT_B --weights 0.6,0.4`) are shorthands that
 become the same overrides; `--cfg` prints the composed config instead of running.
@@ -65,20 +65,22 @@ class Verb:
     positional: Shorthand | None = None
     many: bool = False  # the positional arguments form a list
     flags: tuple[Shorthand, ...] = ()
+    adapt: Callable[[dict[str, Any]], dict[str, Any]] | None = None  # composed tree -> fields
 
     def config_class(self) -> type:
         module, name = self.config.split(":")
         return getattr(importlib.import_module(module), name)
 
 
-def _load(verb: str, overrides: list[str]) -> Any:
-    return load(verb, VERBS[verb].config_class(), overrides)
+def load_verb_config(verb: str, overrides: list[str]) -> Any:
+    """The verb's dataclass config from configs/<verb>.yaml and the overrides."""
+    return load(verb, VERBS[verb].config_class(), overrides, VERBS[verb].adapt)
 
 
 def _collect(overrides: list[str]) -> None:
     from robocompose.sim.collect import collect
 
-    config = _load("collect", overrides)
+    config = load_verb_config("collect", overrides)
     rate = collect(
         config.task.name,
         config.episodes,
@@ -93,13 +95,13 @@ def _collect(overrides: list[str]) -> None:
 def _train(overrides: list[str]) -> None:
     from robocompose.policies.train import train
 
-    print(f"checkpoint: {train(_load('train', overrides))}")
+    print(f"checkpoint: {train(load_verb_config('train', overrides))}")
 
 
 def _eval(overrides: list[str]) -> None:
     from robocompose.policies.evaluation import evaluate_checkpoint
 
-    config = _load("eval", overrides)
+    config = load_verb_config("eval", overrides)
     eval_dir = Path(config.out).parent if config.out else Path(config.checkpoint) / "eval"
     result = evaluate_checkpoint(
         config.checkpoint,
@@ -121,7 +123,7 @@ def _experts(overrides: list[str]) -> None:
     from robocompose.sim.tasks import TASKS, make_env, make_expert
     from robocompose.stats import success_rate
 
-    config = _load("experts", overrides)
+    config = load_verb_config("experts", overrides)
     out = Path(config.out)
     out.mkdir(parents=True, exist_ok=True)
     rows = []
@@ -147,7 +149,7 @@ def _experts(overrides: list[str]) -> None:
 def _compose(overrides: list[str]) -> None:
     from robocompose.jobs import rollout
 
-    config = _load("compose", overrides)
+    config = load_verb_config("compose", overrides)
     label = config.label()
     result = rollout(
         config.policy(),
@@ -166,7 +168,7 @@ def _search(overrides: list[str]) -> None:
     from robocompose.composition import search
     from robocompose.composition.search import plot_search
 
-    config = _load("search", overrides)
+    config = load_verb_config("search", overrides)
     parents = config.load_parents()
     result = search(
         parents,
@@ -199,7 +201,13 @@ def _sweep(overrides: list[str]) -> None:
 def _demo(overrides: list[str]) -> None:
     from robocompose.demo import run_demo
 
-    run_demo(_load("demo", overrides))
+    run_demo(load_verb_config("demo", overrides))
+
+
+def _task_name(tree: dict[str, Any]) -> dict[str, Any]:
+    """DemoConfig names its task; configs/demo.yaml takes it from the task/ group, as every
+    verb does, so `task=PickPlace` means the same everywhere."""
+    return tree | {"task": tree["task"]["name"]}
 
 
 VERBS: dict[str, Verb] = {
@@ -287,12 +295,14 @@ VERBS: dict[str, Verb] = {
         "the main job: compose shipped parents and search",
         "robocompose.demo:DemoConfig",
         _demo,
+        ("task",),
         flags=(
-            Shorthand("--task", "task"),
+            Shorthand("--task", "task", help="the task (config group task/)", group=True),
             EPISODES,
             Shorthand("--method", "method", help="grid or halving"),
             OUT,
         ),
+        adapt=_task_name,
     ),
 }
 

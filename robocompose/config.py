@@ -21,7 +21,7 @@ import difflib
 import re
 import types
 import typing
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -189,9 +189,16 @@ def to_tree(config: DictConfig) -> dict[str, Any]:
     return tree
 
 
-def load(name: str, cls: type, overrides: Sequence[str] = ()) -> Any:
-    """The verb config `cls` from `configs/<name>.yaml` and command-line overrides."""
-    return build(cls, to_tree(compose_all(name, cls, [overrides])[0]))
+def load(
+    name: str,
+    cls: type,
+    overrides: Sequence[str] = (),
+    adapt: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+) -> Any:
+    """The verb config `cls` from `configs/<name>.yaml` and command-line overrides; `adapt`
+    maps the composed tree onto the fields of a dataclass that is laid out otherwise."""
+    tree = to_tree(compose_all(name, cls, [overrides])[0])
+    return build(cls, adapt(tree) if adapt else tree)
 
 
 def _explain(error: Exception) -> ConfigError:
