@@ -54,6 +54,13 @@ SEED_START = Shorthand("--seed-start", "seed_start", int, "first evaluation seed
 OUT = Shorthand("--out", "out")
 VIDEO_SEEDS = Shorthand("--video-seeds", "video_seeds", _csv(int), "comma-separated seeds to film")
 OPERATOR = Shorthand("--operator", "composition.operator")
+# every verb: more config files (e.g. DIR/sweep/mine.yaml -> sweep=mine) beside configs/
+CONFIG_DIR = Shorthand(
+    "--config-dir",
+    "hydra.searchpath",
+    lambda folder: [f"file://{Path(folder).resolve()}"],
+    "a folder of config groups searched as well as configs/",
+)
 
 
 @dataclass(frozen=True)
@@ -319,7 +326,7 @@ def _verb_parser(name: str, verb: Verb, parser: argparse.ArgumentParser) -> None
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     what = f"; positional: {verb.positional.help}" if verb.positional else ""
     parser.add_argument("args", nargs="*", metavar="override", help=f"key=value{what}")
-    for flag in verb.flags:
+    for flag in (*verb.flags, CONFIG_DIR):
         parser.add_argument(flag.flag, dest=flag.key, help=f"= {flag.key}. {flag.help}".strip())
     parser.add_argument("--cfg", action="store_true", help="print the composed config and exit")
     if name == "sweep":
@@ -357,7 +364,7 @@ def _overrides(name: str, verb: Verb, args: argparse.Namespace) -> list[str]:
             )
         value = positional if verb.many else positional[0]
         out.append(verb.positional.override(value))
-    for flag in verb.flags:
+    for flag in (*verb.flags, CONFIG_DIR):
         value = getattr(args, flag.key)
         if value is not None:
             out.append(flag.override(value))

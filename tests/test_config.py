@@ -92,6 +92,15 @@ def test_flags_are_shorthands_for_the_same_overrides(capsys) -> None:
     assert "steps: 5" in flags and "episodes: 7" in flags
 
 
+def test_config_dir_adds_presets(tmp_path, capsys) -> None:
+    (tmp_path / "sweep").mkdir()
+    (tmp_path / "sweep" / "mine.yaml").write_text(
+        "# @package _global_\nsweep:\n  name: mine\n  axes:\n    seed: 0,1,2\n"
+    )
+    main(["sweep", "--config-dir", str(tmp_path), "sweep=mine", "--cfg"])
+    assert capsys.readouterr().out.startswith("# 3 cells over axes ['seed']")
+
+
 def test_cli_reports_config_errors_by_key() -> None:
     with pytest.raises(SystemExit, match=r"robocompose eval: error: `episodes` must be in"):
         main(["eval", "ckpt", "--episodes", "0"])
