@@ -47,8 +47,8 @@ def run_task(job: SweepConfig, seeds: list[int]) -> list[dict[str, Any]]:
 def launch(
     config: LauncherConfig, tasks: Sequence[Task]
 ) -> Iterator[tuple[Task, list[dict[str, Any]]]]:
-    """Each task with its episode records, as tasks finish."""
-    if config.name == "ray":
+    """Each task with its episode records, as tasks finish (no Ray is started for none)."""
+    if config.name == "ray" and tasks:
         yield from _ray(config, tasks)
         return
     for task in tasks:

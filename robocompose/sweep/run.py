@@ -135,9 +135,7 @@ def run_sweep(overrides: Sequence[str], progress: bool = True) -> SweepReport:
         bar.close()
 
     wanted = {(cells[i].values, s) for i in applicable for s in cells[i].job.seeds()}
-    rows = [
-        r for r in table.read() if (tuple(r[a] for a in axes), int(r["episode_seed"])) in wanted
-    ]
+    rows = [r for r in table.read() if _key(r, axes) in wanted]
     text = summary(rows, axes, skipped)
     (folder / "summary.md").write_text(text + "\n")
     plots = plot_axes(rows, axes, folder / "plots")

@@ -117,3 +117,4 @@ def test_sweep_killed_resumes_and_launchers_agree(
     resumed = _sweep_process(on_ray, tmp_path)
     assert resumed.wait(timeout=300) == 0, resumed.stderr.read()[-2000:]
     assert _rows(ray / "episodes.csv") == rows
+    assert run_sweep(on_ray, progress=False).ran == 0  # nothing left: no Ray is started
