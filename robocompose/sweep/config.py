@@ -28,6 +28,8 @@ FREE_KEYS = ("episodes", "sweep", "launcher")
 
 @dataclass(kw_only=True)
 class SweepSettings:
+    """Which sweep: its name and folder, its preset axes (`sweep=<preset>` fills them)."""
+
     name: str = "sweep"
     dir: str = "runs/sweeps/${sweep.name}"  # episodes.csv, summary.md, plots/, sweep.json
     axes: dict[str, str] = field(default_factory=dict)  # key -> Hydra sweep, e.g. "convex,or"
@@ -46,7 +48,7 @@ class LauncherConfig:
 
     def __post_init__(self) -> None:
         if self.name not in LAUNCHERS:
-            raise ValueError(f"`launcher.name` must be one of {LAUNCHERS}. Got {self.name!r}.")
+            raise ValueError(f"`name` must be one of {LAUNCHERS}. Got {self.name!r}.")
         if self.episodes_per_task < 1:
             raise ValueError(f"`episodes_per_task` must be >= 1. Got {self.episodes_per_task}.")
         if self.num_cpus is not None and self.num_cpus < 1:
