@@ -39,12 +39,19 @@ TASKS := PushT PickPlace PickPlaceTwoCubes Stack
 DEMOS ?= 200
 # PushT is the hardest to learn: it gets twice the demos and longer training.
 DEMOS_PushT := 400
+# Stack and PickPlaceTwoCubes collect twice the demos and split them in halves: the diffusion UNet
+# and the flow MLP train on the first half, a second flow MLP (`_flow_mlp_b`, another seed) on the
+# second: the pair composition uses there (robocompose/shipped.py: PARENT_PAIRS).
+DEMOS_Stack := 400
+DEMOS_PickPlaceTwoCubes := 800
+HALVED := Stack PickPlaceTwoCubes
+FIRST_HALF = $(if $(filter $*,$(HALVED)),max_demos=$(HALF))
+HALF = $(shell echo $$(( $(DEMOS_$*) / 2 )))
 UNET_STEPS ?= 5000
 UNET_STEPS_PushT := 10500
 MLP_STEPS ?= 15000
 MLP_STEPS_PushT := 20000
 MLP_STEPS_Stack := 30000
-MLP_STEPS_PickPlaceTwoCubes := 30000
 DIFFUSION_UNET = policy.family=diffusion policy.backbone=unet steps=$(or $(UNET_STEPS_$*),$(UNET_STEPS)) batch_size=128 checkpoint_dtype=float16 torch_threads=1
 FLOW_MLP = policy.family=flow policy.backbone=mlp steps=$(or $(MLP_STEPS_$*),$(MLP_STEPS)) batch_size=256 checkpoint_dtype=float16 torch_threads=1
 
@@ -58,8 +65,9 @@ $(COLLECT): collect-%: setup
 	$(BIN)/robocompose collect $* --episodes $(or $(DEMOS_$*),$(DEMOS)) --out data/$*.hdf5
 
 $(TRAIN): train-%: collect-%
-	$(BIN)/robocompose train dataset=data/$*.hdf5 out=checkpoints/$*_diffusion_unet $(DIFFUSION_UNET)
-	$(BIN)/robocompose train dataset=data/$*.hdf5 out=checkpoints/$*_flow_mlp $(FLOW_MLP)
+	$(BIN)/robocompose train dataset=data/$*.hdf5 out=checkpoints/$*_diffusion_unet $(DIFFUSION_UNET) $(FIRST_HALF)
+	$(BIN)/robocompose train dataset=data/$*.hdf5 out=checkpoints/$*_flow_mlp $(FLOW_MLP) $(FIRST_HALF)
+	$(if $(filter $*,$(HALVED)),$(BIN)/robocompose train dataset=data/$*.hdf5 out=checkpoints/$*_flow_mlp_b $(FLOW_MLP) demo_offset=$(HALF) max_demos=$(HALF) seed=1)
 
 checkpoints: $(TRAIN)
 

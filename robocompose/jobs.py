@@ -28,7 +28,7 @@ SEED_STRIDE = 1_000_000  # replicate `seed` s runs episode seeds seed_start + s 
 
 @dataclass(kw_only=True)
 class TaskConfig:
-    """A task of the suite, where its expert demos live and how many the shipped parents saw."""
+    """A task of the suite: its expert demo file and how many demos `make checkpoints` collects."""
 
     name: str
     dataset: str

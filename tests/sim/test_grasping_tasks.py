@@ -115,24 +115,27 @@ def test_expert_noise_is_seeded_by_the_reset_rng() -> None:
     assert not np.allclose(actions(1), actions(2))
 
 
-def _nearer_cube_fraction(config: PickPlaceExpertConfig, seeds: range) -> float:
-    """How often the expert heads for the cube nearer the gripper (read off its first move)."""
-    env, expert, nearer = PickPlaceEnv(n_cubes=2), PickPlaceExpert(config), 0
+def _headed_for(choice: str, seeds: range) -> tuple[float, float]:
+    """How often the expert heads for cube 0 and for the cube nearer the gripper (read off its
+    first move)."""
+    config = PickPlaceExpertConfig(action_noise_m=0.0, cube_choice=choice)
+    env, expert, first, nearer = PickPlaceEnv(n_cubes=2), PickPlaceExpert(config), 0, 0
     for seed in seeds:
         env.reset(seed=seed)
         expert.reset(env, np.random.default_rng(seed))
         ee = env.ee_pos()[:2]
         heading = expert.act(env)[:2] - ee
         to_cube = [env.cube_pos(c)[:2] - ee for c in range(2)]
-        aligned = [heading @ v / np.linalg.norm(v) for v in to_cube]
-        nearer += int(np.argmax(aligned)) == int(np.argmin([np.linalg.norm(v) for v in to_cube]))
-    return nearer / len(seeds)
+        chosen = int(np.argmax([heading @ v / np.linalg.norm(v) for v in to_cube]))
+        first += chosen == 0
+        nearer += chosen == int(np.argmin([np.linalg.norm(v) for v in to_cube]))
+    return first / len(seeds), nearer / len(seeds)
 
 
-def test_two_cube_expert_prefers_the_nearer_cube_unless_told_uniform() -> None:
-    assert _nearer_cube_fraction(PickPlaceExpertConfig(action_noise_m=0.0), range(60)) > 0.8
-    uniform = PickPlaceExpertConfig(action_noise_m=0.0, choice_temperature_m=None)
-    assert 0.3 < _nearer_cube_fraction(uniform, range(60)) < 0.7
+def test_two_cube_expert_takes_the_cube_its_config_names() -> None:
+    assert _headed_for("first", range(40))[0] == 1.0
+    assert _headed_for("nearest", range(40))[1] == 1.0
+    assert 0.3 < _headed_for("uniform", range(40))[0] < 0.7
 
 
 @pytest.mark.parametrize(
@@ -145,7 +148,7 @@ def test_two_cube_expert_prefers_the_nearer_cube_unless_told_uniform() -> None:
         (lambda: StackEnv(order=("red",)), "order"),
         (lambda: StackEnv(camera="side"), "camera"),
         (lambda: StackExpertConfig(action_noise_m=-0.1), "action_noise_m"),
-        (lambda: PickPlaceExpertConfig(choice_temperature_m=0.0), "choice_temperature_m"),
+        (lambda: PickPlaceExpertConfig(cube_choice="closest"), "cube_choice"),
     ],
 )
 def test_bad_arguments_name_the_argument(make, argument: str) -> None:
