@@ -227,9 +227,7 @@ def main() -> None:
     if args.part in ("all", "search"):
         per_task = results.setdefault("search_cost", {})
         for task in tasks:
-            per_task[task] = search_cost(
-                task, args.search_episodes, args.first_slice, args.replays
-            )
+            per_task[task] = search_cost(task, args.search_episodes, args.first_slice, args.replays)
             results["search_cost_ratio"] = statistics.mean(
                 t["search_cost_ratio"] for t in per_task.values()
             )

@@ -154,11 +154,11 @@ def _experts(overrides: list[str]) -> None:
 
 
 def _compose(overrides: list[str]) -> None:
-    from robocompose.jobs import rollout
+    from robocompose.composition.api import evaluate
 
     config = load_verb_config("compose", overrides)
     label = config.label()
-    result = rollout(
+    result = evaluate(
         config.policy(),
         config.seeds(),
         steps=config.composition.steps,

@@ -8,19 +8,15 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from robocompose.composition.api import AnyPolicy, candidate_label, compose, task_of
-from robocompose.composition.policy import ComposedPolicy, CompositionConfig
+from robocompose.composition.policy import CompositionConfig
 from robocompose.policies.base import GenerativePolicy
 from robocompose.policies.checkpoint import load_policy
-from robocompose.policies.evaluation import evaluate_predictor
-from robocompose.policies.runner import PolicyPredictor
 from robocompose.shipped import parent_pair
-from robocompose.sim.evaluate import EvalResult
 from robocompose.sim.tasks import get_task
 
 SEED_STRIDE = 1_000_000  # replicate `seed` s runs episode seeds seed_start + s * SEED_STRIDE + i
@@ -126,36 +122,6 @@ class RolloutConfig(EpisodesConfig):
 def load_parent(path: str) -> GenerativePolicy:
     """One load per checkpoint per process (a sweep's cells, a Ray worker's tasks share it)."""
     return load_policy(path)
-
-
-def rollout(
-    policy: AnyPolicy,
-    seeds: list[int],
-    *,
-    steps: int,
-    label: str,
-    out: str | os.PathLike[str] | None = None,
-    num_envs: int | None = None,
-    video_seeds: list[int] | None = None,
-    video_dir: str | os.PathLike[str] | None = None,
-    progress: bool = True,
-) -> EvalResult:
-    """`policy` on its task over `seeds`; a merged (single) policy samples in `steps` steps,
-    which `composition.api.evaluate` leaves at the checkpoint's own count."""
-    env_id, env_kwargs = task_of(policy)
-    predictor = policy if isinstance(policy, ComposedPolicy) else PolicyPredictor(policy, steps)
-    return evaluate_predictor(
-        predictor,
-        env_id,
-        env_kwargs,
-        seeds,
-        label=label,
-        out=out,
-        num_envs=num_envs,
-        video_seeds=video_seeds or (),
-        video_dir=video_dir,
-        progress=progress,
-    )
 
 
 @dataclass(kw_only=True)

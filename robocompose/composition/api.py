@@ -73,14 +73,18 @@ def evaluate(
     task: str | None = None,
     out: str | os.PathLike[str] | None = None,
     label: str = "policy",
+    steps: int | None = None,
     num_envs: int | None = None,
     video_seeds: Iterable[int] = (),
     video_dir: str | os.PathLike[str] | None = None,
     progress: bool = True,
 ) -> EvalResult:
-    """Run `policy` (single, composed or merged) on its task over `seeds` through the harness."""
+    """Run `policy` (single, composed or merged) on its task over `seeds` through the harness.
+
+    `steps`: denoising steps of a single or merged policy (None: its own); a composed policy
+    takes them from its `CompositionConfig`."""
     env_id, env_kwargs = task_of(policy)
-    predictor = policy if isinstance(policy, ComposedPolicy) else PolicyPredictor(policy)
+    predictor = policy if isinstance(policy, ComposedPolicy) else PolicyPredictor(policy, steps)
     return evaluate_predictor(
         predictor,
         task or env_id,

@@ -3,8 +3,8 @@
 ## Description
 A table, the Cartesian gantry gripper of `robocompose.sim.gantry`, `n_cubes` identical 4 cm cubes
 and a flat green target disc (visual only). With two cubes either one may be brought to the
-target (the expert's `cube_choice` says which one its demos take). This module also holds the tabletop scene shared with
-`robocompose.sim.stack` (`TabletopEnv`, `tabletop_xml`, `cube_xml`).
+target (the expert's `cube_choice` says which one its demos take). This module also holds the
+tabletop scene shared with `robocompose.sim.stack` (`TabletopEnv`, `tabletop_xml`, `cube_xml`).
 
 Physics: timestep 4 ms (25 substeps per 10 Hz control step), elliptic friction cones with
 impratio 10 (grasps do not creep), cubes 50 g with friction 1, finger pads friction 1.5 with

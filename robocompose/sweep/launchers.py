@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from robocompose.jobs import rollout
+from robocompose.composition.api import evaluate
 from robocompose.sweep.config import LauncherConfig, SweepConfig
 
 
@@ -31,7 +31,7 @@ def run_task(job: SweepConfig, seeds: list[int]) -> list[dict[str, Any]]:
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        result = rollout(
+        result = evaluate(
             job.policy(),
             seeds,
             steps=job.composition.steps,
