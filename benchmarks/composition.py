@@ -21,6 +21,7 @@ Episodes are written under runs/benchmarks/composition/ as they finish; a rerun 
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
 import random
 import statistics
@@ -46,13 +47,16 @@ SEED_START = 100_000
 PATH = RESULTS / "composition.json"
 
 
-def _load_results() -> dict:
-    return json.loads(PATH.read_text()) if PATH.exists() else {"quality": {}}
-
-
-def _save(results: dict) -> None:
+def _update(change) -> dict:
+    """Read the results file, apply `change(results)`, write it back, all under a file lock:
+    several runs of this script (say, one task each) may finish parts at the same time."""
     RESULTS.mkdir(exist_ok=True)
-    PATH.write_text(json.dumps(results, indent=2) + "\n")
+    with open(PATH.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        results = json.loads(PATH.read_text()) if PATH.exists() else {}
+        change(results)
+        PATH.write_text(json.dumps(results, indent=2) + "\n")
+    return results
 
 
 def parents_of(task: str) -> tuple[list, list[str]]:
@@ -214,32 +218,43 @@ def main() -> None:
     parser.add_argument("--replays", type=int, default=50)
     parser.add_argument("--repeats", type=int, default=50)
     args = parser.parse_args()
-    results = _load_results()
     tasks = args.tasks.split(",")
     if args.part in ("all", "latency"):
-        per_task = results.setdefault("latency", {})
         for task in tasks:
-            per_task[task] = latency(task, args.repeats)
-            results["latency_ratio"] = max(
-                t["batch1"]["ratio_vs_slower_parent"] for t in per_task.values()
-            )
-            _save(results)
+            measured = latency(task, args.repeats)
+
+            def add_latency(results: dict, task: str = task, measured: dict = measured) -> None:
+                per_task = results.setdefault("latency", {})
+                per_task[task] = measured
+                results["latency_ratio"] = max(
+                    t["batch1"]["ratio_vs_slower_parent"] for t in per_task.values()
+                )
+
+            _update(add_latency)
     if args.part in ("all", "search"):
-        per_task = results.setdefault("search_cost", {})
         for task in tasks:
-            per_task[task] = search_cost(task, args.search_episodes, args.first_slice, args.replays)
-            results["search_cost_ratio"] = statistics.mean(
-                t["search_cost_ratio"] for t in per_task.values()
-            )
-            _save(results)
+            cost = search_cost(task, args.search_episodes, args.first_slice, args.replays)
+
+            def add_cost(results: dict, task: str = task, cost: dict = cost) -> None:
+                per_task = results.setdefault("search_cost", {})
+                per_task[task] = cost
+                results["search_cost_ratio"] = statistics.mean(
+                    t["search_cost_ratio"] for t in per_task.values()
+                )
+
+            _update(add_cost)
     if args.part in ("all", "quality"):
         for task in tasks:
-            results["quality"][task] = quality(
-                task, args.episodes, args.first_slice, args.operator_episodes
-            )
-            deltas = [q["delta_pts"] for q in results["quality"].values()]
-            results["mean_delta_pts"] = statistics.mean(deltas)
-            _save(results)
+            found = quality(task, args.episodes, args.first_slice, args.operator_episodes)
+
+            def add_quality(results: dict, task: str = task, found: dict = found) -> None:
+                per_task = results.setdefault("quality", {})
+                per_task[task] = found
+                results["mean_delta_pts"] = statistics.mean(
+                    q["delta_pts"] for q in per_task.values()
+                )
+
+            _update(add_quality)
 
 
 if __name__ == "__main__":
