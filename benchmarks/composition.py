@@ -4,7 +4,9 @@ P1 quality, per task: both shipped parents (diffusion UNet A, flow MLP B) and th
     composition found by successive halving, all on the same >= 200 seeds with Wilson CIs; plus
     other operators at their natural weights (product of experts w = (1, 1), SuperDiff AND and
     OR, mixture at the chosen weights) and parameter merge where the parents share an
-    architecture. delta_pts = best composed - best parent, in points.
+    architecture; and, as the control for the product, the better parent alone with its score
+    doubled (w = (2, 0): p^2, as sharp as the product).
+    delta_pts = best composed - best parent, in points.
 P2 latency, per task pair: composed (K=2) chunk latency / the slower parent's, batch 1 and 16, 10
     steps, each at its best torch thread count (1 or 2), median of many calls. The headline
     `latency_ratio` is the worst pair at batch 1.
@@ -81,8 +83,11 @@ def quality(task: str, episodes: int, first_slice: int, operator_episodes: int) 
     plot_search(found, folder / "search.png", [dict(r, label=r["checkpoint"]) for r in rows], task)
 
     operators = {"convex": best}
+    better = max(range(2), key=lambda i: rows[i]["success"])
     trials = {
         "product_of_experts": ("weighted_sum", (1.0, 1.0)),
+        # the control for the product: the better parent alone, sharpened the same way (p^2)
+        "sharpened_best_parent": ("weighted_sum", tuple(2.0 * (i == better) for i in range(2))),
         "superdiff_and": ("superdiff_and", (0.5, 0.5)),
         "superdiff_or": ("superdiff_or", (0.5, 0.5)),
         "mixture": ("mixture", tuple(found.chosen)),
