@@ -1,0 +1,63 @@
+"""Markdown tables of the measured figures in benchmarks/results/ (what the README quotes).
+
+    python benchmarks/report.py
+"""
+
+from __future__ import annotations
+
+import json
+
+from common import RESULTS
+
+
+def _rate(row: dict) -> str:
+    return (
+        f"{100 * row['success']:.1f}% [{100 * row['ci_low']:.1f}, {100 * row['ci_high']:.1f}]"
+        f" ({row['episodes']})"
+    )
+
+
+def policies_table() -> str:
+    rows = json.loads((RESULTS / "policies.json").read_text())["checkpoints"]
+    lines = [
+        "| checkpoint | success [95% CI] (episodes) | demos | train steps | train min |",
+        "|---|---|---|---|---|",
+    ]
+    for r in sorted(rows, key=lambda r: r["checkpoint"]):
+        lines.append(
+            f"| {r['checkpoint']} | {_rate(r)} | {r['demos']} | {r['train_steps']} | "
+            f"{r['train_minutes']:.1f} |"
+        )
+    return "\n".join(lines)
+
+
+def composition_table() -> str:
+    results = json.loads((RESULTS / "composition.json").read_text())
+    lines = [
+        "| task | parent A | parent B | GPC convex (searched w) | product of experts (1, 1) "
+        "| better parent sharpened (2, 0) | convex - best parent |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for task, q in sorted(results["quality"].items()):
+        a, b = q["parents"]
+        best, ops = q["best"], q["operators"]
+        cells = []
+        for key in ("product_of_experts", "sharpened_best_parent"):
+            cells.append(_rate(ops[key]) if "success" in ops.get(key, {}) else "not run")
+        weights = ", ".join(f"{w:.1f}" for w in best["weights"])
+        lines.append(
+            f"| {task} | {a['checkpoint']}: {_rate(a)} | {b['checkpoint']}: {_rate(b)} "
+            f"| ({weights}): {_rate(best)} | {cells[0]} | {cells[1]} | {q['delta_pts']:+.1f} |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    print("## Shipped checkpoints (benchmarks/results/policies.json)\n")
+    print(policies_table())
+    print("\n## Composition, P1 (benchmarks/results/composition.json)\n")
+    print(composition_table())
+
+
+if __name__ == "__main__":
+    main()
