@@ -1,12 +1,13 @@
 """Composition figures, each measured in one run of this script.
 
-P1 quality, per task: both shipped parents (diffusion UNet A, flow MLP B) and the convex (GPC)
+P1 quality, per task: the task's shipped parent pair (robocompose.shipped) and the convex (GPC)
     composition found by successive halving, all on the same >= 200 seeds with Wilson CIs; plus
     other operators at their natural weights (product of experts w = (1, 1), SuperDiff AND and
     OR, mixture at the chosen weights) and parameter merge where the parents share an
     architecture; and, as the control for the product, the better parent alone with its score
     doubled (w = (2, 0): p^2, as sharp as the product).
-    delta_pts = best composed - best parent, in points.
+    delta_pts = best composed - best parent, in points. With --heldout-episodes, the parents, the
+    chosen convex weights and the product again on fresh seeds (the search chose on the P1 seeds).
 P2 latency, per task pair: composed (K=2) chunk latency / the slower parent's, batch 1 and 16, 10
     steps, each at its best torch thread count (1 or 2), median of many calls. The headline
     `latency_ratio` is the worst pair at batch 1.
@@ -46,6 +47,7 @@ from robocompose.sim.tasks import TASKS
 
 OUT = ROOT / "runs" / "benchmarks" / "composition"
 SEED_START = 100_000
+HELDOUT_SEED_START = 300_000  # fresh seeds: the searched weights were picked on SEED_START's
 PATH = RESULTS / "composition.json"
 
 
@@ -66,7 +68,9 @@ def parents_of(task: str) -> tuple[list, list[str]]:
     return [load_policy(p) for p in paths], [p.name for p in paths]
 
 
-def quality(task: str, episodes: int, first_slice: int, operator_episodes: int) -> dict:
+def quality(
+    task: str, episodes: int, first_slice: int, operator_episodes: int, heldout_episodes: int
+) -> dict:
     parents, names = parents_of(task)
     seeds = list(range(SEED_START, SEED_START + episodes))
     folder = OUT / task
@@ -112,7 +116,7 @@ def quality(task: str, episodes: int, first_slice: int, operator_episodes: int) 
     ranked = [v for v in operators.values() if "success" in v]
     top = max(ranked, key=lambda r: (r["success"], r["mean_score"]))
     best_parent = max(r["success"] for r in rows)
-    return {
+    record = {
         "parents": rows,
         "best": best,
         "best_any_operator": top,
@@ -120,6 +124,33 @@ def quality(task: str, episodes: int, first_slice: int, operator_episodes: int) 
         "search": found.to_dict(),
         "delta_pts": 100 * (best["success"] - best_parent),
         "delta_pts_any_operator": 100 * (top["success"] - best_parent),
+    }
+    if heldout_episodes:
+        record["heldout"] = heldout(task, parents, names, found.chosen, heldout_episodes)
+    return record
+
+
+def heldout(task: str, parents: list, names: list[str], chosen, episodes: int) -> dict:
+    """The parents, the searched convex weights and the product of experts again, on fresh
+    seeds: the search picked its weights on the P1 seeds, so their P1 figure is biased up."""
+    seeds = list(range(HELDOUT_SEED_START, HELDOUT_SEED_START + episodes))
+    runs = {name: parent for name, parent in zip(names, parents, strict=True)}
+    runs[candidate_label("convex", chosen)] = compose(parents, "convex", chosen)
+    runs[candidate_label("weighted_sum", (1.0, 1.0))] = compose(parents, "weighted_sum", (1, 1))
+    rows = {}
+    for label, policy in runs.items():
+        log = OUT / task / "heldout" / f"{label}.jsonl"
+        result = evaluate(policy, seeds, out=log, label=label)
+        rows[label] = result.row()
+        print(f"{task} held out {label}: {result.summary()}", flush=True)
+    best_parent = max(rows[name]["success"] for name in names)
+    convex = rows[candidate_label("convex", chosen)]["success"]
+    product = rows[candidate_label("weighted_sum", (1.0, 1.0))]["success"]
+    return {
+        "seed_start": HELDOUT_SEED_START,
+        "rows": rows,
+        "convex_delta_pts": 100 * (convex - best_parent),
+        "product_delta_pts": 100 * (product - best_parent),
     }
 
 
@@ -219,6 +250,9 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=200)
     parser.add_argument("--first-slice", type=int, default=25)
     parser.add_argument("--operator-episodes", type=int, default=200)
+    parser.add_argument(
+        "--heldout-episodes", type=int, default=200, help="P1 again on fresh seeds (0: skip)"
+    )
     parser.add_argument("--search-episodes", type=int, default=200, help="P3 grid seeds")
     parser.add_argument("--replays", type=int, default=50)
     parser.add_argument("--repeats", type=int, default=50)
@@ -250,7 +284,13 @@ def main() -> None:
             _update(add_cost)
     if args.part in ("all", "quality"):
         for task in tasks:
-            found = quality(task, args.episodes, args.first_slice, args.operator_episodes)
+            found = quality(
+                task,
+                args.episodes,
+                args.first_slice,
+                args.operator_episodes,
+                args.heldout_episodes,
+            )
 
             def add_quality(results: dict, task: str = task, found: dict = found) -> None:
                 per_task = results.setdefault("quality", {})
