@@ -52,11 +52,35 @@ def composition_table() -> str:
     return "\n".join(lines)
 
 
+def heldout_table() -> str:
+    results = json.loads((RESULTS / "composition.json").read_text())
+    lines = [
+        "| task | seeds from | parents | GPC convex | product of experts | convex - best parent "
+        "| product - best parent |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for task, q in sorted(results["quality"].items()):
+        if "heldout" not in q:
+            continue
+        held, names = q["heldout"], [p["checkpoint"] for p in q["parents"]]
+        rows = held["rows"]
+        convex = next(v for k, v in rows.items() if k.startswith("convex_"))
+        product = next(v for k, v in rows.items() if k.startswith("weighted_sum_"))
+        parents = "; ".join(f"{n}: {_rate(rows[n])}" for n in names)
+        lines.append(
+            f"| {task} | {held['seed_start']} | {parents} | {_rate(convex)} | {_rate(product)} "
+            f"| {held['convex_delta_pts']:+.1f} | {held['product_delta_pts']:+.1f} |"
+        )
+    return "\n".join(lines)
+
+
 def main() -> None:
     print("## Shipped checkpoints (benchmarks/results/policies.json)\n")
     print(policies_table())
     print("\n## Composition, P1 (benchmarks/results/composition.json)\n")
     print(composition_table())
+    print("\n## Composition, P1 again on held-out seeds\n")
+    print(heldout_table())
 
 
 if __name__ == "__main__":
