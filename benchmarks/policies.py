@@ -3,26 +3,50 @@
 Episodes go to runs/benchmarks/policies/<checkpoint>.jsonl as they finish, so a killed run
 resumes. Evaluation seeds start at 100000, away from the demonstration seeds.
 
-    python benchmarks/policies.py [--episodes 200] [--only NAME]
+    python benchmarks/policies.py [--episodes 200] [--only NAME] [--train-speed-steps 500]
+
+With --train-speed-steps N, each checkpoint's own training recipe also runs N steps afresh on one
+torch thread, and `train_minutes_one_core` extrapolates that to its full step count (start-up
+included, so it errs high): a shipped run's own `train_minutes` depends on what else shared
+the machine then.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import tempfile
 
 from common import RESULTS, ROOT, shipped_checkpoints
 
 from robocompose.policies.checkpoint import read_checkpoint_config
+from robocompose.policies.config import PolicyConfig
 from robocompose.policies.evaluation import evaluate_checkpoint
+from robocompose.policies.train import TrainConfig, train
 
 EVAL_SEED_START = 100_000
+
+
+def train_minutes_one_core(recipe: dict, full_steps: int, steps: int) -> float:
+    """Minutes the recorded recipe needs for `full_steps`, from a fresh run of `steps`."""
+    with tempfile.TemporaryDirectory() as out:
+        dataset = ROOT / recipe["dataset"]  # recorded relative to the repository root
+        fields = recipe | {
+            "policy": PolicyConfig(**recipe["policy"]),
+            "dataset": str(dataset),
+            "out": out,
+        }
+        config = TrainConfig(**fields | {"steps": steps, "torch_threads": 1})
+        folder = train(config, progress=False)
+        minutes = read_checkpoint_config(folder)["metadata"]["train_minutes"]
+    return minutes * full_steps / steps
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--episodes", type=int, default=200)
     parser.add_argument("--only", default="", help="comma-separated checkpoint names")
+    parser.add_argument("--train-speed-steps", type=int, default=0, help="0: skip")
     args = parser.parse_args()
     path = RESULTS / "policies.json"
     rows = (
@@ -57,6 +81,10 @@ def main() -> None:
             "train_minutes": meta["train_minutes"],
             "train_steps": meta["step"],
         }
+        if args.train_speed_steps:
+            rows[folder.name]["train_minutes_one_core"] = train_minutes_one_core(
+                meta["train"], meta["step"], args.train_speed_steps
+            )
         print(result.summary(), flush=True)
         RESULTS.mkdir(exist_ok=True)
         document_out = {"checkpoints": sorted(rows.values(), key=lambda r: r["checkpoint"])}
