@@ -74,6 +74,24 @@ def heldout_table() -> str:
     return "\n".join(lines)
 
 
+def cost_table() -> str:
+    results = json.loads((RESULTS / "composition.json").read_text())
+    lines = [
+        "| task | P2 composed / slower parent, batch 1 (16) | best setting, batch 1 "
+        "| P3 halving / grid episodes | halving within 2 points of the grid optimum |",
+        "|---|---|---|---|---|",
+    ]
+    for task in sorted(results["quality"]):
+        lat, cost = results["latency"][task], results["search_cost"][task]
+        b1, b16 = lat["batch1"], lat["batch16"]
+        lines.append(
+            f"| {task} | {b1['ratio_vs_slower_parent']:.2f} ({b16['ratio_vs_slower_parent']:.2f}) "
+            f"| {b1['best_composed']} | {cost['search_cost_ratio']:.3f} "
+            f"| {100 * cost['within_2pts_fraction']:.0f}% of {cost['replays']} seed orders |"
+        )
+    return "\n".join(lines)
+
+
 def main() -> None:
     print("## Shipped checkpoints (benchmarks/results/policies.json)\n")
     print(policies_table())
@@ -81,6 +99,8 @@ def main() -> None:
     print(composition_table())
     print("\n## Composition, P1 again on held-out seeds\n")
     print(heldout_table())
+    print("\n## Composition, P2 latency and P3 search cost\n")
+    print(cost_table())
 
 
 if __name__ == "__main__":
