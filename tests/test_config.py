@@ -168,3 +168,12 @@ def test_launcher_settings_are_checked() -> None:
         LauncherConfig(name="slurm")
     with pytest.raises(ValueError, match="with `address` the cluster's own settings apply"):
         LauncherConfig(name="ray", address="auto", num_cpus=2)
+
+
+def test_switching_operator_on_the_command_line_takes_its_default_steps() -> None:
+    """The defaults tree is built from an instance: a default resolved there (steps for convex)
+    would stick when the command line switches the operator to SuperDiff."""
+    superdiff = load_verb_config("compose", ["composition=superdiff_or"]).composition
+    assert superdiff.denoising_steps() == 40
+    convex = load_verb_config("compose", ["composition.steps=7"]).composition
+    assert convex.denoising_steps() == 7

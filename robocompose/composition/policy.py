@@ -61,12 +61,17 @@ class CompositionConfig:
             raise ValueError(f"`sampler` must be one of {tuple(SAMPLERS)}. Got {self.sampler!r}.")
         if self.grid not in ("reference", "karras"):
             raise ValueError(f"`grid` must be 'reference' or 'karras'. Got {self.grid!r}.")
-        if self.steps is None:
-            self.steps = SUPERDIFF_STEPS if self.operator in SUPERDIFF else DEFAULT_STEPS
-        if self.steps < 1:
-            raise ValueError(f"`steps` must be >= 1. Got {self.steps}.")
+        if self.steps is not None and self.steps < 1:
+            raise ValueError(f"`steps` must be >= 1 or None. Got {self.steps}.")
         if self.operator == "schedule" and self.low_weights is None:
             raise ValueError("`low_weights` must be set for operator 'schedule'.")
+
+    def denoising_steps(self) -> int:
+        """`steps`, or the operator's default when unset (left unset in the config, so a
+        config built for one operator and switched to another gets the new default)."""
+        if self.steps is not None:
+            return self.steps
+        return SUPERDIFF_STEPS if self.operator in SUPERDIFF else DEFAULT_STEPS
 
     def make_operator(self) -> Operator:
         if self.operator in SUPERDIFF:  # parents are plumbed as a convex pair; weights per step
@@ -156,9 +161,9 @@ class ComposedPolicy:
     def sigmas(self, denoiser: ComposedDenoiser) -> list[float]:
         """The configured grid; a Karras grid where the operator needs a finite sigma_max."""
         cfg = self.config
-        grid = denoiser.sigmas(cfg.steps) if cfg.grid == "reference" else None
+        grid = denoiser.sigmas(cfg.denoising_steps()) if cfg.grid == "reference" else None
         if grid is None or (math.isinf(grid[0]) and self._needs_finite_sigma()):
-            grid = karras_sigmas(cfg.steps, cfg.sigma_min, cfg.sigma_max)
+            grid = karras_sigmas(cfg.denoising_steps(), cfg.sigma_min, cfg.sigma_max)
         return grid
 
     def _needs_finite_sigma(self) -> bool:
@@ -204,7 +209,8 @@ class ComposedPolicy:
 
     def fingerprint(self) -> str:
         parts = [p.fingerprint() for p in self.parents]
-        config = {k: v for k, v in dataclasses.asdict(self.config).items() if k != "parallel"}
+        config = dataclasses.asdict(self.config) | {"steps": self.config.denoising_steps()}
+        del config["parallel"]
         text = json.dumps([parts, config], sort_keys=True, default=str)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
@@ -227,7 +233,8 @@ class ComposedPolicy:
             if len(rows) == 0:
                 continue
             view = {k: v[rows] for k, v in self._view(parent, obs).items()}
-            chunk = parent.sample(view, self.config.steps, noise[rows, : parent.config.horizon])
+            steps = self.config.denoising_steps()
+            chunk = parent.sample(view, steps, noise[rows, : parent.config.horizon])
             begin = self.executed.start - self.starts[i]  # parent i's current step
             out[rows] = chunk[:, begin : begin + n_exec]
         return out

@@ -178,6 +178,6 @@ def test_karras_grid_ends_at_zero_and_decreases() -> None:
 
 
 def test_superdiff_gets_more_denoising_steps_by_default() -> None:
-    assert CompositionConfig(operator="convex").steps == 10
-    assert CompositionConfig(operator="superdiff_or").steps == 40
-    assert CompositionConfig(operator="superdiff_and", steps=12).steps == 12
+    assert CompositionConfig(operator="convex").denoising_steps() == 10
+    assert CompositionConfig(operator="superdiff_or").denoising_steps() == 40
+    assert CompositionConfig(operator="superdiff_and", steps=12).denoising_steps() == 12
