@@ -84,6 +84,21 @@ def load_verb_config(verb: str, overrides: list[str]) -> Any:
     return load(verb, VERBS[verb].config_class(), overrides, VERBS[verb].adapt)
 
 
+def _with_task_of_parents(name: str, verb: Verb, overrides: list[str]) -> list[str]:
+    """Parents named without `task=` run on their own task (recorded in the first one's
+    checkpoint), not on the config's default task."""
+    if name == "sweep" or any(o.startswith("task=") for o in overrides):
+        return overrides
+    tree = to_tree(compose_all(name, verb.config_class(), [overrides])[0])
+    if not tree.get("parents"):
+        return overrides
+    from robocompose.policies.checkpoint import read_checkpoint_config
+    from robocompose.sim.tasks import get_task
+
+    env_id = read_checkpoint_config(tree["parents"][0])["metadata"].get("task")
+    return [*overrides, f"task={get_task(env_id).name}"] if env_id else overrides
+
+
 def _collect(overrides: list[str]) -> None:
     from robocompose.sim.collect import collect
 
@@ -391,7 +406,7 @@ def main(argv: list[str] | None = None) -> None:
     name, verb = argv[0], VERBS[argv[0]]
     args = subs[name].parse_intermixed_args(argv[1:])  # flags and overrides in any order
     try:
-        overrides = _overrides(name, verb, args)
+        overrides = _with_task_of_parents(name, verb, _overrides(name, verb, args))
         if args.cfg:
             print(_show(name, verb, overrides), end="")
             return

@@ -177,3 +177,11 @@ def test_switching_operator_on_the_command_line_takes_its_default_steps() -> Non
     assert superdiff.denoising_steps() == 40
     convex = load_verb_config("compose", ["composition.steps=7"]).composition
     assert convex.denoising_steps() == 7
+
+
+def test_named_parents_run_on_their_own_task_unless_told(capsys) -> None:
+    stack = [str(p) for p in parent_pair("Stack")]
+    main(["search", *stack, "--cfg"])
+    assert "task:\n  name: Stack\n" in capsys.readouterr().out
+    main(["search", *stack, "task=PickPlace", "--cfg"])
+    assert "task:\n  name: PickPlace\n" in capsys.readouterr().out
