@@ -90,8 +90,8 @@ def _with_task_of_parents(name: str, verb: Verb, overrides: list[str]) -> list[s
     if name == "sweep" or any(o.startswith("task=") for o in overrides):
         return overrides
     tree = to_tree(compose_all(name, verb.config_class(), [overrides])[0])
-    if not tree.get("parents"):
-        return overrides
+    if not tree.get("parents") or not (Path(tree["parents"][0]) / "config.json").is_file():
+        return overrides  # nothing to read; loading the parents will say what is wrong
     from robocompose.policies.checkpoint import read_checkpoint_config
     from robocompose.sim.tasks import get_task
 
