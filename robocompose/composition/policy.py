@@ -48,7 +48,11 @@ class CompositionConfig:
     sigma_switch: float = 1.0  # schedule only: `weights` above this sigma, `low_weights` below
     low_weights: Sequence[float] | None = None  # schedule only: weights below sigma_switch
     sampler_kwargs: dict[str, Any] = field(default_factory=dict)
-    parallel: bool = True
+    # Parents on their own threads. Off by default: on this 2-core CPU one thread running the
+    # parents in turn was as fast or faster for every shipped pair at batch 1 (P2 in
+    # benchmarks/results/composition.json: sub-millisecond forwards fight over the GIL);
+    # threads tie or win slightly only at batch 16.
+    parallel: bool = False
     allow_normalizer_mismatch: bool = False
 
     def __post_init__(self) -> None:
