@@ -44,7 +44,10 @@ class ComposedDenoiser(Denoiser):
         starts: Sequence[int] | None = None,
         action_maps: Sequence[ActionMap | None] | None = None,
         executor: ThreadPoolExecutor | None = None,
+        stacked: Denoiser | None = None,
     ) -> None:
+        """`stacked`: one Denoiser whose outputs are (K, B, H, A), every parent at once (see
+        `robocompose.composition.fused`); the `parents` then only describe them."""
         if len(parents) < 2:
             raise ValueError(f"composition needs >= 2 parents. Got {len(parents)}.")
         dims = [p.action_dim for p in parents]
@@ -66,6 +69,7 @@ class ComposedDenoiser(Denoiser):
         self.sigma_max = max(p.sigma_max for p in parents)
         self.sigma_min = min(p.sigma_min for p in parents)
         self.executor = executor
+        self.stacked = stacked
 
     def sigmas(self, steps: int) -> list[float]:
         """The reference parent's own grid."""
@@ -82,6 +86,9 @@ class ComposedDenoiser(Denoiser):
         return DenoiserOutput((out.x0_hat - amap.offset) / amap.scale, out.eps_hat / amap.scale)
 
     def parent_outputs(self, x: torch.Tensor, sigma: float) -> list[DenoiserOutput]:
+        if self.stacked is not None:
+            out = self.stacked(x, sigma)
+            return [DenoiserOutput(*pair) for pair in zip(out.x0_hat, out.eps_hat, strict=True)]
         indices = range(len(self.parents))
         if self.executor is None:
             return [self._parent_call(i, x, sigma) for i in indices]

@@ -21,6 +21,7 @@ from typing import Any
 import torch
 
 from robocompose.composition.composed import ActionMap, ComposedDenoiser, karras_sigmas
+from robocompose.composition.fused import StackedMlpDenoiser, fusable
 from robocompose.composition.operators import OPERATORS, Operator
 from robocompose.composition.samplers import SAMPLERS
 from robocompose.composition.superdiff import sample_superdiff
@@ -54,6 +55,8 @@ class CompositionConfig:
     # threads tie or win slightly only at batch 16.
     parallel: bool = False
     allow_normalizer_mismatch: bool = False
+    # same-architecture MLP parents of one family run as one stacked network (composition/fused.py)
+    fuse: bool = True
 
     def __post_init__(self) -> None:
         self.weights = [float(w) for w in self.weights]
@@ -155,12 +158,28 @@ class ComposedPolicy:
         if self.operator is None and any(w < 0 for w in config.weights):
             raise ValueError(f"mixture `weights` must be >= 0. Got {config.weights}.")
         self._executor = shared_executor() if config.parallel else None
+        self.fused = (
+            StackedMlpDenoiser([p.net for p in parents]).eval()
+            if config.fuse
+            and self.operator is not None
+            and fusable(parents)
+            and all(m is None for m in self.maps)
+            else None
+        )
 
     def denoiser(self, obs: dict[str, torch.Tensor]) -> ComposedDenoiser:
         """The composed D for one observation batch (each parent conditions on its own view)."""
         assert self.operator is not None, "mixture has no single denoiser"
-        bound = [p.denoiser(self._view(p, obs)) for p in self.parents]
-        return ComposedDenoiser(bound, self.operator, self.starts, self.maps, self._executor)
+        views = [self._view(p, obs) for p in self.parents]
+        if self.fused is None:
+            bound = [p.denoiser(v) for p, v in zip(self.parents, views, strict=True)]
+            return ComposedDenoiser(bound, self.operator, self.starts, self.maps, self._executor)
+        # parent 0's adapter around the stacked network stands for every (identical) adapter
+        conds = torch.stack([p.encode(v) for p, v in zip(self.parents, views, strict=True)])
+        fused = self.fused
+        stacked = self.parents[0].denoiser(views[0]).with_net(lambda x, t: fused(x, t, conds))
+        bound = [stacked] * len(self.parents)
+        return ComposedDenoiser(bound, self.operator, self.starts, self.maps, stacked=stacked)
 
     def sigmas(self, denoiser: ComposedDenoiser) -> list[float]:
         """The configured grid; a Karras grid where the operator needs a finite sigma_max."""
@@ -218,6 +237,7 @@ class ComposedPolicy:
         text = json.dumps([parts, config], sort_keys=True, default=str)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
+    @torch.no_grad()
     def predict_actions(self, obs: dict[str, torch.Tensor], noise: torch.Tensor) -> torch.Tensor:
         if self.operator is None:
             return self._mixture(obs, noise)

@@ -22,6 +22,7 @@ trained sigma it is clamped to its last timestep.
 
 from __future__ import annotations
 
+import copy
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable
@@ -53,6 +54,12 @@ class Denoiser(ABC):
 
     @abstractmethod
     def __call__(self, x: torch.Tensor, sigma: float) -> DenoiserOutput: ...
+
+    def with_net(self, net: BoundNet) -> Denoiser:
+        """This adapter around another network (e.g. K stacked parents: outputs broadcast)."""
+        clone = copy.copy(self)
+        clone.net = net
+        return clone
 
     @abstractmethod
     def sigmas(self, steps: int) -> list[float]: ...

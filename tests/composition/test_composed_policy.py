@@ -181,3 +181,24 @@ def test_superdiff_gets_more_denoising_steps_by_default() -> None:
     assert CompositionConfig(operator="convex").denoising_steps() == 10
     assert CompositionConfig(operator="superdiff_or").denoising_steps() == 40
     assert CompositionConfig(operator="superdiff_and", steps=12).denoising_steps() == 12
+
+
+@pytest.mark.parametrize("family", ["flow", "diffusion"])
+@pytest.mark.parametrize("operator", ["convex", "superdiff_or"])
+def test_fused_parents_equal_parents_run_one_by_one(family: str, operator: str) -> None:
+    a, b = tiny_policy(0, family=family), tiny_policy(1, family=family)
+    for p in (*a.parameters(), *b.parameters()):  # move off the init: LayerNorm affines too
+        p.data.add_(0.1 * torch.randn_like(p))
+    noise = torch.randn(3, 16, 2, generator=torch.Generator().manual_seed(2))
+    outs = {}
+    for fuse in (True, False):
+        config = CompositionConfig(operator=operator, weights=(0.3, 0.7), fuse=fuse)
+        policy = ComposedPolicy([a, b], config)
+        assert (policy.fused is not None) == fuse
+        outs[fuse] = policy.predict_actions(_obs(3), noise)
+    torch.testing.assert_close(outs[True], outs[False], atol=1e-5, rtol=1e-5)
+
+
+def test_parents_of_different_families_are_not_fused() -> None:
+    a, b = tiny_policy(0, family="flow"), tiny_policy(1, family="diffusion")
+    assert ComposedPolicy([a, b], CompositionConfig()).fused is None
