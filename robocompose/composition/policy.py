@@ -233,7 +233,8 @@ class ComposedPolicy:
     def fingerprint(self) -> str:
         parts = [p.fingerprint() for p in self.parents]
         config = dataclasses.asdict(self.config) | {"steps": self.config.denoising_steps()}
-        del config["parallel"]
+        for how_it_runs in ("parallel", "fuse"):  # the same actions to float rounding
+            del config[how_it_runs]
         text = json.dumps([parts, config], sort_keys=True, default=str)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
