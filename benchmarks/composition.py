@@ -63,6 +63,17 @@ def _update(change) -> dict:
     return results
 
 
+def _record(part: str, task: str, value: dict, headline: str, summarise) -> None:
+    """Store one task's `value` under `part` and recompute the headline over every task."""
+
+    def change(results: dict) -> None:
+        per_task = results.setdefault(part, {})
+        per_task[task] = value
+        results[headline] = summarise(per_task.values())
+
+    _update(change)
+
+
 def parents_of(task: str) -> tuple[list, list[str]]:
     paths = parent_pair(task)
     return [load_policy(p) for p in paths], [p.name for p in paths]
@@ -258,48 +269,37 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=50)
     args = parser.parse_args()
     tasks = args.tasks.split(",")
-    if args.part in ("all", "latency"):
-        for task in tasks:
-            measured = latency(task, args.repeats)
-
-            def add_latency(results: dict, task: str = task, measured: dict = measured) -> None:
-                per_task = results.setdefault("latency", {})
-                per_task[task] = measured
-                results["latency_ratio"] = max(
-                    t["batch1"]["ratio_vs_slower_parent"] for t in per_task.values()
-                )
-
-            _update(add_latency)
-    if args.part in ("all", "search"):
-        for task in tasks:
-            cost = search_cost(task, args.search_episodes, args.first_slice, args.replays)
-
-            def add_cost(results: dict, task: str = task, cost: dict = cost) -> None:
-                per_task = results.setdefault("search_cost", {})
-                per_task[task] = cost
-                results["search_cost_ratio"] = statistics.mean(
-                    t["search_cost_ratio"] for t in per_task.values()
-                )
-
-            _update(add_cost)
-    if args.part in ("all", "quality"):
-        for task in tasks:
-            found = quality(
-                task,
-                args.episodes,
-                args.first_slice,
-                args.operator_episodes,
-                args.heldout_episodes,
-            )
-
-            def add_quality(results: dict, task: str = task, found: dict = found) -> None:
-                per_task = results.setdefault("quality", {})
-                per_task[task] = found
-                results["mean_delta_pts"] = statistics.mean(
-                    q["delta_pts"] for q in per_task.values()
-                )
-
-            _update(add_quality)
+    for task in tasks if args.part in ("all", "latency") else ():
+        _record(
+            "latency",
+            task,
+            latency(task, args.repeats),
+            "latency_ratio",
+            lambda rows: max(r["batch1"]["ratio_vs_slower_parent"] for r in rows),
+        )
+    for task in tasks if args.part in ("all", "search") else ():
+        _record(
+            "search_cost",
+            task,
+            search_cost(task, args.search_episodes, args.first_slice, args.replays),
+            "search_cost_ratio",
+            lambda rows: statistics.mean(r["search_cost_ratio"] for r in rows),
+        )
+    for task in tasks if args.part in ("all", "quality") else ():
+        found = quality(
+            task,
+            args.episodes,
+            args.first_slice,
+            args.operator_episodes,
+            args.heldout_episodes,
+        )
+        _record(
+            "quality",
+            task,
+            found,
+            "mean_delta_pts",
+            lambda rows: statistics.mean(r["delta_pts"] for r in rows),
+        )
 
 
 if __name__ == "__main__":
