@@ -10,6 +10,10 @@ import json
 from common import RESULTS
 
 
+def _read(name: str) -> dict:
+    return json.loads((RESULTS / name).read_text())
+
+
 def _rate(row: dict) -> str:
     return (
         f"{100 * row['success']:.1f}% [{100 * row['ci_low']:.1f}, {100 * row['ci_high']:.1f}]"
@@ -18,7 +22,7 @@ def _rate(row: dict) -> str:
 
 
 def policies_table() -> str:
-    rows = json.loads((RESULTS / "policies.json").read_text())["checkpoints"]
+    rows = _read("policies.json")["checkpoints"]
     lines = [
         "| checkpoint | success [95% CI] (episodes) | demos | train steps | train min |",
         "|---|---|---|---|---|",
@@ -32,7 +36,7 @@ def policies_table() -> str:
 
 
 def composition_table() -> str:
-    results = json.loads((RESULTS / "composition.json").read_text())
+    results = _read("composition.json")
     lines = [
         "| task | parent A | parent B | GPC convex (searched w) | product of experts (1, 1) "
         "| better parent sharpened (2, 0) | convex - best parent |",
@@ -53,7 +57,7 @@ def composition_table() -> str:
 
 
 def heldout_table() -> str:
-    results = json.loads((RESULTS / "composition.json").read_text())
+    results = _read("composition.json")
     lines = [
         "| task | seeds from | parents | GPC convex | product of experts | convex - best parent "
         "| product - best parent |",
@@ -75,7 +79,7 @@ def heldout_table() -> str:
 
 
 def cost_table() -> str:
-    results = json.loads((RESULTS / "composition.json").read_text())
+    results = _read("composition.json")
     lines = [
         "| task | P2 composed / slower parent, batch 1 (16) | best setting, batch 1 "
         "| P3 halving / grid episodes | halving within 2 points of the grid optimum |",
