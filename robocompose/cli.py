@@ -13,6 +13,7 @@ become the same overrides; `--cfg` prints the composed config instead of running
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
 import json
 import sys
@@ -87,7 +88,8 @@ def load_verb_config(verb: str, overrides: list[str]) -> Any:
 def _with_task_of_parents(name: str, verb: Verb, overrides: list[str]) -> list[str]:
     """Parents named without `task=` run on their own task (recorded in the first one's
     checkpoint), not on the config's default task."""
-    if name == "sweep" or any(o.startswith("task=") for o in overrides):
+    fields = {f.name for f in dataclasses.fields(verb.config_class())}
+    if name == "sweep" or "parents" not in fields or any(o.startswith("task=") for o in overrides):
         return overrides
     tree = to_tree(compose_all(name, verb.config_class(), [overrides])[0])
     if not tree.get("parents") or not (Path(tree["parents"][0]) / "config.json").is_file():
