@@ -29,7 +29,7 @@ def shipped_path(task: str, kind: str) -> Path:
         have = ", ".join(p.name for p in shipped_checkpoints()) or "none"
         raise FileNotFoundError(
             f"no shipped checkpoint {path.name} in {CHECKPOINTS} (have: {have}). "
-            f"Train it with `make {path.relative_to(CHECKPOINTS.parent)}/config.json`."
+            f"Train it with `make train-{task}` (the Makefile holds the exact command)."
         )
     return path
 

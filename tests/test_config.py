@@ -11,7 +11,7 @@ from robocompose.cli import VERBS, load_verb_config, main
 from robocompose.config import ConfigError, build, hydra_value, load
 from robocompose.demo import DemoConfig
 from robocompose.jobs import ComposeConfig, EvalConfig, SearchConfig
-from robocompose.shipped import parent_pair
+from robocompose.shipped import parent_pair, shipped_path
 from robocompose.sweep.config import LauncherConfig, plan
 from robocompose.sweep.run import _applicable, run_sweep
 
@@ -118,6 +118,11 @@ def test_search_defaults_are_the_demo() -> None:
         demo.num_envs,
     )
     assert search.composition.operator == "convex"
+
+
+def test_missing_shipped_checkpoint_says_how_to_train_it() -> None:
+    with pytest.raises(FileNotFoundError, match=r"Stack_no_such_kind .*`make train-Stack`"):
+        shipped_path("Stack", "no_such_kind")
 
 
 @pytest.mark.parametrize(
