@@ -72,8 +72,13 @@ class ComposedDenoiser(Denoiser):
         self.stacked = stacked
 
     def sigmas(self, steps: int) -> list[float]:
-        """The reference parent's own grid."""
-        return self.parents[0].sigmas(steps)
+        """The parents' own grid that starts at the lowest noise level (parent 0's on a tie).
+
+        A flow's grid starts at sigma = inf, where an epsilon-predicting DDPM has no usable
+        x0 estimate: its top trained step (alpha_bar ~ 2e-7 for 100 cosine steps) turns an
+        eps error into an x0 error ~2000x larger, and a Stack DDPM composed after a flow fell
+        from 24% to 0%. Its own DDIM grid starts near sigma 7, where every parent is sound."""
+        return min((p.sigmas(steps) for p in self.parents), key=lambda grid: grid[0])
 
     def _parent_call(self, i: int, x: torch.Tensor, sigma: float) -> DenoiserOutput:
         parent, start, amap = self.parents[i], self.starts[i], self.action_maps[i]

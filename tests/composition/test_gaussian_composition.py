@@ -183,6 +183,17 @@ def _exact_eps_net(mu: float, var: float, sigma_of_t):
     return net
 
 
+def _cosine_ddpm():
+    """alpha_bar of a 100-step cosine DDPM and its fractional t -> sigma (log-sigma interp)."""
+    ab = DDPMScheduler(num_train_timesteps=100, beta_schedule="squaredcos_cap_v2").alphas_cumprod
+    log_table = np.log(torch.sqrt((1 - ab.double()) / ab.double()).numpy())
+
+    def sigma_of_t(t: float) -> float:
+        return float(np.exp(np.interp(t, np.arange(100), log_table)))
+
+    return ab.double(), sigma_of_t
+
+
 def _exact_flow_net(mu: float, var: float, scale: float):
     def net(x_t: torch.Tensor, tt: torch.Tensor) -> torch.Tensor:
         t = tt[0].item() / scale
@@ -200,14 +211,7 @@ def test_diffusion_and_flow_parents_of_one_distribution_compose_to_it(weight: fl
     """Heterogeneous footing: a DDPM eps-model (100 discrete steps) and a rectified flow of the
     same N(mu, var), composed with any weight on the flow's grid, sample N(mu, var)."""
     mu, var = 0.4, 0.2
-    ddpm = DDPMScheduler(num_train_timesteps=100, beta_schedule="squaredcos_cap_v2")
-    ab = ddpm.alphas_cumprod.double()
-    sigma_table = torch.sqrt((1 - ab) / ab).numpy()
-    log_table = np.log(sigma_table)
-
-    def sigma_of_t(t: float) -> float:
-        return float(np.exp(np.interp(t, np.arange(100), log_table)))
-
+    ab, sigma_of_t = _cosine_ddpm()
     diffusion = DiscreteDiffusionDenoiser(_exact_eps_net(mu, var, sigma_of_t), ab, "epsilon", 1, 1)
     flow = FlowDenoiser(_exact_flow_net(mu, var, 100.0), 1, 1, time_scale=100.0)
     composed = ComposedDenoiser([flow, diffusion], Convex([1 - weight, weight]))
@@ -215,6 +219,32 @@ def test_diffusion_and_flow_parents_of_one_distribution_compose_to_it(weight: fl
     x = sample_heun(composed, noise, flow.sigmas(60))
     assert x.mean().item() == pytest.approx(mu, abs=0.03)
     assert x.var().item() == pytest.approx(var, rel=0.1)
+
+
+def test_a_flow_first_does_not_drag_an_imperfect_ddpm_to_sigma_inf() -> None:
+    """A learned eps-model is off by a little; asked at sigma = inf (a flow's first grid point)
+    its x0 estimate would be off ~2000x that. Either parent order takes the DDPM's own grid,
+    which starts at a finite sigma, and samples near the target."""
+    mu, var = 0.4, 0.2
+    ab, sigma_of_t = _cosine_ddpm()
+    exact = _exact_eps_net(mu, var, sigma_of_t)
+
+    def off_by_a_little(x_in: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        return exact(x_in, t) + 0.02
+
+    diffusion = DiscreteDiffusionDenoiser(off_by_a_little, ab, "epsilon", 1, 1)
+    flow = FlowDenoiser(_exact_flow_net(mu, var, 100.0), 1, 1, time_scale=100.0)
+    flow_first = ComposedDenoiser([flow, diffusion], Convex([0.5, 0.5]))
+    diffusion_first = ComposedDenoiser([diffusion, flow], Convex([0.5, 0.5]))
+    assert flow_first.sigmas(10) == diffusion_first.sigmas(10) == diffusion.sigmas(10)
+    assert math.isfinite(flow_first.sigmas(10)[0])
+    noise = torch.randn(4000, 1, 1, generator=torch.Generator().manual_seed(4), dtype=torch.float64)
+    x = sample_euler(flow_first, noise, flow_first.sigmas(10))
+    torch.testing.assert_close(x, sample_euler(diffusion_first, noise, flow_first.sigmas(10)))
+    assert x.mean().item() == pytest.approx(mu, abs=0.1)
+    assert x.var().item() == pytest.approx(var, rel=0.3)
+    at_inf = sample_euler(flow_first, noise, flow.sigmas(10))
+    assert abs(at_inf.mean().item() - mu) > 0.5  # what the flow's grid (from inf) gives
 
 
 def _log_normal(x: torch.Tensor, mu: float, var: float) -> torch.Tensor:
