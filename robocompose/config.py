@@ -169,6 +169,12 @@ def _open_free_mappings(cls: type, node: DictConfig) -> None:
 def compose_all(name: str, cls: type, override_lists: Sequence[Sequence[str]]) -> list[DictConfig]:
     """`configs/<name>.yaml` composed once per override list (one Hydra session for all)."""
     register(name, cls)
+    if not (CONFIGS / f"{name}.yaml").is_file():
+        raise ConfigError(
+            f"no config {CONFIGS / f'{name}.yaml'}: robocompose reads configs/ (and the shipped "
+            "checkpoints) from its repository checkout, so install it editable from there "
+            "(`make setup`, or `pip install -e .`)."
+        )
     configs = []
     with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3", job_name=name):
         for overrides in override_lists:

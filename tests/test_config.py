@@ -190,3 +190,9 @@ def test_named_parents_run_on_their_own_task_unless_told(capsys) -> None:
     assert "task:\n  name: Stack\n" in capsys.readouterr().out
     main(["search", *stack, "task=PickPlace", "--cfg"])
     assert "task:\n  name: PickPlace\n" in capsys.readouterr().out
+
+
+def test_a_missing_configs_folder_says_to_install_from_the_checkout(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr("robocompose.config.CONFIGS", tmp_path)
+    with pytest.raises(ConfigError, match=r"eval\.yaml.*pip install -e \."):
+        load("eval", EvalConfig, ["checkpoint=c"])
