@@ -10,7 +10,7 @@ the GIL inside its kernels).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -18,7 +18,10 @@ import numpy as np
 import torch
 
 from robocompose.composition.operators import Operator
-from robocompose.policies.denoiser import Denoiser, DenoiserOutput
+from robocompose.policies.denoiser import Denoiser, DenoiserOutput, NetworkDenoiser
+
+# K parents' networks in one call: x_in (K, B, H, A), timesteps (K, B) -> outputs (K, B, H, A)
+FusedNet = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 
 @dataclass(frozen=True)
@@ -44,10 +47,10 @@ class ComposedDenoiser(Denoiser):
         starts: Sequence[int] | None = None,
         action_maps: Sequence[ActionMap | None] | None = None,
         executor: ThreadPoolExecutor | None = None,
-        stacked: Denoiser | None = None,
+        fused_net: FusedNet | None = None,
     ) -> None:
-        """`stacked`: one Denoiser whose outputs are (K, B, H, A), every parent at once (see
-        `robocompose.composition.fused`); the `parents` then only describe them."""
+        """`fused_net`: every parent's network in one call (see `robocompose.composition.fused`);
+        the parents, `NetworkDenoiser`s then, only scale its inputs and convert its outputs."""
         if len(parents) < 2:
             raise ValueError(f"composition needs >= 2 parents. Got {len(parents)}.")
         dims = [p.action_dim for p in parents]
@@ -69,7 +72,9 @@ class ComposedDenoiser(Denoiser):
         self.sigma_max = max(p.sigma_max for p in parents)
         self.sigma_min = min(p.sigma_min for p in parents)
         self.executor = executor
-        self.stacked = stacked
+        if fused_net is not None and not all(isinstance(p, NetworkDenoiser) for p in parents):
+            raise TypeError("a fused network needs parents that are NetworkDenoisers.")
+        self.fused_net = fused_net
 
     def sigmas(self, steps: int) -> list[float]:
         """The parents' own grid that starts at the lowest noise level (parent 0's on a tie).
@@ -80,20 +85,37 @@ class ComposedDenoiser(Denoiser):
         from 24% to 0%. Its own DDIM grid starts near sigma 7, where every parent is sound."""
         return min((p.sigmas(steps) for p in self.parents), key=lambda grid: grid[0])
 
-    def _parent_call(self, i: int, x: torch.Tensor, sigma: float) -> DenoiserOutput:
-        parent, start, amap = self.parents[i], self.starts[i], self.action_maps[i]
-        x_i = x[:, start : start + parent.horizon]
+    def _parent_x(self, i: int, x: torch.Tensor, sigma: float) -> torch.Tensor:
+        """Parent i's window of x, in its own action space."""
+        start, amap = self.starts[i], self.action_maps[i]
+        x_i = x[:, start : start + self.parents[i].horizon]
         if amap is not None and not math.isinf(sigma):
             x_i = x_i * amap.scale + amap.offset
-        out = parent(x_i, sigma)
+        return x_i
+
+    def _to_reference(self, i: int, out: DenoiserOutput) -> DenoiserOutput:
+        amap = self.action_maps[i]
         if amap is None:
             return out
         return DenoiserOutput((out.x0_hat - amap.offset) / amap.scale, out.eps_hat / amap.scale)
 
+    def _parent_call(self, i: int, x: torch.Tensor, sigma: float) -> DenoiserOutput:
+        return self._to_reference(i, self.parents[i](self._parent_x(i, x, sigma), sigma))
+
+    def _fused_outputs(self, x: torch.Tensor, sigma: float) -> list[DenoiserOutput]:
+        assert self.fused_net is not None
+        parents: list[NetworkDenoiser] = self.parents  # type: ignore[assignment]
+        inputs = [p.net_input(self._parent_x(i, x, sigma), sigma) for i, p in enumerate(parents)]
+        x_ins, timesteps = zip(*inputs, strict=True)
+        outs = self.fused_net(torch.stack(x_ins), torch.stack(timesteps))
+        return [
+            self._to_reference(i, p.from_net_output(x_in, sigma, out))
+            for i, (p, x_in, out) in enumerate(zip(parents, x_ins, outs, strict=True))
+        ]
+
     def parent_outputs(self, x: torch.Tensor, sigma: float) -> list[DenoiserOutput]:
-        if self.stacked is not None:
-            out = self.stacked(x, sigma)
-            return [DenoiserOutput(*pair) for pair in zip(out.x0_hat, out.eps_hat, strict=True)]
+        if self.fused_net is not None:
+            return self._fused_outputs(x, sigma)
         indices = range(len(self.parents))
         if self.executor is None:
             return [self._parent_call(i, x, sigma) for i in indices]

@@ -55,7 +55,7 @@ class CompositionConfig:
     # threads tie or win slightly only at batch 16.
     parallel: bool = False
     allow_normalizer_mismatch: bool = False
-    # same-architecture MLP parents of one family run as one stacked network (composition/fused.py)
+    # MLP parents of one architecture (any family) run as one stacked network (composition/fused.py)
     fuse: bool = True
 
     def __post_init__(self) -> None:
@@ -160,10 +160,7 @@ class ComposedPolicy:
         self._executor = shared_executor() if config.parallel else None
         self.fused = (
             StackedMlpDenoiser([p.net for p in parents]).eval()
-            if config.fuse
-            and self.operator is not None
-            and fusable(parents)
-            and all(m is None for m in self.maps)
+            if config.fuse and self.operator is not None and fusable(parents)
             else None
         )
 
@@ -171,15 +168,18 @@ class ComposedPolicy:
         """The composed D for one observation batch (each parent conditions on its own view)."""
         assert self.operator is not None, "mixture has no single denoiser"
         views = [self._view(p, obs) for p in self.parents]
+        bound = [p.denoiser(v) for p, v in zip(self.parents, views, strict=True)]
         if self.fused is None:
-            bound = [p.denoiser(v) for p, v in zip(self.parents, views, strict=True)]
             return ComposedDenoiser(bound, self.operator, self.starts, self.maps, self._executor)
-        # parent 0's adapter around the stacked network stands for every (identical) adapter
         conds = torch.stack([p.encode(v) for p, v in zip(self.parents, views, strict=True)])
         fused = self.fused
-        stacked = self.parents[0].denoiser(views[0]).with_net(lambda x, t: fused(x, t, conds))
-        bound = [stacked] * len(self.parents)
-        return ComposedDenoiser(bound, self.operator, self.starts, self.maps, stacked=stacked)
+        return ComposedDenoiser(
+            bound,
+            self.operator,
+            self.starts,
+            self.maps,
+            fused_net=lambda x_in, timesteps: fused(x_in, timesteps, conds),
+        )
 
     def sigmas(self, denoiser: ComposedDenoiser) -> list[float]:
         """The configured grid; a Karras grid where the operator needs a finite sigma_max."""

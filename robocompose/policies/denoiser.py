@@ -22,7 +22,6 @@ trained sigma it is clamped to its last timestep.
 
 from __future__ import annotations
 
-import copy
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable
@@ -55,14 +54,30 @@ class Denoiser(ABC):
     @abstractmethod
     def __call__(self, x: torch.Tensor, sigma: float) -> DenoiserOutput: ...
 
-    def with_net(self, net: BoundNet) -> Denoiser:
-        """This adapter around another network (e.g. K stacked parents: outputs broadcast)."""
-        clone = copy.copy(self)
-        clone.net = net
-        return clone
-
     @abstractmethod
     def sigmas(self, steps: int) -> list[float]: ...
+
+
+class NetworkDenoiser(Denoiser):
+    """An adapter around a trained network: input scaling and timestep in, conversion out.
+
+    The two halves are separate so that K parents' networks can run as one stacked network
+    between them (`robocompose.composition.fused`), whatever family each adapter is."""
+
+    net: BoundNet
+
+    @abstractmethod
+    def net_input(self, x: torch.Tensor, sigma: float) -> tuple[torch.Tensor, torch.Tensor]:
+        """(network input x_in (B, H, A), timestep (B,)) for x at noise level sigma."""
+
+    @abstractmethod
+    def from_net_output(
+        self, x_in: torch.Tensor, sigma: float, out: torch.Tensor
+    ) -> DenoiserOutput: ...
+
+    def __call__(self, x: torch.Tensor, sigma: float) -> DenoiserOutput:
+        x_in, timestep = self.net_input(x, sigma)
+        return self.from_net_output(x_in, sigma, self.net(x_in, timestep))
 
 
 def initial_noise_to_x(noise: torch.Tensor, sigma_max: float) -> torch.Tensor:
@@ -76,7 +91,7 @@ def initial_noise_to_x(noise: torch.Tensor, sigma_max: float) -> torch.Tensor:
     return noise * math.sqrt(1.0 + sigma_max**2)
 
 
-class DiscreteDiffusionDenoiser(Denoiser):
+class DiscreteDiffusionDenoiser(NetworkDenoiser):
     """A DDPM-family network (eps / sample / v prediction) trained on discrete timesteps."""
 
     def __init__(
@@ -114,14 +129,16 @@ class DiscreteDiffusionDenoiser(Denoiser):
         timesteps = np.arange(steps)[::-1] * stride
         return [float(self.sigma_table[t]) for t in timesteps] + [0.0]
 
-    def __call__(self, x: torch.Tensor, sigma: float) -> DenoiserOutput:
+    def net_input(self, x: torch.Tensor, sigma: float) -> tuple[torch.Tensor, torch.Tensor]:
+        # at sigma = inf x holds the unit noise, which is already the VP-scaled input
+        x_in = x if math.isinf(sigma) else x / math.sqrt(1.0 + sigma**2)
         t = self.timestep(sigma)
-        if math.isinf(sigma):
-            x_in, sigma_eff = x, self.sigma_max  # x holds the unit noise at sigma = inf
-        else:
-            x_in, sigma_eff = x / math.sqrt(1.0 + sigma**2), sigma
-        ab = 1.0 / (1.0 + sigma_eff**2)
-        out = self.net(x_in, torch.full((x.shape[0],), t, dtype=x.dtype, device=x.device))
+        return x_in, torch.full((x.shape[0],), t, dtype=x.dtype, device=x.device)
+
+    def from_net_output(
+        self, x_in: torch.Tensor, sigma: float, out: torch.Tensor
+    ) -> DenoiserOutput:
+        ab = 1.0 / (1.0 + (self.sigma_max if math.isinf(sigma) else sigma) ** 2)
         if self.prediction_type == "epsilon":
             eps_hat = out
             x0_hat = (x_in - math.sqrt(1.0 - ab) * eps_hat) / math.sqrt(ab)
@@ -134,7 +151,7 @@ class DiscreteDiffusionDenoiser(Denoiser):
         return DenoiserOutput(x0_hat, eps_hat)
 
 
-class FlowDenoiser(Denoiser):
+class FlowDenoiser(NetworkDenoiser):
     """A rectified-flow network: x_t = (1 - t) a0 + t n, v_hat ~ n - a0, t in [0, 1].
 
     The network is fed `t * time_scale` so its time embedding sees the same range as a DDPM's.
@@ -153,12 +170,17 @@ class FlowDenoiser(Denoiser):
         ts = np.linspace(1.0, 0.0, steps + 1)
         return [math.inf if t >= 1.0 else float(t / (1.0 - t)) for t in ts]
 
-    def __call__(self, x: torch.Tensor, sigma: float) -> DenoiserOutput:
-        if math.isinf(sigma):
-            t, x_t = 1.0, x  # x holds the unit noise = x_1
-        else:
-            t = sigma / (1.0 + sigma)
-            x_t = x / (1.0 + sigma)
-        tt = torch.full((x.shape[0],), t * self.time_scale, dtype=x.dtype, device=x.device)
-        v_hat = self.net(x_t, tt)
-        return DenoiserOutput(x_t - t * v_hat, x_t + (1.0 - t) * v_hat)
+    @staticmethod
+    def time(sigma: float) -> float:
+        return 1.0 if math.isinf(sigma) else sigma / (1.0 + sigma)
+
+    def net_input(self, x: torch.Tensor, sigma: float) -> tuple[torch.Tensor, torch.Tensor]:
+        x_t = x if math.isinf(sigma) else x / (1.0 + sigma)  # at inf x holds x_1, the noise
+        tt = self.time(sigma) * self.time_scale
+        return x_t, torch.full((x.shape[0],), tt, dtype=x.dtype, device=x.device)
+
+    def from_net_output(
+        self, x_in: torch.Tensor, sigma: float, out: torch.Tensor
+    ) -> DenoiserOutput:
+        t = self.time(sigma)
+        return DenoiserOutput(x_in - t * out, x_in + (1.0 - t) * out)

@@ -24,6 +24,7 @@ def tiny_policy(
     action_dim: int = 2,
     action_scale: float = 1.0,
     n_obs_steps: int = 2,
+    hidden: int = 32,
 ):
     torch.manual_seed(seed)
     config = PolicyConfig(
@@ -34,7 +35,7 @@ def tiny_policy(
         n_action_steps=4,
         action_dim=action_dim,
         obs_shapes={"state": (3,)},
-        backbone_kwargs={"hidden": 32, "depth": 1},
+        backbone_kwargs={"hidden": hidden, "depth": 1},
     )
     normalizers = {
         "action": AffineNormalizer(
@@ -183,22 +184,32 @@ def test_superdiff_gets_more_denoising_steps_by_default() -> None:
     assert CompositionConfig(operator="superdiff_and", steps=12).denoising_steps() == 12
 
 
-@pytest.mark.parametrize("family", ["flow", "diffusion"])
+@pytest.mark.parametrize(
+    "families, scale_b",
+    [(("flow", "flow"), 1.0), (("diffusion", "diffusion"), 1.0), (("diffusion", "flow"), 2.0)],
+)
 @pytest.mark.parametrize("operator", ["convex", "superdiff_or"])
-def test_fused_parents_equal_parents_run_one_by_one(family: str, operator: str) -> None:
-    a, b = tiny_policy(0, family=family), tiny_policy(1, family=family)
+def test_fused_parents_equal_parents_run_one_by_one(families, scale_b: float, operator) -> None:
+    """Stacked into one network, each parent keeps its own adapter (and action map)."""
+    a = tiny_policy(0, family=families[0])
+    b = tiny_policy(1, family=families[1], action_scale=scale_b)
     for p in (*a.parameters(), *b.parameters()):  # move off the init: LayerNorm affines too
         p.data.add_(0.1 * torch.randn_like(p))
     noise = torch.randn(3, 16, 2, generator=torch.Generator().manual_seed(2))
     outs = {}
     for fuse in (True, False):
-        config = CompositionConfig(operator=operator, weights=(0.3, 0.7), fuse=fuse)
+        config = CompositionConfig(
+            operator=operator,
+            weights=(0.3, 0.7),
+            fuse=fuse,
+            allow_normalizer_mismatch=scale_b != 1.0,
+        )
         policy = ComposedPolicy([a, b], config)
         assert (policy.fused is not None) == fuse
         outs[fuse] = policy.predict_actions(_obs(3), noise)
     torch.testing.assert_close(outs[True], outs[False], atol=1e-5, rtol=1e-5)
 
 
-def test_parents_of_different_families_are_not_fused() -> None:
-    a, b = tiny_policy(0, family="flow"), tiny_policy(1, family="diffusion")
+def test_parents_of_different_architectures_are_not_fused() -> None:
+    a, b = tiny_policy(0), tiny_policy(1, hidden=16)
     assert ComposedPolicy([a, b], CompositionConfig()).fused is None
