@@ -41,11 +41,14 @@ DEMOS ?= 200
 DEMOS_PushT := 400
 # Stack and PickPlaceTwoCubes collect twice the demos and split them in halves: the diffusion UNet
 # and the flow MLP train on the first half, a second flow MLP (`_flow_mlp_b`, another seed) on the
-# second: the pair composition uses there (robocompose/shipped.py: PARENT_PAIRS).
+# second. On Stack a diffusion MLP (v-prediction: epsilon reached 24% where v reached 62%) also
+# trains on the second half. The pairs composition uses: robocompose/shipped.py, PARENT_PAIRS.
 DEMOS_Stack := 400
 DEMOS_PickPlaceTwoCubes := 800
 HALVED := Stack PickPlaceTwoCubes
+DIFFUSION_MLP_TASKS := Stack
 FIRST_HALF = $(if $(filter $*,$(HALVED)),max_demos=$(HALF))
+SECOND_HALF = demo_offset=$(HALF) max_demos=$(HALF) seed=1
 HALF = $(shell echo $$(( $(DEMOS_$*) / 2 )))
 UNET_STEPS ?= 5000
 UNET_STEPS_PushT := 10500
@@ -54,6 +57,7 @@ MLP_STEPS_PushT := 20000
 MLP_STEPS_Stack := 30000
 DIFFUSION_UNET = policy.family=diffusion policy.backbone=unet steps=$(or $(UNET_STEPS_$*),$(UNET_STEPS)) batch_size=128 checkpoint_dtype=float16 torch_threads=1
 FLOW_MLP = policy.family=flow policy.backbone=mlp steps=$(or $(MLP_STEPS_$*),$(MLP_STEPS)) batch_size=256 checkpoint_dtype=float16 torch_threads=1
+DIFFUSION_MLP = policy.family=diffusion policy.backbone=mlp policy.prediction_type=v_prediction steps=$(or $(MLP_STEPS_$*),$(MLP_STEPS)) batch_size=256 checkpoint_dtype=float16 torch_threads=1
 
 # Every step resumes: collect appends until the file holds $(DEMOS) demos, train continues from
 # its last checkpoint, and both return at once when already done.
@@ -67,7 +71,8 @@ $(COLLECT): collect-%: setup
 $(TRAIN): train-%: collect-%
 	$(BIN)/robocompose train dataset=data/$*.hdf5 out=checkpoints/$*_diffusion_unet $(DIFFUSION_UNET) $(FIRST_HALF)
 	$(BIN)/robocompose train dataset=data/$*.hdf5 out=checkpoints/$*_flow_mlp $(FLOW_MLP) $(FIRST_HALF)
-	$(if $(filter $*,$(HALVED)),$(BIN)/robocompose train dataset=data/$*.hdf5 out=checkpoints/$*_flow_mlp_b $(FLOW_MLP) demo_offset=$(HALF) max_demos=$(HALF) seed=1)
+	$(if $(filter $*,$(HALVED)),$(BIN)/robocompose train dataset=data/$*.hdf5 out=checkpoints/$*_flow_mlp_b $(FLOW_MLP) $(SECOND_HALF))
+	$(if $(filter $*,$(DIFFUSION_MLP_TASKS)),$(BIN)/robocompose train dataset=data/$*.hdf5 out=checkpoints/$*_diffusion_mlp $(DIFFUSION_MLP) $(SECOND_HALF))
 
 checkpoints: $(TRAIN)
 

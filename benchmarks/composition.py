@@ -10,7 +10,10 @@ P1 quality, per task: the task's shipped parent pair (robocompose.shipped) and t
     chosen convex weights and the product again on fresh seeds (the search chose on the P1 seeds).
 P2 latency, per task pair: composed (K=2) chunk latency / the slower parent's, batch 1 and 16, 10
     steps, each at its best torch thread count (1 or 2), median of many calls. The headline
-    `latency_ratio` is the worst pair at batch 1.
+    `latency_ratio` is the worst pair at batch 1. A diffusion parent's native sampler is diffusers'
+    DDIMScheduler, whose Python per step costs as much as an MLP forward, so each parent is also
+    timed alone through the composed sampler's own path (its Denoiser, Euler on its grid):
+    `ratio_vs_slower_parent_same_sampler` is the composition's cost on equal footing.
 P3 search cost, per task: the full grid (11 weights x N seeds) against successive halving
     replayed over random orders of the same seed list (every episode is cached, so the replays
     are free): mean episodes halving spends / grid episodes, and how often it lands within 2
@@ -36,6 +39,7 @@ from policy_latency import random_obs
 
 from robocompose.composition.api import candidate_label, compose, evaluate, search
 from robocompose.composition.policy import ComposedPolicy
+from robocompose.composition.samplers import sample_euler
 from robocompose.composition.search import (
     plot_search,
     simplex_grid,
@@ -176,18 +180,27 @@ def _median_ms(fn, repeats: int) -> float:
     return statistics.median(times)
 
 
+@torch.no_grad()
+def _euler(parent, obs, noise) -> torch.Tensor:
+    """One parent alone, sampled the way a composition samples (Denoiser + Euler, own grid)."""
+    denoiser = parent.denoiser(obs)
+    return sample_euler(denoiser, noise, denoiser.sigmas(10))
+
+
 def latency(task: str, repeats: int) -> dict:
     parents, names = parents_of(task)
     out = {}
     for batch in (1, 16):
         obs = random_obs(parents[0], batch)
         noise = torch.randn(batch, *parents[0].chunk_shape(1)[1:])
-        single, composed = {}, {}
+        single, single_euler, composed = {}, {}, {}
         for threads in (1, 2):
             torch.set_num_threads(threads)
             for name, parent in zip(names, parents, strict=True):
                 ms = _median_ms(lambda p=parent, o=obs, n=noise: p.sample(o, 10, n), repeats)
                 single[name] = min(single.get(name, float("inf")), ms)
+                ms = _median_ms(lambda p=parent, o=obs, n=noise: _euler(p, o, n), repeats)
+                single_euler[name] = min(single_euler.get(name, float("inf")), ms)
             for parallel in (False, True):
                 policy = compose(parents, "convex", (0.5, 0.5), parallel=parallel)
                 assert isinstance(policy, ComposedPolicy)
@@ -198,9 +211,11 @@ def latency(task: str, repeats: int) -> dict:
         slower = max(single.values())
         out[f"batch{batch}"] = {
             "single_ms": single,
+            "single_same_sampler_ms": single_euler,
             "composed_ms": composed,
             "best_composed": best_key,
             "ratio_vs_slower_parent": composed[best_key] / slower,
+            "ratio_vs_slower_parent_same_sampler": composed[best_key] / max(single_euler.values()),
             "ratio_vs_sum_of_parents": composed[best_key] / sum(single.values()),
         }
         print(f"latency batch {batch}: {json.dumps(out[f'batch{batch}'])}", flush=True)

@@ -6,14 +6,15 @@ from pathlib import Path
 
 CHECKPOINTS = Path(__file__).resolve().parent.parent / "checkpoints"
 
-# The parent pair (A, B) that composition uses on each task, by checkpoint kind. Where the
-# diffusion UNet is competent the pair is heterogeneous (diffusion UNet + flow MLP); where it is
-# not, two flow MLPs trained on disjoint halves of one demo file (same normaliser).
+# The parent pair (A, B) that composition uses on each task, by checkpoint kind: a diffusion and a
+# flow policy where a competent diffusion policy exists (on Stack a diffusion MLP and a flow MLP
+# trained on disjoint halves of one demo file, so one normaliser); on PickPlaceTwoCubes, whose
+# diffusion UNet trails the flows by 30 points, two flow MLPs on disjoint halves.
 PARENT_PAIRS: dict[str, tuple[str, str]] = {
     "PushT": ("diffusion_unet", "flow_mlp"),
     "PickPlace": ("diffusion_unet", "flow_mlp"),
     "PickPlaceTwoCubes": ("flow_mlp", "flow_mlp_b"),
-    "Stack": ("flow_mlp", "flow_mlp_b"),
+    "Stack": ("diffusion_mlp", "flow_mlp"),
 }
 
 

@@ -43,7 +43,7 @@ class CompositionConfig:
     weights: Sequence[float] = (0.5, 0.5)
     sampler: str = "euler"
     steps: int | None = None  # None: DEFAULT_STEPS, or SUPERDIFF_STEPS for SuperDiff
-    grid: str = "reference"  # "reference": the parents' own grid starting lowest, or "karras"
+    grid: str = "reference"  # a parent's own grid (see ComposedDenoiser.sigmas), or "karras"
     sigma_max: float = 80.0  # karras grid only
     sigma_min: float = 0.002  # karras grid only
     sigma_switch: float = 1.0  # schedule only: `weights` above this sigma, `low_weights` below

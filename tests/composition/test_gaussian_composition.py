@@ -224,7 +224,8 @@ def test_diffusion_and_flow_parents_of_one_distribution_compose_to_it(weight: fl
 def test_a_flow_first_does_not_drag_an_imperfect_ddpm_to_sigma_inf() -> None:
     """A learned eps-model is off by a little; asked at sigma = inf (a flow's first grid point)
     its x0 estimate would be off ~2000x that. Either parent order takes the DDPM's own grid,
-    which starts at a finite sigma, and samples near the target."""
+    which starts at a finite sigma, and samples near the target. A v-prediction model is sound
+    at sigma = inf, so with it the flow's full grid is taken in either order."""
     mu, var = 0.4, 0.2
     ab, sigma_of_t = _cosine_ddpm()
     exact = _exact_eps_net(mu, var, sigma_of_t)
@@ -238,6 +239,9 @@ def test_a_flow_first_does_not_drag_an_imperfect_ddpm_to_sigma_inf() -> None:
     diffusion_first = ComposedDenoiser([diffusion, flow], Convex([0.5, 0.5]))
     assert flow_first.sigmas(10) == diffusion_first.sigmas(10) == diffusion.sigmas(10)
     assert math.isfinite(flow_first.sigmas(10)[0])
+    v_model = DiscreteDiffusionDenoiser(off_by_a_little, ab, "v_prediction", 1, 1)
+    for parents in ([flow, v_model], [v_model, flow]):
+        assert ComposedDenoiser(parents, Convex([0.5, 0.5])).sigmas(10) == flow.sigmas(10)
     noise = torch.randn(4000, 1, 1, generator=torch.Generator().manual_seed(4), dtype=torch.float64)
     x = sample_euler(flow_first, noise, flow_first.sigmas(10))
     torch.testing.assert_close(x, sample_euler(diffusion_first, noise, flow_first.sigmas(10)))
