@@ -79,7 +79,11 @@ def run_demo(config: DemoConfig) -> dict:
     rows.append({"label": "product of experts (1, 1)", **product.row()})
 
     plot = plot_search(
-        found, out / "search.png", rows[:2], title=f"{config.task}: {names[0]} + {names[1]}"
+        found,
+        out / "search.png",
+        rows[:2],
+        title=f"{config.task}: {names[0]} + {names[1]}",
+        others=rows[3:],
     )
     video_seed = seeds[0]
     evaluate(

@@ -162,10 +162,12 @@ def plot_search(
     path: str | os.PathLike[str],
     parents: Sequence[dict] = (),
     title: str = "",
+    others: Sequence[dict] = (),
 ) -> Path:
     """Success against the first parent's weight (K=2) with the 95% band; parents as markers.
 
-    `parents`: rows {"label", "success", "ci_low", "ci_high"} measured on the same seeds."""
+    `parents`, `others` (e.g. another operator, drawn as a dashed level with its interval): rows
+    {"label", "success", "ci_low", "ci_high"} measured on the same seeds."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -196,6 +198,9 @@ def plot_search(
             capsize=4,
             label=f"{parent['label']} alone",
         )
+    for other, color in zip(others, ("tab:purple", "tab:brown", "tab:gray"), strict=False):
+        ax.axhline(100 * other["success"], ls="--", color=color, label=other["label"])
+        ax.axhspan(100 * other["ci_low"], 100 * other["ci_high"], color=color, alpha=0.08)
     chosen = next(r for r in rows if tuple(r["weights"]) == result.chosen)
     ax.plot(
         [chosen["weights"][0]],

@@ -1,0 +1,25 @@
+"""The main job end to end on a tiny budget: shipped Stack parents, search, product, outputs."""
+
+from __future__ import annotations
+
+import json
+
+from robocompose.demo import DemoConfig, run_demo
+
+
+def test_demo_writes_its_table_plot_video_and_record(tmp_path, capsys) -> None:
+    config = DemoConfig(episodes=4, first_slice=2, num_envs=2, out=str(tmp_path))
+    record = run_demo(config)
+    labels = [r["label"] for r in record["rows"]]
+    assert labels[:2] == ["Stack_diffusion_mlp", "Stack_flow_mlp"]
+    assert labels[2].startswith("GPC convex (") and labels[3] == "product of experts (1, 1)"
+    assert all(r["episodes"] == 4 for r in record["rows"])
+    folder = tmp_path / "Stack"
+    assert (folder / "search.png").stat().st_size > 1000
+    assert (folder / "videos" / "seed_100000.mp4").stat().st_size > 1000
+    assert json.loads((folder / "demo.json").read_text())["rows"] == record["rows"]
+    printed = capsys.readouterr().out
+    assert "| product of experts (1, 1) |" in printed and "- best parent:" in printed
+
+    again = run_demo(config)  # every episode is on disk: the rerun only reads them back
+    assert again["rows"] == record["rows"]
