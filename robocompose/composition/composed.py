@@ -3,8 +3,8 @@
 Chunks are aligned by time: the reference parent (index 0, the longest horizon) defines the
 composed chunk; parent i sees the window [start_i, start_i + H_i) of it. Positions every parent
 covers are combined by the operator; the rest keep the reference parent's output ("tail from A").
-Parents run their forward passes at one noise level concurrently on a thread pool (torch releases
-the GIL inside its kernels).
+At one noise level the parents' forward passes are independent: they run in turn, on a thread
+pool (torch releases the GIL inside its kernels), or as one stacked network (`fused_net`).
 """
 
 from __future__ import annotations
