@@ -47,7 +47,8 @@ DEMOS_Stack := 400
 DEMOS_PickPlaceTwoCubes := 800
 HALVED := Stack PickPlaceTwoCubes
 DIFFUSION_MLP_TASKS := Stack
-# PushT's MLPs stay weak (flow 11%, a v-prediction diffusion MLP 8%): it also gets a flow UNet.
+# PushT's MLPs stay weak (flow 11%, a v-prediction diffusion MLP 8%): it also gets a flow UNet
+# and a v-prediction diffusion UNet (which, unlike epsilon, composes on the flow's sigma grid).
 FLOW_UNET_TASKS := PushT
 FIRST_HALF = $(if $(filter $*,$(HALVED)),max_demos=$(HALF))
 SECOND_HALF = demo_offset=$(HALF) max_demos=$(HALF) seed=1
@@ -60,6 +61,7 @@ MLP_STEPS_Stack := 30000
 DIFFUSION_UNET = policy.family=diffusion policy.backbone=unet steps=$(or $(UNET_STEPS_$*),$(UNET_STEPS)) batch_size=128 checkpoint_dtype=float16 torch_threads=1
 FLOW_MLP = policy.family=flow policy.backbone=mlp steps=$(or $(MLP_STEPS_$*),$(MLP_STEPS)) batch_size=256 checkpoint_dtype=float16 torch_threads=1
 FLOW_UNET = policy.family=flow policy.backbone=unet steps=$(or $(UNET_STEPS_$*),$(UNET_STEPS)) batch_size=128 checkpoint_dtype=float16 torch_threads=1
+DIFFUSION_UNET_V = $(DIFFUSION_UNET) policy.prediction_type=v_prediction
 DIFFUSION_MLP = policy.family=diffusion policy.backbone=mlp policy.prediction_type=v_prediction steps=$(or $(MLP_STEPS_$*),$(MLP_STEPS)) batch_size=256 checkpoint_dtype=float16 torch_threads=1
 
 # Every step resumes: collect appends until the file holds $(DEMOS) demos, train continues from
@@ -76,6 +78,7 @@ $(TRAIN): train-%: collect-%
 	$(BIN)/robocompose train dataset=data/$*.hdf5 out=checkpoints/$*_flow_mlp $(FLOW_MLP) $(FIRST_HALF)
 	$(if $(filter $*,$(HALVED)),$(BIN)/robocompose train dataset=data/$*.hdf5 out=checkpoints/$*_flow_mlp_b $(FLOW_MLP) $(SECOND_HALF))
 	$(if $(filter $*,$(FLOW_UNET_TASKS)),$(BIN)/robocompose train dataset=data/$*.hdf5 out=checkpoints/$*_flow_unet $(FLOW_UNET))
+	$(if $(filter $*,$(FLOW_UNET_TASKS)),$(BIN)/robocompose train dataset=data/$*.hdf5 out=checkpoints/$*_diffusion_unet_v $(DIFFUSION_UNET_V))
 	$(if $(filter $*,$(DIFFUSION_MLP_TASKS)),$(BIN)/robocompose train dataset=data/$*.hdf5 out=checkpoints/$*_diffusion_mlp $(DIFFUSION_MLP) $(SECOND_HALF))
 
 checkpoints: $(TRAIN)
