@@ -167,18 +167,18 @@ class ComposedPolicy:
     def denoiser(self, obs: dict[str, torch.Tensor]) -> ComposedDenoiser:
         """The composed D for one observation batch (each parent conditions on its own view)."""
         assert self.operator is not None, "mixture has no single denoiser"
-        views = [self._view(p, obs) for p in self.parents]
-        bound = [p.denoiser(v) for p, v in zip(self.parents, views, strict=True)]
+        conds = [p.encode(self._view(p, obs)) for p in self.parents]
+        bound = [p.denoiser_for(c) for p, c in zip(self.parents, conds, strict=True)]
         if self.fused is None:
             return ComposedDenoiser(bound, self.operator, self.starts, self.maps, self._executor)
-        conds = torch.stack([p.encode(v) for p, v in zip(self.parents, views, strict=True)])
+        stacked_conds = torch.stack(conds)
         fused = self.fused
         return ComposedDenoiser(
             bound,
             self.operator,
             self.starts,
             self.maps,
-            fused_net=lambda x_in, timesteps: fused(x_in, timesteps, conds),
+            fused_net=lambda x_in, timesteps: fused(x_in, timesteps, stacked_conds),
         )
 
     def sigmas(self, denoiser: ComposedDenoiser) -> list[float]:

@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from robocompose.policies.config import PolicyConfig
-from robocompose.policies.denoiser import Denoiser
+from robocompose.policies.denoiser import Denoiser, NetworkDenoiser
 from robocompose.policies.encoders import ObservationEncoder
 from robocompose.policies.networks import make_backbone
 from robocompose.policies.normalizer import AffineNormalizer
@@ -86,9 +86,13 @@ class GenerativePolicy(nn.Module):
     ) -> torch.Tensor:
         """The family's own sampler from unit `noise` (B, H, A): normalised action chunks."""
 
-    @abstractmethod
     def denoiser(self, obs: dict[str, torch.Tensor]) -> Denoiser:
         """The EDM-view Denoiser of this policy for one observation batch."""
+        return self.denoiser_for(self.encode(obs))
+
+    @abstractmethod
+    def denoiser_for(self, cond: torch.Tensor) -> NetworkDenoiser:
+        """The Denoiser for an already encoded observation batch `cond` (B, C)."""
 
     @torch.no_grad()
     def sample(

@@ -55,9 +55,9 @@ class DiffusionPolicy(GenerativePolicy):
             x = scheduler.step(self.net(x, t_batch, cond), t, x).prev_sample
         return x
 
-    def denoiser(self, obs: dict[str, torch.Tensor]) -> DiscreteDiffusionDenoiser:
+    def denoiser_for(self, cond: torch.Tensor) -> DiscreteDiffusionDenoiser:
         return DiscreteDiffusionDenoiser(
-            self.bound_net(self.encode(obs)),
+            self.bound_net(cond),
             self.noise_scheduler.alphas_cumprod,
             self.config.prediction_type,
             self.config.horizon,

@@ -28,9 +28,9 @@ class FlowPolicy(GenerativePolicy):
             x = x + (t_next - t) * self.net(x, t_batch, cond)
         return x
 
-    def denoiser(self, obs: dict[str, torch.Tensor]) -> FlowDenoiser:
+    def denoiser_for(self, cond: torch.Tensor) -> FlowDenoiser:
         return FlowDenoiser(
-            self.bound_net(self.encode(obs)),
+            self.bound_net(cond),
             self.config.horizon,
             self.config.action_dim,
             self.config.flow_time_scale,
