@@ -60,6 +60,12 @@ TASKS: dict[str, TaskSpec] = {
             300,
             "robocompose.sim.experts.grasping:StackExpert",
         ),
+        TaskSpec(
+            "SortBins",
+            "robocompose.sim.sort_bins:SortBinsEnv",
+            450,
+            "robocompose.sim.experts.sort_bins:SortBinsExpert",
+        ),
     )
 }
 

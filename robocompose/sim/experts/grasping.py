@@ -179,12 +179,25 @@ class _GraspingExpert:
         place_z: Callable[[], float],
     ) -> Iterator[Command]:
         """Move cube i so that its centre lands at (place_xy(), place_z()), both read live."""
+        if (yield from self._grasp_retrying(task, i)):
+            yield from self._place_held(task, i, place_xy, place_z)
+
+    def _grasp_retrying(self, task: TabletopEnv, i: int) -> Generator[Command, None, bool]:
+        """`_grasp` up to `max_attempts` times, rising open between tries; whether it holds."""
         for _ in range(self.config.max_attempts):
             if (yield from self._grasp(task, i)):
-                break
+                return True
             yield from self._rise(task, 0.05, OPEN)  # let go and try again
-        else:
-            return
+        return False
+
+    def _place_held(
+        self,
+        task: TabletopEnv,
+        i: int,
+        place_xy: Callable[[], np.ndarray],
+        place_z: Callable[[], float],
+    ) -> Iterator[Command]:
+        """Carry the held cube i at the current height, lower it onto the goal, open, retreat."""
         carry_z = float(self._cmd[2])
 
         def held() -> np.ndarray:  # where the cube sits in the hand, relative to the ee
