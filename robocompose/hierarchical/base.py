@@ -23,6 +23,7 @@ class Completion:
     seconds: float
     model: str
     cached: bool = False
+    finish_reason: str = ""  # "stop" | "length" (hit max_tokens) | "" when the backend won't say
 
 
 class LLMBackend(ABC):

@@ -1,0 +1,186 @@
+"""An offline GGUF model through llama-cpp-python: chat with grammar or JSON-schema constrained
+output, and continuation scoring from the model's own logits."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from robocompose.hierarchical.base import Completion, LLMBackend, Message
+from robocompose.hierarchical.llm.checks import check_chat_args, check_score_args
+from robocompose.hierarchical.models import JOINED, MODEL_NAMES, resolve_model
+
+FINGERPRINT_BYTES = 1 << 20
+
+# (path, n_ctx, n_threads, seed) -> (Llama, the lock every user of that Llama takes)
+_LOADED: dict[tuple[str, int, int, int], tuple[Any, threading.Lock]] = {}
+_LOAD_LOCK = threading.Lock()
+
+
+def _llama_cpp():
+    try:
+        import llama_cpp
+    except ImportError as error:
+        raise ImportError(
+            "the local LLM backend needs llama-cpp-python: run `make setup-all` (it builds it "
+            f"portable; the default native build crashes on some CPUs). ({error})"
+        ) from None
+    return llama_cpp
+
+
+def load_llama(path: Path, n_ctx: int, n_threads: int, seed: int) -> tuple[Any, threading.Lock]:
+    """One `llama_cpp.Llama` per (file, settings) per process, loading costs seconds; with the
+    lock that serialises its calls (one context holds one conversation at a time)."""
+    key = (str(path), n_ctx, n_threads, seed)
+    with _LOAD_LOCK:
+        if key not in _LOADED:
+            llama_cpp = _llama_cpp()
+            llama = llama_cpp.Llama(
+                model_path=str(path),
+                n_ctx=n_ctx,
+                n_threads=n_threads,
+                n_threads_batch=n_threads,
+                seed=seed,
+                verbose=False,
+            )
+            _LOADED[key] = (llama, threading.Lock())
+        return _LOADED[key]
+
+
+def fingerprint(path: Path) -> str:
+    """A cheap identity for a model file: the size and sha256 of its first and last MiB."""
+    size = path.stat().st_size
+    digest = hashlib.sha256(str(size).encode())
+    with path.open("rb") as f:
+        digest.update(f.read(FINGERPRINT_BYTES))
+        f.seek(max(0, size - FINGERPRINT_BYTES))
+        digest.update(f.read(FINGERPRINT_BYTES))
+    return digest.hexdigest()
+
+
+class LocalLLM(LLMBackend):
+    """A local GGUF model. `model` is a name from `models.MODEL_NAMES` or a path to a .gguf file."""
+
+    def __init__(
+        self,
+        model: str = "qwen2.5-coder-1.5b",
+        *,
+        n_ctx: int = 4096,
+        n_threads: int = 2,
+        seed: int = 0,
+    ) -> None:
+        self.path = resolve_model(model)
+        self.model = str(model) if str(model) in MODEL_NAMES else self.path.name
+        self.seed = seed
+        self.n_ctx = n_ctx
+        named = JOINED.get(str(model))
+        self.identity = f"local:{self.model}:" + (named.sha256 if named else fingerprint(self.path))
+        self._llama, self._lock = load_llama(self.path, n_ctx, n_threads, seed)
+
+    def chat(
+        self,
+        messages: Sequence[Message],
+        *,
+        max_tokens: int = 512,
+        temperature: float = 0.0,
+        grammar: str | None = None,
+        json_schema: dict[str, Any] | None = None,
+        stop: Sequence[str] = (),
+    ) -> Completion:
+        check_chat_args(messages, max_tokens, temperature, grammar, json_schema, stop)
+        kwargs: dict[str, Any] = {}
+        if grammar is not None:
+            kwargs["grammar"] = self._grammar(grammar)
+        if json_schema is not None:
+            kwargs["response_format"] = {"type": "json_object", "schema": json_schema}
+        with self._lock:
+            start = time.perf_counter()
+            response = self._llama.create_chat_completion(
+                messages=[dict(m) for m in messages],
+                max_tokens=max_tokens,
+                temperature=temperature,
+                stop=list(stop),
+                seed=self.seed,
+                **kwargs,
+            )
+            seconds = time.perf_counter() - start
+        choice = response["choices"][0]
+        usage = response["usage"]
+        return Completion(
+            text=choice["message"]["content"] or "",
+            prompt_tokens=usage["prompt_tokens"],
+            completion_tokens=usage["completion_tokens"],
+            seconds=seconds,
+            model=self.model,
+            finish_reason=choice.get("finish_reason") or "",
+        )
+
+    def _grammar(self, grammar: str) -> Any:
+        llama_cpp = _llama_cpp()
+        try:
+            return llama_cpp.LlamaGrammar.from_string(grammar, verbose=False)
+        except Exception as error:  # llama.cpp reports a parse failure in several ways
+            raise ValueError(f"`grammar` is not valid GBNF: {error}") from None
+
+    def score(self, prompt: str, continuations: Sequence[str]) -> list[float]:
+        """Sum of log p(token | prompt, earlier continuation tokens) over each continuation.
+
+        The prompt is tokenized with the model's start token, each continuation on its own, so a
+        continuation should begin at a word boundary (" pick up the red block"). The prompt is
+        evaluated once (reusing what the context already holds), then each continuation token by
+        token, reading the last position's logits."""
+        check_score_args(prompt, continuations)
+        llama = self._llama
+        with self._lock:
+            prompt_tokens = llama.tokenize(prompt.encode(), add_bos=True, special=False)
+            cont_tokens = [
+                llama.tokenize(c.encode(), add_bos=False, special=False) for c in continuations
+            ]
+            longest = len(prompt_tokens) + max(len(t) for t in cont_tokens)
+            if longest > self.n_ctx:
+                raise ValueError(
+                    f"prompt + continuation take {longest} tokens; the context holds {self.n_ctx} "
+                    "(raise `n_ctx`)."
+                )
+            self._eval_prefix(prompt_tokens)
+            after_prompt = self._last_logprobs()
+            scores = []
+            for tokens in cont_tokens:
+                llama.n_tokens = len(prompt_tokens)  # drop the previous continuation
+                total = float(after_prompt[tokens[0]])
+                for previous, token in zip(tokens, tokens[1:], strict=False):
+                    llama.eval([previous])
+                    total += float(self._last_logprobs()[token])
+                scores.append(total)
+            if len(cont_tokens[-1]) == 1:  # leave positions and logits consistent for reuse
+                llama.n_tokens = len(prompt_tokens) - 1
+                llama.eval(prompt_tokens[-1:])
+        return scores
+
+    def _eval_prefix(self, tokens: list[int]) -> None:
+        """Evaluate `tokens`, keeping the longest prefix the context already holds (at least the
+        last token is evaluated again, for its logits)."""
+        llama = self._llama
+        held = list(llama.input_ids[: llama.n_tokens])
+        keep = 0
+        for a, b in zip(held, tokens, strict=False):
+            if a != b:
+                break
+            keep += 1
+        llama.n_tokens = min(keep, len(tokens) - 1)
+        llama.eval(tokens[llama.n_tokens :])
+
+    def _last_logprobs(self) -> np.ndarray:
+        """log softmax of the logits at the last evaluated position, in float64."""
+        llama_cpp = _llama_cpp()
+        n_vocab = self._llama.n_vocab()
+        pointer = llama_cpp.llama_get_logits_ith(self._llama.ctx, -1)
+        logits = np.ctypeslib.as_array(pointer, shape=(n_vocab,)).astype(np.float64)
+        shifted = logits - logits.max()
+        return shifted - np.log(np.exp(shifted).sum())
