@@ -93,6 +93,10 @@ class ServedPolicy(Protocol):
     def reset(self) -> None: ...
 
 
+class ArmStoppedError(RuntimeError):
+    """A command reached an arm after `stop()` and before it was reset."""
+
+
 @dataclass(frozen=True)
 class ArmState:
     """A reading of the arm, in the robot's base frame."""
