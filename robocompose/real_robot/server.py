@@ -1,0 +1,258 @@
+"""The policy server: one `ServedPolicy` behind a websocket, in openpi's wire protocol.
+
+    connect (header `Authorization: Api-Key <key>` when the server has a key)
+    <- metadata: PolicySpec.to_metadata(), msgpack
+    -> observation (msgpack)      <- {"actions": (chunk, A), ..., "server_timing": {...}}
+    -> malformed observation      <- a text frame naming the problem; the connection stays open
+    GET /healthz                  <- HTTP 200 "OK"
+
+Inference runs on one worker thread, so the event loop keeps answering health checks and other
+connections while a chunk is sampled; calls from every connection are serialised (one policy).
+`server_timing` holds `infer_ms` (the policy's call, injected delay included), `queue_ms` (the
+wait for the worker), `delay_ms` and `stall_ms` (the injected parts) and `total_ms` (message in to
+reply out, without the send).
+
+Fault and latency injection for the robot-side tests and benchmarks are real server options:
+`delay_s` sleeps before every inference (a slower policy), `stall(duration_s)` holds every
+inference until the time is up (a stalled server), `kill()` drops every connection without a
+close handshake and stops listening (a crashed server); `start()` again brings it back on the
+same port.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import logging
+import signal
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from http import HTTPStatus
+from typing import Any
+
+from websockets.asyncio.server import Server, ServerConnection, serve
+from websockets.exceptions import ConnectionClosed
+from websockets.http11 import Request, Response
+
+from robocompose.real_robot.base import ServedPolicy
+from robocompose.real_robot.obs_check import ObservationError, check_observation
+from robocompose.real_robot.wire import WireError, pack, unpack
+
+log = logging.getLogger(__name__)
+HEALTH_PATH = "/healthz"
+MAX_MESSAGE_BYTES = 64 * 2**20
+
+
+class PolicyServer:
+    """Serve `policy` on ws://host:port (port 0: a free port, read back from `port`)."""
+
+    def __init__(
+        self,
+        policy: ServedPolicy,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        api_key: str | None = None,
+        delay_s: float = 0.0,
+        max_message_bytes: int = MAX_MESSAGE_BYTES,
+    ) -> None:
+        if not 0 <= port <= 65535:
+            raise ValueError(f"`port` must be in [0, 65535]. Got {port}.")
+        if delay_s < 0:
+            raise ValueError(f"`delay_s` must be >= 0. Got {delay_s}.")
+        self.policy = policy
+        self.host, self.port = host, port
+        self.api_key = api_key or None
+        self.delay_s = delay_s
+        self.max_message_bytes = max_message_bytes
+        self.stats = {"connections": 0, "replies": 0, "errors": 0}
+        self._metadata = pack(policy.spec.to_metadata())
+        self._lock = threading.Lock()  # one inference at a time, whoever asks
+        self._stall_until = 0.0
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._server: Server | None = None
+        self._stopping: asyncio.Event | None = None
+        self._executor: ThreadPoolExecutor | None = None
+
+    @property
+    def address(self) -> str:
+        return f"ws://{self.host}:{self.port}"
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    def start(self, timeout_s: float = 10.0) -> PolicyServer:
+        """Serve on a background thread; returns once the socket listens (errors re-raised)."""
+        if self.running:
+            raise RuntimeError(f"server already running on {self.address}.")
+        ready = threading.Event()
+        failure: list[BaseException] = []
+
+        def run() -> None:
+            try:
+                asyncio.run(self._serve(ready))
+            except BaseException as e:  # noqa: BLE001 - handed to the starting thread
+                failure.append(e)
+                ready.set()
+
+        self._thread = threading.Thread(target=run, name="policy-server", daemon=True)
+        self._thread.start()
+        if not ready.wait(timeout_s):
+            raise TimeoutError(f"policy server did not start within {timeout_s} s.")
+        if failure:
+            self._thread.join()
+            raise OSError(f"policy server could not listen on {self.address}: {failure[0]}")
+        return self
+
+    def serve_forever(self, on_ready: Callable[[PolicyServer], None] | None = None) -> None:
+        """Serve on this thread until SIGINT or SIGTERM, then shut down gracefully;
+        `on_ready(self)` runs once the socket listens (e.g. to print the port)."""
+        asyncio.run(self._serve(threading.Event(), install_signals=True, on_ready=on_ready))
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """Graceful shutdown: stop listening, close every connection (code 1001), join."""
+        self._shutdown(timeout_s, abort=False)
+
+    def kill(self, timeout_s: float = 10.0) -> None:
+        """Crash on purpose (fault tests): drop every connection without a close handshake."""
+        self._shutdown(timeout_s, abort=True)
+
+    def stall(self, duration_s: float) -> None:
+        """Hold every inference that starts before `duration_s` from now until then."""
+        self._stall_until = time.monotonic() + duration_s
+
+    def _shutdown(self, timeout_s: float, abort: bool) -> None:
+        loop, stopping = self._loop, self._stopping
+        if loop is not None and stopping is not None and self.running:
+            loop.call_soon_threadsafe(self._begin_shutdown, abort)
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+            if self._thread.is_alive():
+                raise TimeoutError(f"policy server did not stop within {timeout_s} s.")
+            self._thread = None
+
+    def _begin_shutdown(self, abort: bool) -> None:
+        if abort and self._server is not None:
+            for connection in list(self._server.connections):
+                connection.transport.abort()
+        assert self._stopping is not None
+        self._stopping.set()
+
+    def __enter__(self) -> PolicyServer:
+        return self if self.running else self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    async def _serve(
+        self,
+        ready: threading.Event,
+        install_signals: bool = False,
+        on_ready: Callable[[PolicyServer], None] | None = None,
+    ) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._stopping = asyncio.Event()
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="policy-infer")
+        if install_signals:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._loop.add_signal_handler(sig, self._stopping.set)
+        try:
+            async with serve(
+                self._handle,
+                self.host,
+                self.port,
+                process_request=self._process_request,
+                compression=None,
+                max_size=self.max_message_bytes,
+            ) as server:
+                self._server = server
+                self.port = server.sockets[0].getsockname()[1]
+                log.info("serving %s", self.address)
+                ready.set()
+                if on_ready is not None:
+                    on_ready(self)
+                await self._stopping.wait()
+                server.close()
+                await server.wait_closed()
+        finally:
+            self._server = None
+            self._executor.shutdown(wait=False, cancel_futures=True)
+            log.info("stopped %s", self.address)
+
+    # -- protocol ------------------------------------------------------------------------------
+    def _process_request(self, connection: ServerConnection, request: Request) -> Response | None:
+        if request.path.split("?")[0] == HEALTH_PATH:
+            return connection.respond(HTTPStatus.OK, "OK\n")
+        if self.api_key is not None:
+            given = request.headers.get("Authorization", "")
+            if not hmac.compare_digest(given.encode(), f"Api-Key {self.api_key}".encode()):
+                log.warning("refused %s: missing or wrong API key", connection.remote_address)
+                return connection.respond(
+                    HTTPStatus.UNAUTHORIZED,
+                    "missing or wrong API key: send the header `Authorization: Api-Key <key>`\n",
+                )
+        return None
+
+    async def _handle(self, connection: ServerConnection) -> None:
+        self.stats["connections"] += 1
+        assert self._loop is not None
+        try:
+            await connection.send(self._metadata)
+            async for message in connection:
+                await connection.send(await self._reply(message))
+        except ConnectionClosed:
+            pass
+
+    async def _reply(self, message: str | bytes) -> str | bytes:
+        """The reply frame: msgpack bytes, or text naming the error (openpi clients raise it)."""
+        received = time.perf_counter()
+        try:
+            if isinstance(message, str):
+                raise WireError("got a text frame; send the observation as msgpack bytes.")
+            obs = check_observation(unpack(message), self.policy.spec)
+        except (WireError, ObservationError) as e:
+            return self._error(f"malformed observation: {e}")
+        assert self._loop is not None and self._executor is not None
+        try:
+            result, timing = await self._loop.run_in_executor(
+                self._executor, self._infer, obs, received
+            )
+            timing["total_ms"] = 1000 * (time.perf_counter() - received)
+            self.stats["replies"] += 1
+            return pack({**result, "server_timing": timing})
+        except Exception as e:  # a failing policy must not take the server down
+            log.exception("inference failed")
+            return self._error(f"inference failed: {type(e).__name__}: {e}")
+
+    def _error(self, text: str) -> str:
+        self.stats["errors"] += 1
+        log.warning("%s", text)
+        return text
+
+    def _infer(self, obs: dict[str, Any], received: float) -> tuple[dict[str, Any], dict]:
+        with self._lock:
+            start = time.perf_counter()
+            stall_s = max(0.0, self._stall_until - time.monotonic())
+            time.sleep(stall_s)
+            time.sleep(self.delay_s)
+            result = self.policy.infer(obs)
+            done = time.perf_counter()
+        if not isinstance(result, dict):
+            raise TypeError(f"the policy's infer() must return a dict. Got {type(result)}.")
+        timing = {
+            "infer_ms": 1000 * (done - start - stall_s),
+            "queue_ms": 1000 * (start - received),
+            "delay_ms": 1000 * self.delay_s,
+            "stall_ms": 1000 * stall_s,
+        }
+        return result, timing
+
+    def reset(self) -> None:
+        """Reset the served policy (between episodes), serialised with inference."""
+        with self._lock:
+            self.policy.reset()

@@ -1,0 +1,249 @@
+"""Any robocompose policy as a `ServedPolicy`: a checkpoint, a composition, a parameter merge.
+
+    served = load_served_policy(checkpoint="checkpoints/PickPlace_flow_mlp")
+    served = load_served_policy(parents=[a, b], operator="convex", weights=(0.5, 0.5))
+    served.infer({"state": (n_obs_steps, 11) float64}) -> {"actions": (chunk_length, 4) float32}
+
+The chunk runs from the current (last observed) step to the end of the policy's horizon, in env
+units. Sampling is the harness's own: a checkpoint through its native sampler (`PolicyPredictor`'s
+path), a composition through `ComposedPolicy`. The noise of a request carrying `seed` (an episode
+seed) is the noise `PolicyRunner` draws for that episode in the harness: its `chunk_index`-th
+draw (without `chunk_index`: the draw after the previous request's, restarting when the seed
+changes or on `reset()`), so a served policy and direct evaluation can be compared seed by seed.
+A request carrying `prefix_actions` is sampled with real-time-chunking guidance (`rtc.py`) in the
+sigma-space sampler: Euler on the policy's own grid for a checkpoint (the same chunks as its native
+sampler, to float error), the composition's configured sampler for a composition.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from robocompose.composition.api import AnyPolicy, compose, task_of
+from robocompose.composition.policy import ComposedPolicy, row_generators
+from robocompose.composition.samplers import SAMPLERS, sample_euler
+from robocompose.policies.base import GenerativePolicy, is_image_shape
+from robocompose.policies.checkpoint import load_policy
+from robocompose.policies.runner import ChunkPredictor, PolicyPredictor, _noise_seed
+from robocompose.real_robot.base import ObsKeySpec, PolicySpec
+from robocompose.real_robot.obs_check import (
+    CHUNK_INDEX_KEY,
+    PREFIX_COMMITTED_KEY,
+    PREFIX_KEY,
+    SEED_KEY,
+)
+from robocompose.real_robot.rtc import PrefixGuidance, PrefixGuidedDenoiser
+from robocompose.sim.tasks import register_tasks
+
+DEFAULT_CONTROL_HZ = 10.0  # the suite's control rate, for a policy whose task is unknown
+
+
+class EpisodeNoise:
+    """`PolicyRunner`'s per-episode noise streams, addressed by (episode seed, chunk index)."""
+
+    def __init__(self, shape: tuple[int, ...], runner_seed: int = 0) -> None:
+        self.shape, self.runner_seed = shape, runner_seed
+        self._episode = torch.Generator()
+        self._seed: int | None = None
+        self._next = 0
+        self._free = torch.Generator()
+        self._free.seed()
+
+    def draw(self, seed: int | None, index: int | None = None) -> torch.Tensor:
+        """Unit noise `shape`; unseeded requests get fresh noise from the server's own stream."""
+        if seed is None:
+            return torch.randn(self.shape, generator=self._free)
+        if index is None:
+            index = self._next if seed == self._seed else 0
+        if seed != self._seed or index < self._next:
+            self._episode.manual_seed(_noise_seed(self.runner_seed, seed))
+            self._seed, self._next = seed, 0
+        while self._next < index:  # skip the draws of the chunks before this one
+            torch.randn(self.shape, generator=self._episode)
+            self._next += 1
+        self._next += 1
+        return torch.randn(self.shape, generator=self._episode)
+
+    def reset(self) -> None:
+        self._seed = None
+
+
+def _parents(policy: AnyPolicy) -> list[GenerativePolicy]:
+    return policy.parents if isinstance(policy, ComposedPolicy) else [policy]
+
+
+def _task_observations(policy: AnyPolicy) -> tuple[str | None, dict[str, gym.Space], float]:
+    """(env id, observation spaces, control rate) of the policy's task; (None, {}, default)
+    when its checkpoints name no task."""
+    try:
+        env_id, env_kwargs = task_of(policy)
+    except ValueError:
+        return None, {}, DEFAULT_CONTROL_HZ
+    register_tasks()
+    env = gym.make(env_id, **env_kwargs)
+    try:
+        spaces = dict(env.observation_space.spaces)
+        control_hz = float(getattr(env.unwrapped, "control_hz", env.metadata.get("render_fps")))
+    finally:
+        env.close()
+    return env_id, spaces, control_hz
+
+
+def policy_spec(
+    policy: AnyPolicy, description: str = "", control_hz: float | None = None
+) -> PolicySpec:
+    """The spec of a single, merged or composed policy: keys and shapes from the checkpoints'
+    configs, dtypes and control rate from their task's env (uint8 images, float64 otherwise,
+    10 Hz when no task is recorded)."""
+    parents = _parents(policy)
+    ref = parents[0].config
+    shapes: dict[str, tuple[int, ...]] = {}
+    for i, parent in enumerate(parents):
+        for key in parent.config.obs_keys:
+            shape = tuple(parent.config.obs_shapes[key])
+            if shapes.setdefault(key, shape) != shape:
+                raise ValueError(
+                    f"parents disagree on observation `{key}`: {shapes[key]} vs {shape} "
+                    f"(parent {i})."
+                )
+    env_id, spaces, task_hz = _task_observations(policy)
+    obs = {}
+    for key, shape in shapes.items():
+        space = spaces.get(key)
+        if space is not None and tuple(space.shape) != shape:
+            raise ValueError(
+                f"observation `{key}`: the policy takes {shape}, its task {env_id} gives "
+                f"{tuple(space.shape)}."
+            )
+        if space is not None:
+            dtype = space.dtype
+        else:
+            dtype = "uint8" if is_image_shape(shape) else "float64"
+        obs[key] = ObsKeySpec(shape, np.dtype(dtype).name)
+    mixture = isinstance(policy, ComposedPolicy) and policy.operator is None
+    start = ref.n_obs_steps - 1
+    extra: dict[str, Any] = {"server": "robocompose", "policy": description}
+    if env_id is not None:
+        extra["task"] = env_id
+    return PolicySpec(
+        obs=obs,
+        n_obs_steps=max(p.config.n_obs_steps for p in parents),
+        action_dim=ref.action_dim,
+        chunk_length=ref.n_action_steps if mixture else ref.horizon - start,
+        n_action_steps=ref.n_action_steps,
+        control_hz=control_hz or task_hz,
+        extra=extra,
+    )
+
+
+class DenoiserServedPolicy:
+    """A diffusion/flow policy, composed or not, behind openpi's `infer(obs)` / `reset()`."""
+
+    def __init__(
+        self,
+        policy: AnyPolicy,
+        *,
+        steps: int | None = None,
+        guidance: PrefixGuidance | None = None,
+        description: str = "",
+        control_hz: float | None = None,
+        runner_seed: int = 0,
+    ) -> None:
+        self.policy = policy
+        self.composed = isinstance(policy, ComposedPolicy)
+        self.predictor: ChunkPredictor = policy if self.composed else PolicyPredictor(policy, steps)
+        self.reference = _parents(policy)[0]
+        self.steps = steps or self.reference.config.num_inference_steps
+        self.guidance = guidance or PrefixGuidance()
+        self.start = self.reference.config.n_obs_steps - 1  # the current step in the chunk
+        self.spec = policy_spec(policy, description, control_hz)
+        self.spec.extra["fingerprint"] = self.predictor.fingerprint()
+        self.noise = EpisodeNoise(tuple(self.predictor.noise_shape), runner_seed)
+
+    def reset(self) -> None:
+        self.noise.reset()
+
+    @torch.no_grad()
+    def infer(self, obs: dict[str, Any]) -> dict[str, Any]:
+        """`obs` as `check_observation` returns it -> {"actions": (chunk_length, A) float32}."""
+        batch = {k: torch.as_tensor(obs[k]).unsqueeze(0) for k in self.spec.obs}
+        noise = self.noise.draw(obs.get(SEED_KEY), obs.get(CHUNK_INDEX_KEY)).unsqueeze(0)
+        prefix = obs.get(PREFIX_KEY)
+        if prefix is not None and len(prefix) > 0:
+            committed = obs.get(PREFIX_COMMITTED_KEY, len(prefix))
+            chunk = self._guided(batch, noise, torch.as_tensor(prefix), committed)
+        elif not self.composed:
+            chunk = self.policy.sample(batch, self.steps, noise)[:, self.start :]
+        elif self.policy.operator is None:  # mixture: one parent's executed actions per chunk
+            chunk = self.policy.predict_actions(batch, noise)
+        else:
+            normalized = self.policy.sample_normalized(batch, noise)
+            chunk = self.reference.action_normalizer.unnormalize(normalized)[:, self.start :]
+        return {"actions": chunk[0].numpy().astype(np.float32)}
+
+    def _guided(
+        self, batch: dict[str, torch.Tensor], noise: torch.Tensor, prefix: torch.Tensor, k: int
+    ) -> torch.Tensor:
+        """A chunk sampled in sigma space with its first positions pulled toward `prefix`."""
+        normalizer = self.reference.action_normalizer
+        target = normalizer.normalize(prefix.double().unsqueeze(0)).to(noise.dtype)
+        weights = self.guidance.weights(k, len(prefix))
+        if not self.composed:
+            denoiser = self.policy.denoiser(batch)
+            guided = PrefixGuidedDenoiser(denoiser, target, weights, self.start)
+            sample = sample_euler(guided, noise, denoiser.sigmas(self.steps))
+        else:
+            config = self.policy.config
+            if self.policy.operator is None or config.operator.startswith("superdiff"):
+                raise ValueError(
+                    f"`{PREFIX_KEY}`: operator {config.operator!r} has no single denoiser to "
+                    "guide; send no prefix, or serve a convex/weighted/guided/schedule composition."
+                )
+            denoiser = self.policy.denoiser(batch)
+            guided = PrefixGuidedDenoiser(denoiser, target, weights, self.start)
+            kwargs = dict(config.sampler_kwargs)
+            if config.sampler in ("ancestral", "mcmc"):
+                kwargs["generator"] = row_generators(noise)
+            sampler = SAMPLERS[config.sampler]
+            sample = sampler(guided, noise, self.policy.sigmas(denoiser), **kwargs)
+        return normalizer.unnormalize(sample)[:, self.start :]
+
+
+def load_served_policy(
+    checkpoint: str | os.PathLike[str] | None = None,
+    parents: Sequence[str | os.PathLike[str]] = (),
+    operator: str = "convex",
+    weights: Sequence[float] | None = None,
+    *,
+    steps: int | None = None,
+    guidance: PrefixGuidance | None = None,
+    control_hz: float | None = None,
+    **composition: Any,
+) -> DenoiserServedPolicy:
+    """A checkpoint, or >= 2 parents composed by `operator` ("merge": a parameter merge) with
+    `weights` and the other `CompositionConfig` fields in `composition`."""
+    if (checkpoint is None) == (not parents):
+        raise ValueError(
+            "give either `checkpoint` or >= 2 `parents` to compose. "
+            f"Got checkpoint={checkpoint!r}, parents={list(parents)}."
+        )
+    if checkpoint is not None:
+        policy: AnyPolicy = load_policy(checkpoint)
+        description = f"checkpoint {os.path.basename(os.fspath(checkpoint).rstrip('/'))}"
+    else:
+        if len(parents) < 2:
+            raise ValueError(f"`parents` must name >= 2 checkpoints. Got {list(parents)}.")
+        loaded = [load_policy(p) for p in parents]
+        policy = compose(loaded, operator, weights, **composition)
+        names = ", ".join(os.path.basename(os.fspath(p).rstrip("/")) for p in parents)
+        shown = list(weights) if weights is not None else "equal"
+        description = f"{operator} {shown} of {names}"
+    return DenoiserServedPolicy(
+        policy, steps=steps, guidance=guidance, description=description, control_hz=control_hz
+    )
