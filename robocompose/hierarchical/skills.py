@@ -377,7 +377,7 @@ def _at(world: SimWorld, x: float, y: float, z: float) -> bool:
 def _set_grip(grip: float) -> Callable[..., SkillResult]:
     def act(world: SimWorld) -> SkillResult:
         motion = Motion(world)
-        _, steps, done = motion.drive(motion.hold(grip, GRIP_STEPS), GRIP_STEPS)
+        _, steps, done = motion.drive(motion.hold(grip, GRIP_STEPS), GRIP_STEPS + 1)
         ok = _opened(world) if grip == OPEN else _closed(world)
         return _result(ok, steps, done, "the fingers did not move")
 

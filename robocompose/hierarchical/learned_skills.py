@@ -1,0 +1,192 @@
+"""Skills run by trained or composed diffusion/flow policies instead of scripts.
+
+`place_in(obj, bin)` can be driven by a shipped PickPlace policy: PickPlace's state is
+[ee xyz, finger opening, cube x, y, z, cos 4yaw, sin 4yaw, target x, y], so on a SortBins table
+the skill builds that observation from the chosen block and the chosen bin's centre (a flat
+zone of the same radius and range as PickPlace's target disc) and runs the policy through
+`PolicyRunner` until the skill's success check holds or `max_steps` pass. The other blocks are
+invisible to the policy: they are obstacles it may knock.
+
+Which implementation runs is chosen per skill by a spec string (CLI- and config-friendly):
+
+    "scripted"                                          the primitive of `skills.py`
+    "policy:PickPlace_flow_mlp"                         one checkpoint (a shipped name or a folder)
+    "composed:PickPlace_diffusion_unet+PickPlace_flow_mlp:convex:0.5,0.5"
+                                                        parents + operator + weights
+
+    registry = registry_for(world, {"place_in": "policy:PickPlace_flow_mlp"})
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from robocompose.hierarchical.base import SkillResult
+from robocompose.hierarchical.skills import (
+    Motion,
+    SkillRegistry,
+    _place_in_success,
+    build_registry,
+    place_in_skill,
+)
+from robocompose.hierarchical.world import SimWorld
+from robocompose.shipped import CHECKPOINTS
+from robocompose.sim.experts.grasping import OPEN
+
+LEARNABLE = ("place_in",)  # skills that take a policy implementation
+KINDS = ("scripted", "policy", "composed")
+PICK_PLACE_STATE_DIM = 11
+START_LOW, START_HIGH, START_Z_M = -0.1, 0.1, 0.15  # PickPlace's start: ee xy range, height
+
+
+@dataclass(frozen=True)
+class PolicySkillConfig:
+    """A policy implementation of a skill: one checkpoint, or parents composed by an operator.
+
+    `checkpoints` are shipped names (folders under checkpoints/) or paths."""
+
+    checkpoints: tuple[str, ...]
+    operator: str = "convex"
+    weights: tuple[float, ...] | None = None
+    max_steps: int = 150  # PickPlace's episode limit
+    seed: int = 0  # sampling noise; each call adds the world's call index
+
+    def __post_init__(self) -> None:
+        if not self.checkpoints:
+            raise ValueError("`checkpoints` must name at least one checkpoint. Got none.")
+        if self.weights is not None and len(self.weights) != len(self.checkpoints):
+            raise ValueError(
+                f"`weights` must have one entry per checkpoint ({len(self.checkpoints)}). "
+                f"Got {len(self.weights)}."
+            )
+        if self.max_steps < 1:
+            raise ValueError(f"`max_steps` must be >= 1. Got {self.max_steps}.")
+
+    @property
+    def kind(self) -> str:
+        return "policy" if len(self.checkpoints) == 1 else "composed"
+
+    @classmethod
+    def parse(cls, spec: str, **overrides: Any) -> PolicySkillConfig:
+        """From "policy:<ckpt>" or "composed:<ckpt>+<ckpt>[:<operator>[:<w>,<w>]]"."""
+        kind, _, rest = spec.partition(":")
+        if kind not in ("policy", "composed") or not rest:
+            raise ValueError(
+                f"a policy skill spec must read 'policy:<checkpoint>' or "
+                f"'composed:<ckpt>+<ckpt>[:<operator>[:<w1>,<w2>]]'. Got {spec!r}."
+            )
+        if kind == "policy":
+            return cls((rest,), **overrides)
+        parts = rest.split(":")
+        if len(parts) > 3:
+            raise ValueError(f"too many ':' fields in the composed spec {spec!r}.")
+        checkpoints = tuple(parts[0].split("+"))
+        if len(checkpoints) < 2:
+            raise ValueError(f"a composed spec needs 2 or more '+'-joined parents. Got {spec!r}.")
+        operator = parts[1] if len(parts) > 1 else "convex"
+        try:
+            weights = tuple(float(w) for w in parts[2].split(",")) if len(parts) > 2 else None
+        except ValueError:
+            raise ValueError(f"weights in {spec!r} must be numbers joined by ','.") from None
+        return cls(checkpoints, operator, weights, **overrides)
+
+
+def _folder(name: str) -> Path:
+    path = Path(name)
+    if (path / "config.json").is_file():
+        return path
+    shipped = CHECKPOINTS / name
+    if (shipped / "config.json").is_file():
+        return shipped
+    have = sorted(p.parent.name for p in CHECKPOINTS.glob("*/config.json"))
+    raise FileNotFoundError(
+        f"no checkpoint {name!r}: neither a folder with config.json nor a shipped name ({have})."
+    )
+
+
+@functools.lru_cache(maxsize=4)
+def _predictor(config: PolicySkillConfig) -> Any:
+    """The chunk predictor of `config` (loaded once per process: loading takes seconds)."""
+    from robocompose.composition.api import compose, load
+    from robocompose.policies.runner import PolicyPredictor
+
+    policies = [load(_folder(c)) for c in config.checkpoints]
+    for name, policy in zip(config.checkpoints, policies, strict=True):
+        shape = tuple(policy.config.obs_shapes.get("state", ()))
+        if tuple(policy.config.obs_keys) != ("state",) or shape != (PICK_PLACE_STATE_DIM,):
+            raise ValueError(
+                f"{name}: place_in feeds a PickPlace state of shape ({PICK_PLACE_STATE_DIM},); "
+                f"the policy takes keys {policy.config.obs_keys} with state shape {shape}."
+            )
+    if len(policies) == 1:
+        return PolicyPredictor(policies[0])
+    return compose(policies, config.operator, config.weights)
+
+
+def pick_place_state(world: SimWorld, obj: str, bin: str) -> np.ndarray:
+    """(11,) PickPlace state with `obj` as its cube and `bin`'s centre as its target."""
+    sim = world.sim
+    i, k = world.block_index(obj), world.bin_index(bin)
+    return np.concatenate([sim.robot_obs(), sim.cube_obs(i), sim.bin_xy(k)])
+
+
+def _go_to_start(world: SimWorld, obj: str) -> int:
+    """Scripted move into PickPlace's start distribution (open, ee in [-0.1, 0.1]^2 at 15 cm),
+    unless the block is already held; returns the steps taken."""
+    if world.holding() == obj:
+        return 0
+    motion = Motion(world)
+    x, y, _ = np.clip(world.sim.ee_pos(), START_LOW, START_HIGH)
+    goal = np.array([x, y, START_Z_M])
+    script = motion.rise_to(START_Z_M, OPEN)
+    _, steps, _ = motion.drive(itertools.chain(script, motion.go(lambda: goal, OPEN)), 40)
+    return steps
+
+
+def policy_place_in(config: PolicySkillConfig):
+    """The `act` of place_in run by the policy of `config`."""
+
+    def act(world: SimWorld, obj: str, bin: str) -> SkillResult:
+        from robocompose.policies.runner import PolicyRunner
+
+        runner = PolicyRunner(_predictor(config), seed=config.seed)
+        runner.reset(np.array([True]), seeds=np.array([world.call_index]))
+        steps = _go_to_start(world, obj)
+        for step in range(steps, config.max_steps):
+            if _place_in_success(world, obj, bin):
+                return SkillResult(True, "", step)
+            state = pick_place_state(world, obj, bin)
+            action = runner({"state": state[None]})[0]
+            world.step(action)
+        ok = _place_in_success(world, obj, bin)
+        message = "" if ok else f"{obj} is not in {bin} after {config.max_steps} policy steps"
+        return SkillResult(ok, message, config.max_steps)
+
+    return act
+
+
+def registry_for(
+    world: SimWorld, implementations: Mapping[str, str | PolicySkillConfig] | None = None
+) -> SkillRegistry:
+    """`build_registry(world)` with the named skills switched to the given implementation
+    ("scripted", a policy spec string, or a `PolicySkillConfig`)."""
+    registry = build_registry(world)
+    for name, impl in (implementations or {}).items():
+        if name not in LEARNABLE:
+            raise ValueError(f"skill {name!r} has no learned implementation; have {LEARNABLE}.")
+        if name not in registry:
+            raise ValueError(f"skill {name!r} needs bins; the {world.task_name} scene has none.")
+        if impl == "scripted":
+            continue
+        config = impl if isinstance(impl, PolicySkillConfig) else PolicySkillConfig.parse(impl)
+        blocks, bins = tuple(world.objects()), tuple(world.bins())
+        skill = place_in_skill(blocks, bins, policy_place_in(config), kind=config.kind)
+        registry.add(skill, replace=True)
+    return registry
