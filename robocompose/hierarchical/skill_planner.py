@@ -1,0 +1,238 @@
+"""Skill planner: the LLM writes a JSON list of skill calls, validated against the registry.
+
+    planner = SkillPlanner(backend, registry, SkillPlannerConfig(constrain="grammar"))
+    plan = planner.plan(instruction, world.snapshot(), feedback=None)
+    plan.calls -> (SkillCall("pick", {"obj": "red_block"}), ...); plan.problems; plan.completions
+
+The reply must be `[{"skill": name, "args": {...}}, ...]`. Decoding is constrained by the
+registry (`grammar.py`): "grammar" sends a GBNF grammar (llama.cpp backends), "json_schema" a
+JSON schema (OpenAI-compatible servers), "none" nothing. Whatever the constraint, the reply is
+validated here: unknown skill, missing / extra / mistyped / out-of-range arguments, objects not
+in the scene (a `str` parameter's `choices`) and too many calls each give a clear problem naming
+the call. A plan with problems has no calls: it goes back to the LLM, never half to the robot.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from robocompose.hierarchical.base import Completion, LLMBackend, Param, Skill
+from robocompose.hierarchical.corrections import SkillCall
+from robocompose.hierarchical.grammar import gbnf, json_schema
+from robocompose.hierarchical.prompts import (
+    Registry,
+    api_listing,
+    scene_summary,
+    skill_list,
+    skill_messages,
+    usable_examples,
+)
+
+CONSTRAINTS = ("grammar", "json_schema", "none")
+TOKENS_PER_CALL = 40  # a call is ~20-30 tokens; the grammar bounds its length
+
+
+class PlanError(ValueError):
+    """A skill call that does not fit the registry; the message names the call and the field."""
+
+
+@dataclass(frozen=True)
+class SkillPlannerConfig:
+    """`max_calls` bounds the plan (also in the grammar); `max_tokens` defaults to fit it."""
+
+    max_calls: int = 8
+    constrain: str = "grammar"
+    max_tokens: int | None = None
+    examples: bool = True
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.max_calls <= 64:
+            raise ValueError(f"`max_calls` must be in [1, 64]. Got {self.max_calls}.")
+        if self.constrain not in CONSTRAINTS:
+            raise ValueError(f"`constrain` must be one of {CONSTRAINTS}. Got {self.constrain!r}.")
+        if self.max_tokens is not None and self.max_tokens < 16:
+            raise ValueError(f"`max_tokens` must be >= 16. Got {self.max_tokens}.")
+
+    @property
+    def token_budget(self) -> int:
+        return self.max_tokens or TOKENS_PER_CALL * self.max_calls + 32
+
+
+@dataclass(frozen=True)
+class SkillPlan:
+    """Validated calls (empty when there are problems), the raw reply, and every completion."""
+
+    calls: tuple[SkillCall, ...]
+    text: str = ""
+    completions: tuple[Completion, ...] = ()
+    problems: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    @property
+    def tokens(self) -> int:
+        return sum(c.prompt_tokens + c.completion_tokens for c in self.completions)
+
+    @property
+    def seconds(self) -> float:
+        return sum(c.seconds for c in self.completions)
+
+
+# -- validation -------------------------------------------------------------------------------
+def _did_you_mean(value: str, options: list[str]) -> str:
+    close = difflib.get_close_matches(value, options, n=1)
+    return f"; did you mean {close[0]!r}?" if close else "."
+
+
+def _number(value: Any, where: str, param: Param, *, integer: bool) -> float | int:
+    kind = "an integer" if integer else "a number"
+    ok = isinstance(value, int) if integer else isinstance(value, int | float)
+    if isinstance(value, bool) or not ok or not math.isfinite(value):
+        raise PlanError(f"{where} must be {kind}. Got {value!r}.")
+    low = -math.inf if param.low is None else param.low
+    high = math.inf if param.high is None else param.high
+    if not low <= value <= high:
+        raise PlanError(f"{where} must be in [{low:g}, {high:g}]. Got {value!r}.")
+    return int(value) if integer else float(value)
+
+
+def validate_value(param: Param, value: Any, where: str) -> Any:
+    """`value` checked against `param` (type, choices, range); ints become floats for floats."""
+    if param.type == "str":
+        if not isinstance(value, str):
+            raise PlanError(f"{where} must be a string. Got {value!r}.")
+        if param.choices is not None and value not in param.choices:
+            raise PlanError(
+                f"{where} must be one of {list(param.choices)} (what the scene has). "
+                f"Got {value!r}" + _did_you_mean(value, list(param.choices))
+            )
+        return value
+    if param.type == "int":
+        return _number(value, where, param, integer=True)
+    if param.type == "float":
+        return _number(value, where, param, integer=False)
+    if param.type == "vec2":
+        if not isinstance(value, list | tuple) or len(value) != 2:
+            raise PlanError(f"{where} must be a list of 2 numbers. Got {value!r}.")
+        return [_number(v, f"{where}[{i}]", param, integer=False) for i, v in enumerate(value)]
+    raise PlanError(f"{where} has a type the planner does not know: {param.type!r}.")
+
+
+def validate_call(skills: Mapping[str, Skill], item: Any, index: int = 0) -> SkillCall:
+    """One `{"skill": name, "args": {...}}` item checked against the registry."""
+    at = f"call {index + 1}"
+    if not isinstance(item, dict):
+        raise PlanError(f'{at} must be an object {{"skill": ..., "args": {{...}}}}. Got {item!r}.')
+    extra = sorted(set(item) - {"skill", "args"})
+    if extra or "skill" not in item:
+        what = f"has unexpected keys {extra}" if extra else "has no `skill`"
+        raise PlanError(f'{at} {what}; a call is {{"skill": name, "args": {{...}}}}.')
+    name, args = item["skill"], item.get("args", {})
+    if not isinstance(name, str) or name not in skills:
+        raise PlanError(
+            f"{at}: unknown skill {name!r}" + _did_you_mean(str(name), list(skills))
+            + f" Skills: {list(skills)}."
+        )
+    at = f"{at} `{name}`"
+    if not isinstance(args, dict):
+        raise PlanError(f"{at}: `args` must be an object. Got {args!r}.")
+    params = {p.name: p for p in skills[name].params}
+    missing, extra = [p for p in params if p not in args], sorted(set(args) - set(params))
+    if missing or extra:
+        parts = [f"missing {missing}"] if missing else []
+        parts += [f"unexpected {extra}"] if extra else []
+        raise PlanError(f"{at}: arguments {' and '.join(parts)}; it takes {list(params)}.")
+    clean = {p: validate_value(params[p], args[p], f"{at} argument `{p}`") for p in params}
+    return SkillCall(name, clean)
+
+
+def parse_json_list(text: str) -> list[Any]:
+    """The JSON list in a reply (the first one when prose surrounds it)."""
+    stripped = text.strip()
+    start = stripped.find("[")
+    if start < 0:
+        raise PlanError(f"the reply holds no JSON list: {stripped[:120]!r}")
+    try:
+        data, _ = json.JSONDecoder().raw_decode(stripped, start)
+    except json.JSONDecodeError as e:
+        raise PlanError(f"the reply is not valid JSON ({e.msg} at char {e.pos}).") from e
+    if not isinstance(data, list):
+        raise PlanError(f"the plan must be a JSON list of calls. Got {type(data).__name__}.")
+    return data
+
+
+def validate_plan(
+    skills: Mapping[str, Skill], text: str, max_calls: int
+) -> tuple[tuple[SkillCall, ...], tuple[str, ...]]:
+    """(calls, ()) for a valid reply, else ((), problems): every bad call named."""
+    try:
+        items = parse_json_list(text)
+    except PlanError as e:
+        return (), (str(e),)
+    problems = []
+    if not items:
+        problems.append("the plan is empty; it needs at least one call.")
+    if len(items) > max_calls:
+        problems.append(f"the plan has {len(items)} calls; at most {max_calls} are allowed.")
+    calls = []
+    for i, item in enumerate(items):
+        try:
+            calls.append(validate_call(skills, item, i))
+        except PlanError as e:
+            problems.append(str(e))
+    return (() if problems else tuple(calls)), tuple(problems)
+
+
+# -- the planner ------------------------------------------------------------------------------
+class SkillPlanner:
+    """Plans a list of calls of `registry`'s skills; the constraint comes from the registry.
+
+    Args:
+        backend: the LLM ("grammar" needs a backend that takes GBNF: the local one).
+        registry: a name -> Skill mapping (or Skills); `str` parameters' `choices` are the
+            scene's names, so build the planner for the scene it plans in.
+        config: plan length, constraint kind, token budget.
+    """
+
+    def __init__(
+        self, backend: LLMBackend, registry: Registry, config: SkillPlannerConfig | None = None
+    ) -> None:
+        self.backend = backend
+        self.config = config or SkillPlannerConfig()
+        skills = skill_list(registry)
+        if not skills:
+            raise ValueError("the skill registry is empty: there is nothing to plan with.")
+        self.skills = {s.name: s for s in skills}
+        self.listing = api_listing(skills)
+        self.examples = usable_examples(skills) if self.config.examples else []
+        self.grammar = gbnf(skills, self.config.max_calls)
+        self.schema = json_schema(skills, self.config.max_calls)
+
+    def plan(
+        self,
+        instruction: str,
+        world_summary: str | Mapping[str, Any],
+        feedback: str | None = None,
+    ) -> SkillPlan:
+        """One LLM call under the configured constraint, then validation."""
+        if not instruction.strip():
+            raise ValueError("`instruction` must not be empty.")
+        messages = skill_messages(
+            self.listing, self.examples, scene_summary(world_summary), instruction, feedback
+        )
+        constrain = self.config.constrain
+        completion = self.backend.chat(
+            messages,
+            max_tokens=self.config.token_budget,
+            grammar=self.grammar if constrain == "grammar" else None,
+            json_schema=self.schema if constrain == "json_schema" else None,
+        )
+        calls, problems = validate_plan(self.skills, completion.text, self.config.max_calls)
+        return SkillPlan(calls, completion.text, (completion,), problems)
