@@ -17,7 +17,8 @@ the modes differ in when they ask and how a new chunk joins the old one:
   chunk starts at its observation's tick, so on arrival the actions whose tick has passed are
   dropped (latency compensation). With `rtc`, the request carries the current chunk's actions
   for the new chunk's first steps as "prefix_actions", which the policy inpaints (real-time
-  chunking), so the two chunks join without a jump.
+  chunking), so the two chunks join without a jump; "prefix_committed" says how many of them run
+  before the answer can arrive (the longest of the last few latencies, in policy steps).
 """
 
 from __future__ import annotations
@@ -33,12 +34,18 @@ from typing import Any
 import numpy as np
 
 from robocompose.real_robot.base import PolicySpec
-from robocompose.real_robot.obs_check import CHUNK_INDEX_KEY, PREFIX_KEY, SEED_KEY
+from robocompose.real_robot.obs_check import (
+    CHUNK_INDEX_KEY,
+    PREFIX_COMMITTED_KEY,
+    PREFIX_KEY,
+    SEED_KEY,
+)
 
 MODES = ("sync", "ensemble", "async")
 INTERPOLATIONS = ("linear", "hold")
 MIN_RATE_HZ, MAX_RATE_HZ = 10.0, 50.0
 
+LATENCY_MEMORY = 5  # answers whose latency sets the committed prefix of the next request
 ChunkSource = Callable[[dict[str, Any]], np.ndarray]  # observation -> actions (chunk, A)
 
 
@@ -201,6 +208,7 @@ class ChunkExecutor:
         self._retry_tick: int | None = None
         self._retry_wait_s = self.config.retry_s[0]
         self._waiting_since_tick: int | None = None
+        self._latency_steps: deque[int] = deque(maxlen=LATENCY_MEMORY)
         self.history.reset()
 
     def close(self) -> None:
@@ -276,6 +284,8 @@ class ChunkExecutor:
         prefix = self._prefix(tick) if self.config.mode == "async" and self.config.rtc else None
         if prefix is not None:
             obs[PREFIX_KEY] = prefix
+            expected = max(self._latency_steps, default=1)
+            obs[PREFIX_COMMITTED_KEY] = min(len(prefix), expected)
         self._requests_sent += 1
         self._last_request_tick = tick
         self._request = _Request(
@@ -349,6 +359,7 @@ class ChunkExecutor:
         events: list[dict[str, Any]],
     ) -> None:
         actions = actions.astype(np.float64)
+        self._latency_steps.append(math.ceil((tick - request.obs_tick) / self.step_ticks))
         linear = self.config.interpolation == "linear"
         event = {"event": "chunk", "latency_s": round(latency_s, 4), "obs_tick": request.obs_tick}
         if self.config.mode == "sync":

@@ -122,6 +122,8 @@ def test_async_sends_the_queued_actions_as_prefix():
     # requested at tick 4 (n_action_steps after the first request): the chunk planned at tick 0
     # still covers ticks 4..7, which are the new chunk's first four steps
     np.testing.assert_array_equal(second["prefix_actions"], [[4, 0], [5, 0], [6, 0], [7, 0]])
+    # the first answer took 2 ticks: the first 2 prefix actions run before the next can arrive
+    assert second["prefix_committed"] == 2
     assert second["chunk_index"] == 1 and second["seed"] == 0
     policy_no_rtc = GatedRamp()
     run(make("async", policy_no_rtc, rtc=False), range(12), policy_no_rtc, answer_after=2)

@@ -1,0 +1,471 @@
+"""`robocompose deploy`: a policy on an arm at a fixed rate, every tick logged, episodes resumable.
+
+    policy (in-process, or a PolicyClient to a server) -> ChunkExecutor -> SafetyLayer -> arm
+
+The loop reads the observation, asks the executor for this tick's action, sends it through the
+safety layer and writes one JSONL line per tick (observation summary, action proposed, action
+sent, clamps and refusals with reasons, period, inference latency, mode events). It never blocks
+on the network: with no action to send (waiting for a chunk, a dead or stalled server) it sends
+nothing and the safety layer's watchdog holds the arm; the client reconnects with backoff and
+the loop resumes when chunks come back. Each episode's result is appended to `episodes.jsonl`
+as it ends, and a rerun skips the seeds already there.
+
+On the twin (`robot: twin`, or `dry_run`) the episode is a seeded sim episode that ends at
+success or after `episode_s`; on a real arm it ends after `episode_s` or at the e-stop.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import json
+import os
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from robocompose.real_robot.base import Arm, ArmState, PolicySpec
+from robocompose.real_robot.executor import ChunkExecutor, ChunkSource, ExecutorConfig
+from robocompose.real_robot.safety import SafetyLayer
+from robocompose.real_robot.safety_limits import SafetyLimits, limits_for, twin_limits
+from robocompose.real_robot.twin import TwinArm, ee_target_from_action
+from robocompose.sim.tasks import get_task
+from robocompose.stats import success_rate
+
+# robot name -> (driver "module:Class", its default safety limits in safety_limits.ROBOT_LIMITS)
+ROBOTS: dict[str, tuple[str, str]] = {
+    "twin": ("robocompose.real_robot.twin:TwinArm", ""),
+    "ur": ("robocompose.real_robot.drivers.ur:URArm", "ur5e"),
+    "xarm": ("robocompose.real_robot.drivers.xarm:XArm", "xarm6"),
+    "franka": ("robocompose.real_robot.drivers.franka:FrankaArm", "franka"),
+}
+SUMMARY_VALUES = 16  # observation keys with more values are logged as shape, mean, min, max
+
+
+@dataclass(kw_only=True)
+class DeployPolicyConfig:
+    """What runs in-process when no `server` is given: a checkpoint, or >= 2 parents composed."""
+
+    checkpoint: str | None = None
+    parents: list[str] = field(default_factory=list)
+    operator: str = "convex"
+    weights: list[float] | None = None
+    steps: int | None = None  # denoising steps of a checkpoint (None: its own)
+
+    def __post_init__(self) -> None:
+        if (self.checkpoint is None) == (not self.parents):
+            raise ValueError(
+                "`policy` must give either `checkpoint` or >= 2 `parents`. "
+                f"Got checkpoint={self.checkpoint!r}, parents={self.parents}."
+            )
+        if self.parents and len(self.parents) < 2:
+            raise ValueError(f"`parents` must name >= 2 checkpoints. Got {self.parents}.")
+
+
+@dataclass(kw_only=True)
+class DeployConfig:
+    """`robocompose deploy`: which policy, which arm, how fast, how safe, how many episodes."""
+
+    robot: str = "twin"  # twin, ur, xarm, franka
+    task: str = "PickPlace"  # the twin's sim task
+    host: str | None = None  # the real arm's address
+    server: str | None = None  # ws://host:port of a policy server; None: the policy in-process
+    api_key_env: str = "ROBOCOMPOSE_API_KEY"  # environment variable holding the server's key
+    policy: DeployPolicyConfig | None = None
+    executor: ExecutorConfig = field(default_factory=ExecutorConfig)
+    safety: dict[str, Any] = field(default_factory=dict)  # SafetyLimits fields to override
+    episodes: int = 1
+    seed_start: int = 100_000
+    episode_s: float | None = None  # None: the task's own limit on the twin
+    time_scale: float = 1.0  # twin only: sim seconds per wall second
+    observer: str | None = None  # real arms: "module:function" -> the policy's observation dict
+    request_timeout_s: float = 10.0
+    connect_timeout_s: float = 10.0
+    dry_run: bool = False  # run on the twin whatever `robot` says
+    out: str = "runs/deploy"
+
+    def __post_init__(self) -> None:
+        if self.robot not in ROBOTS:
+            raise ValueError(f"`robot` must be one of {list(ROBOTS)}. Got {self.robot!r}.")
+        get_task(self.task)
+        if self.server is None and self.policy is None:
+            raise ValueError("give `server` (a policy server's address) or `policy` (in-process).")
+        if self.episodes < 1:
+            raise ValueError(f"`episodes` must be >= 1. Got {self.episodes}.")
+        if self.seed_start < 0:
+            raise ValueError(f"`seed_start` must be >= 0. Got {self.seed_start}.")
+        if self.episode_s is not None and not self.episode_s > 0:
+            raise ValueError(f"`episode_s` must be > 0 or None. Got {self.episode_s}.")
+        if not (np.isfinite(self.time_scale) and self.time_scale > 0):
+            raise ValueError(f"`time_scale` must be > 0. Got {self.time_scale}.")
+        if not self.on_twin:
+            if self.time_scale != 1.0:
+                raise ValueError(f"`time_scale` applies to the twin only. Got {self.time_scale}.")
+            if self.host is None:
+                raise ValueError(f"`host` (the arm's address) is required for robot {self.robot}.")
+            if self.episode_s is None:
+                raise ValueError(f"`episode_s` is required for robot {self.robot}.")
+            if self.observer is None:
+                raise ValueError(
+                    f"`observer` is required for robot {self.robot}: a 'module:function' "
+                    "returning the policy's observation dict (our policies observe object poses, "
+                    "which an arm cannot measure by itself)."
+                )
+        self.limits()  # unknown or invalid safety fields fail here, named
+
+    @property
+    def on_twin(self) -> bool:
+        return self.dry_run or self.robot == "twin"
+
+    def limits(self) -> SafetyLimits:
+        """The robot's default limits with `safety`'s fields replaced."""
+        base = twin_limits(self.task) if self.on_twin else limits_for(ROBOTS[self.robot][1])
+        names = [f.name for f in dataclasses.fields(SafetyLimits)]
+        unknown = [k for k in self.safety if k not in names]
+        if unknown:
+            raise ValueError(f"unknown `safety` field(s) {unknown}. Choices: {', '.join(names)}.")
+        values = {k: tuple(v) if isinstance(v, list) else v for k, v in self.safety.items()}
+        return dataclasses.replace(base, **values)
+
+    def seeds(self) -> list[int]:
+        return list(range(self.seed_start, self.seed_start + self.episodes))
+
+
+# ---- the parts ------------------------------------------------------------------------------
+
+
+@dataclass
+class PolicyLink:
+    """Where chunks come from: the spec, the source the executor calls, and its client if remote."""
+
+    spec: PolicySpec
+    source: ChunkSource
+    client: Any = None  # a PolicyClient when served remotely
+    close: Callable[[], None] = lambda: None
+
+
+def connect_policy(config: DeployConfig) -> PolicyLink:
+    """A PolicyClient to `config.server`, or the configured policy loaded in-process."""
+    if config.server is not None:
+        from robocompose.real_robot.client import PolicyClient
+
+        client = PolicyClient(
+            config.server,
+            api_key=os.environ.get(config.api_key_env) or None,
+            timeout_s=config.request_timeout_s,
+            connect_timeout_s=config.connect_timeout_s,
+        )
+        return PolicyLink(
+            client.spec, lambda obs: client.infer(obs)["actions"], client, client.close
+        )
+    from robocompose.real_robot.obs_check import check_observation
+    from robocompose.real_robot.serving import load_served_policy
+
+    assert config.policy is not None
+    p = config.policy
+    served = load_served_policy(p.checkpoint, p.parents, p.operator, p.weights, steps=p.steps)
+    return PolicyLink(
+        served.spec, lambda obs: served.infer(check_observation(obs, served.spec))["actions"]
+    )
+
+
+def make_arm(config: DeployConfig) -> Arm:
+    """The twin (on its task, at `time_scale`) or the robot's vendor driver at `host`."""
+    if config.on_twin:
+        return TwinArm(config.task, time_scale=config.time_scale)
+    module, name = ROBOTS[config.robot][0].split(":")
+    return getattr(importlib.import_module(module), name)(config.host)
+
+
+def _observer(config: DeployConfig, arm: Arm) -> Callable[[], tuple[dict, bool | None, float]]:
+    """A function giving (observation dict, success or None, score) now."""
+    if isinstance(arm, TwinArm):
+
+        def observe_twin() -> tuple[dict, bool | None, float]:
+            seen = arm.observe()
+            return seen.obs, seen.success, seen.score
+
+        return observe_twin
+    assert config.observer is not None
+    module, name = config.observer.split(":")
+    function = getattr(importlib.import_module(module), name)
+    return lambda: (function(), None, 0.0)
+
+
+def arm_action_dim(arm: Arm) -> int:
+    """What the arm takes as one action: x, y, z and the gripper; PushT's pusher x, y."""
+    return 2 if isinstance(arm, TwinArm) and arm.spec.name == "PushT" else 4
+
+
+def check_compatible(spec: PolicySpec, obs: dict[str, np.ndarray], action_dim: int) -> None:
+    """The policy must take what the robot observes and command what it moves."""
+    for key, key_spec in spec.obs.items():
+        if key not in obs:
+            raise ValueError(f"the policy needs observation `{key}`; the robot gives {list(obs)}.")
+        if tuple(np.shape(obs[key])) != key_spec.shape:
+            raise ValueError(
+                f"observation `{key}`: the policy takes shape {key_spec.shape}, the robot gives "
+                f"{np.shape(obs[key])}."
+            )
+    if spec.action_dim != action_dim:
+        raise ValueError(
+            f"the policy's actions have dimension {spec.action_dim}; this arm takes {action_dim}."
+        )
+
+
+# ---- timing and logging --------------------------------------------------------------------
+
+
+class Ticker:
+    """A fixed-rate clock: tick k starts at t0 + k * period_s; a late loop skips to the current
+    tick instead of bunching the ticks it missed."""
+
+    def __init__(self, period_s: float) -> None:
+        self.period_s = period_s
+        self.t0 = time.monotonic()
+
+    def deadline(self, tick: int) -> float:
+        """When tick `tick`'s time is up (the next tick's start)."""
+        return self.t0 + (tick + 1) * self.period_s
+
+    def wait_next(self, tick: int) -> int:
+        """Sleep until the tick after `tick` starts; the tick to run now."""
+        due = self.deadline(tick)
+        now = time.monotonic()
+        if now < due:
+            time.sleep(due - now)
+            return tick + 1
+        return max(tick + 1, int((now - self.t0) / self.period_s))
+
+
+def _rounded(values: Any) -> list:
+    return np.round(np.asarray(values, dtype=np.float64), 5).tolist()
+
+
+def summarize_obs(obs: dict[str, np.ndarray]) -> dict[str, Any]:
+    """Small keys in full, large ones (images) as shape and statistics."""
+    out: dict[str, Any] = {}
+    for key, value in obs.items():
+        value = np.asarray(value)
+        if value.size <= SUMMARY_VALUES:
+            out[key] = _rounded(value.ravel())
+        else:
+            stats = [value.mean(), value.min(), value.max()]
+            out[key] = {"shape": list(value.shape), "mean_min_max": _rounded(stats)}
+    return out
+
+
+class JsonlWriter:
+    """Appends one JSON object per line, flushed at once (a crash keeps what was written)."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self._file = path.open("a", encoding="utf-8")
+        self._lock = threading.Lock()
+
+    def write(self, record: dict[str, Any]) -> None:
+        with self._lock:
+            self._file.write(json.dumps(record, default=_jsonable) + "\n")
+            self._file.flush()
+
+    def close(self) -> None:
+        self._file.close()
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, np.ndarray | np.generic):
+        return value.tolist()
+    return repr(value)
+
+
+def done_seeds(path: Path) -> dict[int, dict[str, Any]]:
+    """The episodes already in an `episodes.jsonl` (a rerun skips them)."""
+    if not path.is_file():
+        return {}
+    records = {}
+    for n, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path}, line {n}: not JSON ({e.msg}).") from None
+        records[int(record["seed"])] = record
+    return records
+
+
+# ---- the loop -------------------------------------------------------------------------------
+
+
+class DeployLoop:
+    """One arm, its safety layer, an executor over a policy link, and the step log."""
+
+    def __init__(
+        self,
+        arm: Arm,
+        layer: SafetyLayer,
+        executor: ChunkExecutor,
+        observe: Callable[[], tuple[dict, bool | None, float]],
+        log: JsonlWriter,
+        *,
+        time_scale: float = 1.0,
+        client: Any = None,
+    ) -> None:
+        self.arm, self.layer, self.executor = arm, layer, executor
+        self.observe, self.log, self.client = observe, log, client
+        self.rate_hz = executor.config.rate_hz
+        self.period_s = 1.0 / (self.rate_hz * time_scale)  # wall time per tick
+        self.time_scale = time_scale
+
+    def run_episode(self, seed: int, episode_s: float) -> dict[str, Any]:
+        """One episode on `seed`; its record (also written to the step log at its end)."""
+        if isinstance(self.arm, TwinArm):
+            self.arm.reset(seed=seed)
+            self.layer.rearm()
+        self.layer.hold()  # the limits restart from the pose the arm is in now
+        self.layer.drain_events()
+        self.executor.reset(seed)
+        max_ticks = max(1, round(episode_s * self.rate_hz))
+        counts: Counter[str] = Counter()
+        reconnects = getattr(self.client, "reconnects", 0)
+        self.log.write(
+            {
+                "kind": "episode_start",
+                "seed": seed,
+                "time": time.time(),
+                "rate_hz": self.rate_hz,
+                "time_scale": self.time_scale,
+                "period_s": self.period_s,
+                "mode": self.executor.config.mode,
+            }
+        )
+        ticker = Ticker(self.period_s)
+        tick, last_start, success, score, start = 0, None, None, 0.0, time.monotonic()
+        while True:
+            started = time.monotonic()
+            obs, success, score = self.observe()
+            state = self.arm.read_state()
+            decision = self.executor.act(tick, obs, ticker.deadline(tick) - 0.1 * self.period_s)
+            sent = None
+            if decision.action is not None and not self.layer.estopped:
+                pos_m, gripper = ee_target_from_action(decision.action)
+                result = self.layer.command_ee(pos_m, gripper)
+                if result.sent:
+                    sent = [*result.target.tolist(), result.gripper]
+            safety = [e.as_dict() for e in self.layer.drain_events()]
+            events = list(decision.events)
+            now_reconnects = getattr(self.client, "reconnects", 0)
+            if now_reconnects != reconnects:
+                events.append({"event": "reconnect", "count": now_reconnects - reconnects})
+                reconnects = now_reconnects
+            counts.update(e["event"] for e in events)
+            counts.update(f"safety:{s['kind']}" for s in safety)
+            counts["waiting_ticks"] += decision.waiting
+            self.log.write(
+                self._step_line(
+                    seed, tick, started, last_start, obs, state, decision, sent, safety, events
+                )
+            )
+            last_start = started
+            if success or self.layer.estopped or tick + 1 >= max_ticks:
+                break
+            tick = ticker.wait_next(tick)
+        record = {
+            "seed": seed,
+            "success": bool(success),
+            "score": float(score),
+            "ticks": tick + 1,
+            "duration_s": time.monotonic() - start,
+            "waited_s": counts.pop("waiting_ticks") * self.period_s * self.time_scale,
+            "estop": self.layer.estopped,
+            "mode": self.executor.config.mode,
+            "rate_hz": self.rate_hz,
+            "time_scale": self.time_scale,
+            "events": dict(counts),
+        }
+        self.log.write({"kind": "episode_end", **record})
+        return record
+
+    def _step_line(
+        self, seed, tick, started, last_start, obs, state: ArmState, decision, sent, safety, events
+    ) -> dict[str, Any]:
+        return {
+            "kind": "step",
+            "seed": seed,
+            "tick": tick,
+            "t_s": started,
+            "period_s": None if last_start is None else started - last_start,
+            "obs": summarize_obs(obs),
+            "ee_m": _rounded(state.ee_pos_m),
+            "gripper": round(float(state.gripper), 5),
+            "proposed": None if decision.action is None else _rounded(decision.action),
+            "sent": None if sent is None else _rounded(sent),
+            "waiting": decision.waiting,
+            "latency_s": decision.latency_s,
+            "safety": safety,
+            "events": events,
+        }
+
+
+def run_deploy(config: DeployConfig) -> dict[str, Any]:
+    """Every episode of `config` not yet in `out/episodes.jsonl`; the run's summary."""
+    out = Path(config.out)
+    results_path = out / "episodes.jsonl"
+    done = done_seeds(results_path)
+    todo = [s for s in config.seeds() if s not in done]
+    link = connect_policy(config)
+    arm = make_arm(config)
+    layer = SafetyLayer(arm, config.limits(), control_hz=config.executor.rate_hz)
+    executor = ChunkExecutor(link.source, link.spec, config.executor)
+    observe = _observer(config, arm)
+    log, results = JsonlWriter(out / "steps.jsonl"), JsonlWriter(results_path)
+    try:
+        obs, _, _ = observe()
+        check_compatible(link.spec, obs, arm_action_dim(arm))
+        if threading.current_thread() is threading.main_thread():
+            layer.install_sigint_handler()
+        loop = DeployLoop(
+            arm,
+            layer,
+            executor,
+            observe,
+            log,
+            time_scale=config.time_scale if config.on_twin else 1.0,
+            client=link.client,
+        )
+        episode_s = config.episode_s or (arm.episode_s if isinstance(arm, TwinArm) else 0.0)
+        for seed in todo:
+            record = loop.run_episode(seed, episode_s)
+            results.write(record)
+            done[seed] = record
+            print(
+                f"seed {seed}: {'success' if record['success'] else 'failure'} "
+                f"in {record['ticks']} ticks",
+                flush=True,
+            )
+            if layer.estopped and not config.on_twin:
+                break
+    finally:
+        executor.close()
+        layer.close()
+        link.close()
+        log.close()
+        results.close()
+    records = [done[s] for s in config.seeds() if s in done]
+    summary = {
+        "episodes": len(records),
+        "success": dataclasses.asdict(
+            success_rate(sum(r["success"] for r in records), len(records))
+        ),
+        "steps_log": str(out / "steps.jsonl"),
+        "episodes_log": str(results_path),
+    }
+    (out / "summary.json").write_text(json.dumps(summary, indent=1))
+    return summary
