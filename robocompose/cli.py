@@ -89,7 +89,8 @@ def _with_task_of_parents(name: str, verb: Verb, overrides: list[str]) -> list[s
     """Parents named without `task=` run on their own task (recorded in the first one's
     checkpoint), not on the config's default task."""
     fields = {f.name for f in dataclasses.fields(verb.config_class())}
-    if name == "sweep" or "parents" not in fields or any(o.startswith("task=") for o in overrides):
+    has_task = {"parents", "task"} <= fields
+    if name == "sweep" or not has_task or any(o.startswith("task=") for o in overrides):
         return overrides
     tree = to_tree(compose_all(name, verb.config_class(), [overrides])[0])
     if not tree.get("parents") or not (Path(tree["parents"][0]) / "config.json").is_file():
@@ -228,6 +229,12 @@ def _demo(overrides: list[str]) -> None:
     run_demo(load_verb_config("demo", overrides))
 
 
+def _serve(overrides: list[str]) -> None:
+    from robocompose.real_robot.serve import run_serve
+
+    run_serve(load_verb_config("serve", overrides))
+
+
 def _task_name(tree: dict[str, Any]) -> dict[str, Any]:
     """DemoConfig names its task; configs/demo.yaml takes it from the task/ group, as every
     verb does, so `task=PickPlace` means the same everywhere."""
@@ -308,6 +315,22 @@ VERBS: dict[str, Verb] = {
         "robocompose.sweep.config:SweepConfig",
         _sweep,
         ("task", "composition", "launcher", "sweep"),
+    ),
+    "serve": Verb(
+        "serve a checkpoint or a composition to robots (websocket + msgpack, openpi's protocol)",
+        "robocompose.real_robot.serve:ServeConfig",
+        _serve,
+        ("composition",),
+        Shorthand("", "parents", help="parent checkpoint folders to compose (>= 2)"),
+        many=True,
+        flags=(
+            Shorthand("--checkpoint", "checkpoint", help="one checkpoint folder to serve"),
+            OPERATOR,
+            Shorthand("--weights", "composition.weights", _csv(float), "e.g. 0.6,0.4"),
+            Shorthand("--host", "host", help="interface to listen on (default 127.0.0.1)"),
+            Shorthand("--port", "port", int, "0: any free port"),
+            Shorthand("--delay-s", "delay_s", float, "injected latency per inference (tests)"),
+        ),
     ),
     "experts": Verb(
         "the scripted experts on every task, with videos",

@@ -10,11 +10,14 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from robocompose.jobs import CompositionSpec
 from robocompose.real_robot.rtc import GUIDANCE_MODES, PrefixGuidance
-from robocompose.real_robot.server import PolicyServer
-from robocompose.real_robot.serving import DenoiserServedPolicy, load_served_policy
+
+if TYPE_CHECKING:  # the server needs the `robot` extra; the config does not
+    from robocompose.real_robot.server import PolicyServer
+    from robocompose.real_robot.serving import DenoiserServedPolicy
 
 
 @dataclass(kw_only=True)
@@ -66,6 +69,8 @@ class ServeConfig:
         return self.api_key or os.environ.get(self.api_key_env) or None
 
     def served_policy(self) -> DenoiserServedPolicy:
+        from robocompose.real_robot.serving import load_served_policy
+
         spec = self.composition
         return load_served_policy(
             self.checkpoint,
@@ -79,6 +84,12 @@ class ServeConfig:
         )
 
     def server(self) -> PolicyServer:
+        try:
+            from robocompose.real_robot.server import PolicyServer
+        except ImportError as e:
+            raise ValueError(
+                f"the policy server needs the `robot` extra ({e}): pip install -e '.[robot]'"
+            ) from None
         return PolicyServer(
             self.served_policy(),
             host=self.host,
