@@ -37,11 +37,12 @@ class Shorthand:
     parse: Callable[[str], Any] = str
     help: str = ""
     group: bool = False  # the key is a config group: the value is an option name
+    switch: bool = False  # a flag without a value (`--dry-run`): sets the key to true
 
     def override(self, value: str | list[str]) -> str:
         """`key=value` in Hydra's grammar; a list (positional arguments) parses item by item."""
         if self.group:
-            return f"{self.key}={value}"
+            return f"{self.key}={self.parse(value)}"
         parsed = [self.parse(v) for v in value] if isinstance(value, list) else self.parse(value)
         return f"{self.key}={hydra_value(parsed)}"
 
@@ -235,6 +236,44 @@ def _serve(overrides: list[str]) -> None:
     run_serve(load_verb_config("serve", overrides))
 
 
+def _deploy(overrides: list[str]) -> None:
+    from robocompose.real_robot.deploy import run_deploy
+
+    summary = run_deploy(load_verb_config("deploy", overrides))
+    print(f"success {summary['success_text']}; step log {summary['steps_log']}")
+
+
+def _replay(overrides: list[str]) -> None:
+    from robocompose.real_robot.replay import run_replay
+
+    text, plots = run_replay(load_verb_config("replay", overrides))
+    print(text)
+    for path in plots:
+        print(f"plot: {path}")
+
+
+def _is_true(text: str) -> bool:
+    return text == "true"
+
+
+def _deploy_option(path: str) -> str:
+    """configs/deploy/<robot>.yaml (or just <robot>) -> the option name of group deploy/."""
+    file = Path(path)
+    if file.suffix not in (".yaml", ".yml") and file.parent == Path("."):
+        return path
+    if file.parent.name != "deploy":
+        raise ValueError(
+            f"a deploy config must be a deploy/<name>.yaml file. Got {path}; for your own file "
+            "DIR/deploy/NAME.yaml pass `--config-dir DIR deploy=NAME`."
+        )
+    if file.parent.resolve() != (CONFIGS / "deploy").resolve():
+        raise ValueError(
+            f"{path} is outside {CONFIGS / 'deploy'}: pass `--config-dir {file.parent.parent} "
+            f"deploy={file.stem}` instead."
+        )
+    return file.stem
+
+
 def _task_name(tree: dict[str, Any]) -> dict[str, Any]:
     """DemoConfig names its task; configs/demo.yaml takes it from the task/ group, as every
     verb does, so `task=PickPlace` means the same everywhere."""
@@ -351,6 +390,33 @@ VERBS: dict[str, Verb] = {
         ),
         adapt=_task_name,
     ),
+    "deploy": Verb(
+        "run a policy on an arm (or its MuJoCo twin) at a fixed rate, safely, logging every step",
+        "robocompose.real_robot.deploy:DeployConfig",
+        _deploy,
+        ("deploy",),
+        Shorthand("", "deploy", _deploy_option, "configs/deploy/<robot>.yaml", group=True),
+        flags=(
+            Shorthand(
+                "--dry-run", "dry_run", _is_true, "run on the twin, whatever the robot", switch=True
+            ),
+            Shorthand("--mode", "executor.mode", help="sync, ensemble or async"),
+            Shorthand("--rate-hz", "executor.rate_hz", float, "control loop rate, 10-50"),
+            Shorthand("--server", "server", help="ws://host:port of a policy server"),
+            EPISODES,
+            OUT,
+        ),
+    ),
+    "replay": Verb(
+        "plots and a summary of a deploy step log (commanded vs executed, clamps, jitter)",
+        "robocompose.real_robot.replay:ReplayConfig",
+        _replay,
+        positional=Shorthand("", "log", help="a deploy steps.jsonl"),
+        flags=(
+            Shorthand("--seed", "seed", int, "the episode to plot (default: the first)"),
+            Shorthand("--out", "out", help="plots folder (default: <log folder>/plots)"),
+        ),
+    ),
 }
 
 
@@ -367,6 +433,11 @@ def _verb_parser(name: str, verb: Verb, parser: argparse.ArgumentParser) -> None
     what = f"; positional: {verb.positional.help}" if verb.positional else ""
     parser.add_argument("args", nargs="*", metavar="override", help=f"key=value{what}")
     for flag in (*verb.flags, CONFIG_DIR):
+        if flag.switch:
+            parser.add_argument(
+                flag.flag, dest=flag.key, action="store_const", const="true", help=flag.help
+            )
+            continue
         parser.add_argument(flag.flag, dest=flag.key, help=f"= {flag.key}. {flag.help}".strip())
     parser.add_argument("--cfg", action="store_true", help="print the composed config and exit")
     if name == "sweep":

@@ -459,11 +459,11 @@ def run_deploy(config: DeployConfig) -> dict[str, Any]:
         log.close()
         results.close()
     records = [done[s] for s in config.seeds() if s in done]
+    rate = success_rate(sum(r["success"] for r in records), len(records))
     summary = {
         "episodes": len(records),
-        "success": dataclasses.asdict(
-            success_rate(sum(r["success"] for r in records), len(records))
-        ),
+        "success": dataclasses.asdict(rate),
+        "success_text": str(rate),
         "steps_log": str(out / "steps.jsonl"),
         "episodes_log": str(results_path),
     }
