@@ -41,6 +41,7 @@ FAULTS = ("slip", "move")
 TABLE = "table"
 ON_XY_TOL_M = 0.025  # a block rests on another within this xy offset of its centre
 ON_Z_TOL_M = 0.01
+WORLD_STREAM = 1  # second entropy word of the world's rng (faults, skill styles)
 Hook = Callable[["SimWorld"], None]
 
 
@@ -95,7 +96,8 @@ class SimWorld:
     def reset(self, seed: int) -> dict[str, Any]:
         """A new seeded scene; returns its snapshot."""
         self.sim.reset(seed=seed)
-        self.rng = np.random.default_rng(seed)
+        # a stream of its own: default_rng(seed) would replay the env's scene draws
+        self.rng = np.random.default_rng((seed, WORLD_STREAM))
         self._reset_counters()
         return self.snapshot()
 
