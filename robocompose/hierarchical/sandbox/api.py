@@ -33,11 +33,7 @@ class ApiFunction:
         if not self.name.isidentifier() or self.name.startswith("_"):
             raise ValueError(f"`name` must be a public identifier. Got {self.name!r}.")
         for p in self.params:
-            if p.type not in PARAM_TYPES:
-                raise ValueError(
-                    f"{self.name}: parameter `{p.name}` has type {p.type!r}; "
-                    f"expected one of {', '.join(PARAM_TYPES)}."
-                )
+            _check_param(self.name, p)
         names = [p.name for p in self.params]
         if len(set(names)) != len(names):
             raise ValueError(f"{self.name}: parameter names repeat: {names}.")
@@ -81,6 +77,25 @@ class SandboxAPI:
             + (f"  # {f.description}" if f.description else "")
             for f in self.functions.values()
         )
+
+
+def _check_param(function: str, p: Param) -> None:
+    """A malformed spec would let calls through unchecked, so it fails when the API is built."""
+    where = f"{function}: parameter `{p.name}`"
+    if p.type not in PARAM_TYPES:
+        raise ValueError(f"{where} has type {p.type!r}; expected one of {', '.join(PARAM_TYPES)}.")
+    if p.choices is not None and (
+        p.type != "str" or not all(isinstance(c, str) for c in p.choices)
+    ):
+        raise ValueError(f"{where}: `choices` must be str values of a \"str\" parameter. "
+                         f"Got {p.choices!r}.")  # fmt: skip
+    for bound in (p.low, p.high):
+        if bound is not None and (isinstance(bound, bool) or not isinstance(bound, int | float)):
+            raise ValueError(f"{where}: `low`/`high` must be numbers. Got {bound!r}.")
+    if p.low is not None and p.high is not None and p.low > p.high:
+        raise ValueError(f"{where}: `low` must be <= `high`. Got {p.low} > {p.high}.")
+    if p.type == "str" and (p.low is not None or p.high is not None):
+        raise ValueError(f"{where}: a \"str\" parameter takes `choices`, not `low`/`high`.")
 
 
 def _bind(execute: Callable[[str, dict[str, Any]], Any], name: str) -> Callable[[dict], Any]:

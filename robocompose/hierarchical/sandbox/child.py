@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import builtins
 import ctypes
+import fcntl
 import json
 import marshal
 import math
@@ -228,7 +229,18 @@ def _depth() -> int:
     return depth
 
 
+def pin_fds(read_fd: int, write_fd: int) -> tuple[int, int]:
+    """Move the pipe ends to descriptors 3 and 4, so with RLIMIT_NOFILE = 5 and everything above
+    closed there is no free descriptor left for a file or socket."""
+    high = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 100) for fd in (read_fd, write_fd)]
+    for target, fd in zip((3, 4), high, strict=True):
+        os.dup2(fd, target, inheritable=False)
+        os.close(fd)
+    return 3, 4
+
+
 def main(read_fd: int, write_fd: int) -> None:
+    read_fd, write_fd = pin_fds(read_fd, write_fd)
     setup = json.loads(read_frame(read_fd, 2**20))
     code = marshal.loads(read_frame(read_fd, 2**26))
     limits = setup["limits"]
