@@ -87,7 +87,8 @@ class PolicyClient:
             compression=None,
             max_size=None,
             open_timeout=self.connect_timeout_s,
-        )
+            close_timeout=1.0,
+        ).__enter__()  # kept open across calls; websockets >= 17.1 warns unless entered
         try:
             first = ws.recv(timeout=self.timeout_s)
             if isinstance(first, str):
@@ -146,10 +147,12 @@ class PolicyClient:
                     raise TimeoutError(
                         f"no reply from {self.uri} within {self.timeout_s} s."
                     ) from None
-                except (ConnectionClosed, OSError):
+                except (ConnectionClosed, OSError) as e:
                     self._drop()
                     if attempt == 1:
-                        raise
+                        raise ConnectionError(
+                            f"the connection to {self.uri} dropped again after reconnecting: {e}"
+                        ) from None
                     continue
                 break
         round_trip_ms = 1000 * (time.perf_counter() - start)

@@ -96,8 +96,10 @@ class PrefixGuidedDenoiser(Denoiser):
 
     def __call__(self, x: torch.Tensor, sigma: float) -> DenoiserOutput:
         out = self.inner(x, sigma)
-        x0 = out.x0_hat.clone()
-        part = x0[:, self.window]
-        x0[:, self.window] = part + self.weights.to(part.dtype) * (self.target.to(part) - part)
-        eps = out.eps_hat if math.isinf(sigma) or sigma == 0.0 else (x - x0) / sigma
+        x0, eps, w = out.x0_hat.clone(), out.eps_hat, self.window
+        part = x0[:, w]
+        x0[:, w] = part + self.weights.to(part.dtype) * (self.target.to(part) - part)
+        if not (math.isinf(sigma) or sigma == 0.0):  # positions outside the window keep theirs
+            eps = eps.clone()
+            eps[:, w] = (x[:, w] - x0[:, w]) / sigma
         return DenoiserOutput(x0, eps)
