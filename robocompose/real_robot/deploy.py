@@ -183,18 +183,28 @@ def make_arm(config: DeployConfig) -> Arm:
     return getattr(importlib.import_module(module), name)(config.host)
 
 
+def twin_observer(twin: TwinArm) -> Callable[[], tuple[dict, bool | None, float]]:
+    """The twin's observation, success and score, now."""
+
+    def observe() -> tuple[dict, bool | None, float]:
+        seen = twin.observe()
+        return seen.obs, seen.success, seen.score
+
+    return observe
+
+
 def _observer(config: DeployConfig, arm: Arm) -> Callable[[], tuple[dict, bool | None, float]]:
     """A function giving (observation dict, success or None, score) now."""
     if isinstance(arm, TwinArm):
-
-        def observe_twin() -> tuple[dict, bool | None, float]:
-            seen = arm.observe()
-            return seen.obs, seen.success, seen.score
-
-        return observe_twin
+        return twin_observer(arm)
     assert config.observer is not None
-    module, name = config.observer.split(":")
-    function = getattr(importlib.import_module(module), name)
+    module, _, name = config.observer.partition(":")
+    try:
+        function = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError, ValueError) as e:
+        raise ValueError(
+            f"`observer` {config.observer!r} must name an importable 'module:function': {e}"
+        ) from None
     return lambda: (function(), None, 0.0)
 
 
@@ -317,12 +327,14 @@ class DeployLoop:
         *,
         time_scale: float = 1.0,
         client: Any = None,
+        stop_on_success: bool = True,
     ) -> None:
         self.arm, self.layer, self.executor = arm, layer, executor
         self.observe, self.log, self.client = observe, log, client
         self.rate_hz = executor.config.rate_hz
         self.period_s = 1.0 / (self.rate_hz * time_scale)  # wall time per tick
         self.time_scale = time_scale
+        self.stop_on_success = stop_on_success
 
     def run_episode(self, seed: int, episode_s: float) -> dict[str, Any]:
         """One episode on `seed`; its record (also written to the step log at its end)."""
@@ -374,7 +386,8 @@ class DeployLoop:
                 )
             )
             last_start = started
-            if success or self.layer.estopped or tick + 1 >= max_ticks:
+            ended = success and self.stop_on_success
+            if ended or self.layer.estopped or tick + 1 >= max_ticks:
                 break
             tick = ticker.wait_next(tick)
         record = {
