@@ -1,0 +1,105 @@
+"""`robocompose deploy` and `replay` through the CLI on the twin (a shipped policy in-process),
+the config's errors, and the fixed-rate ticker."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import numpy as np
+import pytest
+
+from robocompose.cli import main
+from robocompose.real_robot.deploy import DeployConfig, DeployPolicyConfig, Ticker, done_seeds
+from robocompose.real_robot.replay import read_log, summarize
+from robocompose.real_robot.safety_limits import twin_limits
+from robocompose.shipped import shipped_path
+
+POLICY = DeployPolicyConfig(checkpoint=str(shipped_path("PickPlace", "flow_mlp")))
+
+
+def test_config_errors_name_the_field():
+    with pytest.raises(ValueError, match="`host` .* is required for robot ur"):
+        DeployConfig(robot="ur", policy=POLICY, episode_s=5.0, observer="m:f")
+    with pytest.raises(ValueError, match="`observer` is required for robot franka"):
+        DeployConfig(robot="franka", host="172.16.0.2", policy=POLICY, episode_s=5.0)
+    with pytest.raises(ValueError, match=r"unknown `safety` field\(s\) \['max_stp_m'\]"):
+        DeployConfig(policy=POLICY, safety={"max_stp_m": 0.1})
+    with pytest.raises(ValueError, match="`max_step_m` must be a finite number > 0"):
+        DeployConfig(policy=POLICY, safety={"max_step_m": -1})
+    with pytest.raises(ValueError, match="give `server`"):
+        DeployConfig()
+    with pytest.raises(ValueError, match="`robot` must be one of"):
+        DeployConfig(robot="kuka", policy=POLICY)
+    # a real robot's config runs on the twin in a dry run, with the twin's limits
+    dry = DeployConfig(robot="ur", policy=POLICY, episode_s=5.0, dry_run=True)
+    assert dry.on_twin and dry.limits() == twin_limits("PickPlace")
+
+
+def test_cli_refuses_a_bad_rate_and_a_file_outside_configs(tmp_path):
+    with pytest.raises(SystemExit, match=r"`rate_hz` must be in \[10, 50\]. Got 5."):
+        main(["deploy", "configs/deploy/twin.yaml", "--rate-hz", "5"])
+    with pytest.raises(SystemExit, match="pass `--config-dir"):
+        main(["deploy", str(tmp_path / "deploy" / "cell.yaml")])
+
+
+def test_ticker_keeps_the_grid_and_skips_missed_ticks():
+    ticker = Ticker(0.01)
+    assert ticker.wait_next(0) == 1
+    time.sleep(0.035)  # the loop overran: the ticks it missed are skipped, not bunched
+    assert ticker.wait_next(1) >= 4
+    assert ticker.deadline(4) == pytest.approx(ticker.t0 + 0.05)
+
+
+def test_deploy_on_the_twin_logs_every_step_resumes_and_replays(tmp_path, capsys):
+    out = tmp_path / "run"
+    args = [
+        "deploy",
+        "configs/deploy/twin.yaml",
+        "--episodes",
+        "2",
+        "--out",
+        str(out),
+        "--rate-hz",
+        "20",
+        "episode_s=1.2",
+        "time_scale=2",
+    ]
+    main(args)
+    records = done_seeds(out / "episodes.jsonl")
+    assert sorted(records) == [100_000, 100_001]
+    assert all(r["ticks"] == 24 and r["mode"] == "async" for r in records.values())
+
+    lines = read_log(out / "steps.jsonl")
+    steps = [s for s in lines if s["kind"] == "step"]
+    assert len(steps) == 48
+    limits = twin_limits("PickPlace")
+    sent = np.array([s["sent"] for s in steps if s["sent"] is not None])
+    assert len(sent) > 30
+    assert np.all(sent[:, :3] >= np.array(limits.workspace_low_m) - 1e-9)
+    assert np.all(sent[:, :3] <= np.array(limits.workspace_high_m) + 1e-9)
+    assert np.all(np.abs(sent[:, 3]) <= 1)
+    first = steps[0]
+    assert {"obs", "ee_m", "proposed", "sent", "period_s", "latency_s", "safety", "events"} <= set(
+        first
+    )
+    assert first["events"][0]["event"] == "request" and len(first["obs"]["state"]) == 11
+    summary = summarize(lines)
+    assert summary["episodes"] == 2 and summary["ticks"] == 48
+
+    main(args)  # both seeds are done: nothing runs again
+    assert len(read_log(out / "steps.jsonl")) == len(lines)
+    assert "success" in json.loads((out / "summary.json").read_text())
+
+    capsys.readouterr()
+    main(["replay", str(out / "steps.jsonl"), "--seed", "100001"])
+    printed = capsys.readouterr().out
+    assert "episodes: 2" in printed and "achieved rate" in printed
+    plots = sorted(p.name for p in (out / "plots").glob("*.png"))
+    assert plots == [
+        "commanded_vs_executed_seed100001.png",
+        "events_seed100001.png",
+        "period_jitter_seed100001.png",
+    ]
+    with pytest.raises(SystemExit, match="seed 7 is not in the log"):
+        main(["replay", str(out / "steps.jsonl"), "--seed", "7"])
