@@ -38,13 +38,7 @@ from robocompose.real_robot.twin import TwinArm, ee_target_from_action
 from robocompose.sim.tasks import get_task
 from robocompose.stats import success_rate
 
-# robot name -> (driver "module:Class", its default safety limits in safety_limits.ROBOT_LIMITS)
-ROBOTS: dict[str, tuple[str, str]] = {
-    "twin": ("robocompose.real_robot.twin:TwinArm", ""),
-    "ur": ("robocompose.real_robot.drivers.ur:URArm", "ur5e"),
-    "xarm": ("robocompose.real_robot.drivers.xarm:XArm", "xarm6"),
-    "franka": ("robocompose.real_robot.drivers.franka:FrankaArm", "franka"),
-}
+ROBOTS = ("twin", "ur5e", "xarm6", "franka")  # as in drivers.DRIVERS and safety_limits
 SUMMARY_VALUES = 16  # observation keys with more values are logged as shape, mean, min, max
 
 
@@ -72,9 +66,10 @@ class DeployPolicyConfig:
 class DeployConfig:
     """`robocompose deploy`: which policy, which arm, how fast, how safe, how many episodes."""
 
-    robot: str = "twin"  # twin, ur, xarm, franka
+    robot: str = "twin"  # twin, ur5e, xarm6, franka
     task: str = "PickPlace"  # the twin's sim task
     host: str | None = None  # the real arm's address
+    robot_options: dict[str, Any] = field(default_factory=dict)  # the driver's keyword arguments
     server: str | None = None  # ws://host:port of a policy server; None: the policy in-process
     api_key_env: str = "ROBOCOMPOSE_API_KEY"  # environment variable holding the server's key
     policy: DeployPolicyConfig | None = None
@@ -93,6 +88,8 @@ class DeployConfig:
     def __post_init__(self) -> None:
         if self.robot not in ROBOTS:
             raise ValueError(f"`robot` must be one of {list(ROBOTS)}. Got {self.robot!r}.")
+        if self.robot_options and self.robot == "twin":
+            raise ValueError(f"`robot_options` apply to real arms. Got {self.robot_options}.")
         get_task(self.task)
         if self.server is None and self.policy is None:
             raise ValueError("give `server` (a policy server's address) or `policy` (in-process).")
@@ -125,7 +122,7 @@ class DeployConfig:
 
     def limits(self) -> SafetyLimits:
         """The robot's default limits with `safety`'s fields replaced."""
-        base = twin_limits(self.task) if self.on_twin else limits_for(ROBOTS[self.robot][1])
+        base = twin_limits(self.task) if self.on_twin else limits_for(self.robot)
         names = [f.name for f in dataclasses.fields(SafetyLimits)]
         unknown = [k for k in self.safety if k not in names]
         if unknown:
@@ -179,8 +176,10 @@ def make_arm(config: DeployConfig) -> Arm:
     """The twin (on its task, at `time_scale`) or the robot's vendor driver at `host`."""
     if config.on_twin:
         return TwinArm(config.task, time_scale=config.time_scale)
-    module, name = ROBOTS[config.robot][0].split(":")
-    return getattr(importlib.import_module(module), name)(config.host)
+    from robocompose.real_robot.drivers import DRIVERS
+
+    module, name = DRIVERS[config.robot].split(":")
+    return getattr(importlib.import_module(module), name)(config.host, **config.robot_options)
 
 
 def twin_observer(twin: TwinArm) -> Callable[[], tuple[dict, bool | None, float]]:

@@ -9,7 +9,7 @@ import time
 import numpy as np
 import pytest
 
-from robocompose.cli import main
+from robocompose.cli import load_verb_config, main
 from robocompose.real_robot.deploy import DeployConfig, DeployPolicyConfig, Ticker, done_seeds
 from robocompose.real_robot.replay import read_log, summarize
 from robocompose.real_robot.safety_limits import twin_limits
@@ -19,8 +19,8 @@ POLICY = DeployPolicyConfig(checkpoint=str(shipped_path("PickPlace", "flow_mlp")
 
 
 def test_config_errors_name_the_field():
-    with pytest.raises(ValueError, match="`host` .* is required for robot ur"):
-        DeployConfig(robot="ur", policy=POLICY, episode_s=5.0, observer="m:f")
+    with pytest.raises(ValueError, match="`host` .* is required for robot ur5e"):
+        DeployConfig(robot="ur5e", policy=POLICY, episode_s=5.0, observer="m:f")
     with pytest.raises(ValueError, match="`observer` is required for robot franka"):
         DeployConfig(robot="franka", host="172.16.0.2", policy=POLICY, episode_s=5.0)
     with pytest.raises(ValueError, match=r"unknown `safety` field\(s\) \['max_stp_m'\]"):
@@ -32,8 +32,16 @@ def test_config_errors_name_the_field():
     with pytest.raises(ValueError, match="`robot` must be one of"):
         DeployConfig(robot="kuka", policy=POLICY)
     # a real robot's config runs on the twin in a dry run, with the twin's limits
-    dry = DeployConfig(robot="ur", policy=POLICY, episode_s=5.0, dry_run=True)
+    dry = DeployConfig(robot="ur5e", policy=POLICY, episode_s=5.0, dry_run=True)
     assert dry.on_twin and dry.limits() == twin_limits("PickPlace")
+
+
+@pytest.mark.parametrize("robot", ["twin", "ur5e", "xarm", "franka"])
+def test_every_shipped_deploy_config_builds(robot):
+    config = load_verb_config("deploy", [f"deploy={robot}"])
+    dry = load_verb_config("deploy", [f"deploy={robot}", "dry_run=true"])
+    assert dry.on_twin and (config.robot == "twin") == config.on_twin
+    assert config.limits().watchdog_ms > 0
 
 
 def test_cli_refuses_a_bad_rate_and_a_file_outside_configs(tmp_path):
