@@ -1,0 +1,352 @@
+"""The sandbox on valid programs, its API checks, its static check's messages, and the OS layers
+under it (tested on code that skips the static check, as if it had a hole)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from robocompose.hierarchical.base import Param, Skill, SkillResult
+from robocompose.hierarchical.sandbox import (
+    ApiFunction,
+    SandboxAPI,
+    SandboxLimits,
+    SandboxRefusal,
+    check_program,
+    run_program,
+    undefined_calls,
+    validate_args,
+)
+from robocompose.hierarchical.sandbox.ast_check import FILENAME
+from robocompose.hierarchical.sandbox.runner import _ROOT, _Session
+
+FAST = SandboxLimits(cpu_s=2, wall_s=5.0)
+OBJECTS = ("red", "green", "blue")
+POSES = {"red": [0.1, 0.0, 0.02], "green": [0.0, 0.2, 0.02], "blue": [-0.1, -0.1, 0.02]}
+
+
+def make_api(log: list) -> SandboxAPI:
+    def record(name: str):
+        return lambda args: log.append((name, args)) or {"success": True}
+
+    return SandboxAPI(
+        [
+            ApiFunction("pick", (Param("obj", "str", choices=OBJECTS),), record("pick")),
+            ApiFunction(
+                "place",
+                (Param("obj", "str", choices=OBJECTS), Param("target", "str", choices=OBJECTS)),
+                record("place"),
+            ),
+            ApiFunction(
+                "move_to",
+                (Param("xy", "vec2", low=-0.5, high=0.5), Param("z", "float", low=0.0, high=0.3)),
+                record("move_to"),
+            ),
+            ApiFunction("object_names", (), lambda args: list(OBJECTS)),
+            ApiFunction(
+                "object_pose", (Param("obj", "str", choices=OBJECTS),), lambda a: POSES[a["obj"]]
+            ),
+        ]
+    )
+
+
+VALID = """
+def stack(order):
+    for top, bottom in zip(order[1:], order):
+        pick(top)
+        place(top, bottom)
+    return len(order) - 1
+
+names = sorted(object_names(), key=lambda n: object_pose(n)[0])
+moves = stack(names)
+centre = np.mean(np.array([object_pose(n) for n in names]), axis=0)
+height = min(0.3, math.sqrt(centre[2] ** 2) * 5)
+i = 0
+while i < 2:
+    move_to(centre[:2] + np.array([0.05 * i, 0.0]), z=height)
+    i += 1
+print(f"stacked {moves}: {names}", {n: round(object_pose(n)[1], 2) for n in names})
+"""
+
+
+def test_valid_program_runs_and_its_calls_arrive_in_order():
+    log: list = []
+    result = run_program(VALID, make_api(log), FAST)
+    assert result.ok, result.error
+    assert not result.refused and result.limit is None and not result.killed
+    assert [name for name, _ in log] == ["pick", "place", "pick", "place", "move_to", "move_to"]
+    assert log[:4] == [  # sorted by x: blue (-0.1), green (0.0), red (0.1)
+        ("pick", {"obj": "green"}),
+        ("place", {"obj": "green", "target": "blue"}),
+        ("pick", {"obj": "red"}),
+        ("place", {"obj": "red", "target": "green"}),
+    ]
+    centre = [sum(POSES[n][k] for n in OBJECTS) / 3 for k in range(3)]
+    assert log[4][1]["xy"] == pytest.approx(centre[:2])
+    assert log[5][1]["xy"] == pytest.approx([centre[0] + 0.05, centre[1]])
+    assert log[4][1]["z"] == pytest.approx(min(0.3, centre[2] * 5))
+    assert result.stdout == "stacked 2: ['blue', 'green', 'red'] {'blue': -0.1, 'green': 0.2, " \
+                            "'red': 0.0}\n"  # fmt: skip
+    assert [(c.name, c.args) for c in result.executed_calls if c.name in ("pick", "place")] == [
+        (n, a) for n, a in log if n in ("pick", "place")
+    ]
+    assert result.cpu_s > 0 and result.wall_s > 0
+
+
+def test_refusal_names_the_line_the_construct_and_why():
+    result = run_program("x = 1\ny = [x]\nz = y.__class__", make_api([]), FAST)
+    assert result.refused and not result.ok and result.calls == []
+    assert "line 3: attribute `__class__` is not allowed (names starting with '_' are private)" in (
+        result.error
+    )
+
+
+def test_check_lists_every_problem_once():
+    code = "import os\nx = eval('1')\nnp.save('f', 1)\nclass A:\n    y = ().__class__\n"
+    with pytest.raises(SandboxRefusal) as refusal:
+        check_program(code, ["pick"])
+    assert refusal.value.problems == [
+        "line 1: `import` is not allowed: only the API, `math` and `np` are in scope",
+        "line 4: class definitions are not allowed; use functions, lists and dicts",
+        "line 2: `eval` is not allowed (it runs code the check has not seen)",
+        refusal.value.problems[3],
+    ]
+    assert refusal.value.problems[3].startswith("line 3: `np.save` is not available")
+
+
+def test_checked_program_keeps_its_line_numbers_and_counts_steps():
+    tree = check_program("x = 0\nwhile x < 3:\n    x += 1\n", [])
+    assert compile(tree, FILENAME, "exec").co_filename == FILENAME
+    loop = tree.body[1]
+    assert loop.lineno == 2 and loop.body[0].lineno == 2  # the tick sits on the loop's line
+
+
+def test_undefined_calls_are_the_functions_left_to_define():
+    code = "def helper(a):\n    return finish(a)\nstack_all(object_names())\nhelper(1)\nlen([])"
+    assert undefined_calls(code, ["object_names"]) == ["stack_all", "finish"]
+
+
+def test_runtime_error_names_its_line():
+    result = run_program("a = [1, 2]\nb = 0\nc = a[5]\n", make_api([]), FAST)
+    assert not result.ok and not result.refused and result.limit is None
+    assert result.error == "line 3: IndexError: list index out of range"
+
+
+def test_api_failure_reaches_the_program_and_is_recorded():
+    def jam(args):
+        raise RuntimeError("gripper jammed")
+
+    api = SandboxAPI([ApiFunction("pick", (Param("obj", "str"),), jam)])
+    result = run_program("pick('red')\npick('blue')", api, FAST)
+    assert not result.ok
+    assert result.error == "line 1: ApiError: pick() failed: RuntimeError: gripper jammed"
+    assert len(result.calls) == 1 and result.calls[0].executed
+    assert result.calls[0].error == "pick() failed: RuntimeError: gripper jammed"
+
+
+def test_return_values_must_be_plain_data():
+    api = SandboxAPI([ApiFunction("thing", (), lambda args: object())])
+    result = run_program("x = thing()", api, FAST)
+    assert not result.ok and "cannot be returned to the program" in result.error
+
+
+def test_from_skills_runs_each_validated_call_through_the_planner():
+    ran: list = []
+    skill = Skill(
+        "push",
+        "push an object by a planar offset",
+        (Param("obj", "str", choices=OBJECTS), Param("offset", "vec2", low=-0.1, high=0.1)),
+        run=lambda world, **args: SkillResult(True),
+    )
+
+    def execute(name, args):
+        ran.append((name, args))
+        return True
+
+    names = ApiFunction("object_names", (), lambda args: list(OBJECTS))
+    api = SandboxAPI.from_skills({"push": skill}, execute, perception=[names])
+    assert api.listing().splitlines() == [
+        "push(obj: str, offset: vec2)  # push an object by a planar offset",
+        "object_names()",
+    ]
+    result = run_program("for n in object_names():\n    push(n, offset=[0.05, -0.02])", api, FAST)
+    assert result.ok, result.error
+    assert ran == [("push", {"obj": n, "offset": [0.05, -0.02]}) for n in OBJECTS]
+
+
+def test_time_spent_running_skills_is_not_charged_to_the_program():
+    api = SandboxAPI([ApiFunction("slow", (), lambda args: time.sleep(1.0))])
+    result = run_program("slow()\nslow()", api, SandboxLimits(cpu_s=1, wall_s=1.5))
+    assert result.ok, result.error
+    assert result.wall_s > 1.5  # longer than the wall limit, yet not stopped
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs", "message"),
+    [
+        ([], {}, "move_to() is missing `xy`, `z`."),
+        ([[0.1, 0.2], 0.1, 3], {}, "move_to() takes 2 arguments. Got 3."),
+        ([[0.1, 0.2]], {"zz": 0.1}, "move_to() has no parameter `zz` (did you mean 'z'?)."),
+        ([[0.1, 0.2]], {"xy": [0, 0]}, "move_to() got `xy` twice."),
+        ([[0.1, 0.2], "0.1"], {}, "move_to(): `z` must be a number. Got str '0.1'."),
+        ([[0.1, 0.9], 0.1], {}, "move_to(): `xy`[1] must be in [-0.5, 0.5]. Got 0.9."),
+        ([[0.1], 0.1], {}, "move_to(): `xy` must be 2 numbers [x, y]. Got list [0.1]."),
+        ([[0.1, 0.2], float("inf")], {}, "move_to(): `z` must be finite. Got inf."),
+    ],
+)
+def test_validate_args_names_the_parameter_and_the_expectation(args, kwargs, message):
+    move_to = make_api([]).functions["move_to"]
+    with pytest.raises(ValueError) as error:
+        validate_args(move_to, args, kwargs)
+    assert str(error.value) == message
+
+
+def test_validate_args_suggests_the_nearest_choice_and_returns_plain_values():
+    api = make_api([])
+    with pytest.raises(ValueError, match=r"one of 'red', 'green', 'blue'. Got str 'gren' \(did "):
+        api.validate("pick", ["gren"], {})
+    with pytest.raises(ValueError, match=r"`pik` is not an API function \(did you mean 'pick'"):
+        api.validate("pik", [], {})
+    assert api.validate("move_to", [(0, 0.5)], {"z": 0}) == {"xy": [0.0, 0.5], "z": 0.0}
+
+
+@pytest.mark.parametrize(
+    ("param", "message"),
+    [
+        (Param("a", "vec3"), "has type 'vec3'"),
+        (Param("a", "float", "", None, 0.0, "1"), "`low`/`high` must be numbers"),
+        (Param("a", "float", low=1.0, high=0.0), "`low` must be <= `high`"),
+        (Param("a", "float", "", ("x",)), "`choices` must be str values of a \"str\""),
+        (Param("a", "str", low=0.0), "takes `choices`, not `low`/`high`"),
+    ],
+)
+def test_malformed_parameter_specs_fail_when_the_api_is_built(param, message):
+    with pytest.raises(ValueError, match=message):
+        ApiFunction("f", (param,), lambda args: None)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("cpu_s", 0, "`cpu_s` must be in [1, 3600]. Got 0."),
+        ("wall_s", 0.1, "`wall_s` must be in [0.5, 36000]. Got 0.1."),
+        ("memory_mb", 64, "`memory_mb` must be in [256, 65536]. Got 64."),
+        ("max_steps", 1.5, "`max_steps` must be an int. Got 1.5."),
+    ],
+)
+def test_limits_validate(field, value, message):
+    with pytest.raises((ValueError, TypeError)) as error:
+        SandboxLimits(**{field: value})
+    assert str(error.value) == message
+
+
+# -- the OS layers, as if the static check had a hole ------------------------------------------
+ESCAPE = (  # the classic walk from a tuple to the `os` module the child has loaded
+    "os = [c for c in ().__class__.__base__.__subclasses__() if c.__name__ == '_wrap_close']"
+    "[0].__init__.__globals__['sys'].modules['os']\n"
+)
+
+
+def _run_unchecked(code: str, limits: SandboxLimits = FAST):
+    """Run code in the child without the static check: what the OS layers alone stop."""
+    log: list = []
+    return _Session(make_api(log), limits).run(compile(code, FILENAME, "exec")), log
+
+
+def test_escaped_program_cannot_fork_or_write_files(tmp_path):
+    folder = tmp_path / "open"
+    folder.mkdir(mode=0o777)
+    folder.chmod(0o777)
+    canary = folder / "canary.txt"
+    canary.write_text("untouched")
+    canary.chmod(0o666)
+    code = ESCAPE + (
+        "def attempt(label, f):\n"
+        "    try:\n"
+        "        f()\n"
+        "        print(label, 'ALLOWED')\n"
+        "    except os.error:\n"
+        "        print(label, 'blocked')\n"
+        "attempt('fork', os.fork)\n"
+        f"attempt('write', lambda: os.open({str(canary)!r}, os.O_WRONLY))\n"
+        f"attempt('create', lambda: os.open({str(folder / 'new')!r}, os.O_CREAT | os.O_WRONLY))\n"
+        "attempt('setuid', lambda: os.setuid(0))\n"
+    )
+    result, log = _run_unchecked(code)
+    assert result.ok, result.error
+    assert result.stdout.split("\n")[:-1] == [
+        "fork blocked", "write blocked", "create blocked", "setuid blocked"
+    ]  # fmt: skip
+    assert canary.read_text() == "untouched" and sorted(os.listdir(folder)) == ["canary.txt"]
+
+
+def test_network_namespace_leaves_no_route_to_the_host():
+    """With one descriptor slot left free on purpose (the rlimit is tested elsewhere), a socket
+    made after isolation still cannot reach a server listening on the host's loopback."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.setblocking(False)
+    script = (
+        f"import json, os, socket, sys; sys.path.insert(0, {_ROOT!r})\n"
+        "from dataclasses import asdict\n"
+        "from robocompose.hierarchical.sandbox.child import isolate\n"
+        "from robocompose.hierarchical.sandbox.limits import SandboxLimits\n"
+        "spare = os.open('/dev/null', os.O_RDONLY)\n"
+        "layers = isolate(asdict(SandboxLimits()), (spare,))\n"
+        "os.close(spare)\n"
+        "s = socket.socket()\n"
+        "try:\n"
+        f"    s.connect(('127.0.0.1', {listener.getsockname()[1]})); outcome = 'CONNECTED'\n"
+        "except OSError as e:\n"
+        "    outcome = 'blocked'\n"
+        "print(json.dumps([layers, outcome]))\n"
+    )
+    done = subprocess.run([sys.executable, "-I", "-c", script], capture_output=True, timeout=30)
+    layers, outcome = json.loads(done.stdout)
+    if "no-network" not in layers:
+        pytest.skip("this kernel refused a private network namespace")
+    assert outcome == "blocked"
+    with pytest.raises(BlockingIOError):
+        listener.accept()
+    listener.close()
+
+
+@pytest.mark.parametrize(
+    ("attack", "limit"),
+    [
+        ("os.write(4, b'\\x00\\x00\\x00\\x05garbage')", "protocol"),  # not JSON
+        ("os.write(4, b'\\xff\\xff\\xff\\xff')", "protocol"),  # a 4 GB frame announced
+        ("os.write(4, b'\\x00\\x00\\x00\\x0f{\"op\": \"boom\"}')", "protocol"),  # unknown message
+        ("os.read(3, 1)", "wall"),  # blocks without using CPU: only the wall clock ends it
+    ],
+)
+def test_parent_survives_a_child_that_breaks_the_protocol(attack, limit):
+    result, log = _run_unchecked(ESCAPE + attack, SandboxLimits(cpu_s=1, wall_s=1.0))
+    assert not result.ok and result.killed and result.limit == limit, result.error
+    assert log == []
+
+
+def test_child_that_dies_is_reported_with_its_exit():
+    result, _ = _run_unchecked(ESCAPE + "os._exit(3)")
+    assert not result.ok and result.limit is None
+    assert result.error.startswith("the sandbox process ended without a result (exit 3)")
+
+
+def test_isolation_layers_are_reported():
+    result = run_program("x = 1", make_api([]), FAST)
+    assert result.ok
+    assert {"rlimits", "no-fork", "no-new-files"} <= set(result.isolation)
+    if os.geteuid() == 0:
+        assert "user-nobody" in result.isolation
+
+
+def test_child_starts_from_an_empty_environment_and_root_cwd():
+    result, _ = _run_unchecked(ESCAPE + "print(os.getcwd(), sorted(os.environ))")
+    assert result.ok, result.error
+    cwd, _, names = result.stdout.strip().partition(" ")
+    assert cwd == "/" and "HOME" not in names and "VIRTUAL_ENV" not in names
