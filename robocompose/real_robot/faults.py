@@ -266,6 +266,78 @@ class FaultReport:
         }
 
 
+@dataclass
+class LoopbackRig:
+    """A policy served on loopback and the robot side of a deploy, ready for episodes."""
+
+    server: Any  # PolicyServer
+    client: Any  # PolicyClient
+    twin: TwinArm
+    arm: RecordingArm
+    layer: SafetyLayer
+    executor: ChunkExecutor
+    loop: DeployLoop
+    log: JsonlWriter
+    limits: SafetyLimits
+    source: Any
+    relay: TcpRelay | None = None
+
+    def close(self) -> None:
+        self.executor.close()
+        self.layer.close()
+        self.client.close()
+        if self.relay is not None:
+            self.relay.close()
+        if self.server.running:
+            self.server.stop()
+        self.log.close()
+
+
+def open_rig(
+    policy: ServedPolicy,
+    log_path: str | Path,
+    *,
+    executor: ExecutorConfig | None = None,
+    time_scale: float = 1.0,
+    delay_s: float = 0.0,
+    relay: bool = False,
+    malforming: bool = False,
+    stop_on_success: bool = True,
+) -> LoopbackRig:
+    """Serve `policy` on a free loopback port (with `delay_s` per inference), connect a client
+    (through a `TcpRelay` if asked), and build twin, recorder, safety layer, executor and loop;
+    the step log is appended to `log_path`."""
+    from robocompose.real_robot.client import PolicyClient
+    from robocompose.real_robot.server import PolicyServer
+
+    executor = executor or ExecutorConfig()
+    server = PolicyServer(policy, delay_s=delay_s).start()
+    tcp = TcpRelay(server.port) if relay else None
+    port = tcp.port if tcp is not None else server.port
+    client = PolicyClient(f"127.0.0.1:{port}", timeout_s=5.0, connect_timeout_s=1.0)
+    source: Any = lambda obs: client.infer(obs)["actions"]  # noqa: E731
+    if malforming:
+        source = MalformingSource(source)
+    task = str(policy.spec.extra.get("task", "PickPlace"))
+    twin = TwinArm(task, time_scale=time_scale)
+    arm = RecordingArm(twin)
+    limits = twin_limits(task)
+    layer = SafetyLayer(arm, limits, control_hz=executor.rate_hz)
+    chunks = ChunkExecutor(source, client.spec, executor)
+    log = JsonlWriter(Path(log_path))
+    loop = DeployLoop(
+        arm,
+        layer,
+        chunks,
+        twin_observer(twin),
+        log,
+        time_scale=time_scale,
+        client=client,
+        stop_on_success=stop_on_success,
+    )
+    return LoopbackRig(server, client, twin, arm, layer, chunks, loop, log, limits, source, tcp)
+
+
 def run_fault(
     fault: str,
     served: ServedPolicy,
@@ -280,33 +352,20 @@ def run_fault(
 ) -> FaultReport:
     """One twin episode of `served` through a loopback server with `fault` injected at
     `inject_at_s` for `outage_s` (the stall lasts STALL_S)."""
-    from robocompose.real_robot.client import PolicyClient
-    from robocompose.real_robot.server import PolicyServer
-
     if fault not in FAULTS:
         raise ValueError(f"`fault` must be one of {FAULTS}. Got {fault!r}.")
     policy: Any = served
     if fault in ("nan_actions", "out_of_range_actions"):
         policy = CorruptingPolicy(served, fault.removesuffix("_actions"))
-    server = PolicyServer(policy).start()
-    relay = TcpRelay(server.port) if fault == "connection_dropped" else None
-    client = PolicyClient(
-        f"127.0.0.1:{relay.port if relay else server.port}", timeout_s=5.0, connect_timeout_s=1.0
-    )
-    source: Any = lambda obs: client.infer(obs)["actions"]  # noqa: E731
-    if fault == "malformed_observation":
-        source = MalformingSource(source)
-    task = str(served.spec.extra.get("task", "PickPlace"))
-    twin = TwinArm(task)
-    arm = RecordingArm(twin)
-    limits = twin_limits(task)
-    layer = SafetyLayer(arm, limits, control_hz=rate_hz)
-    executor = ChunkExecutor(source, client.spec, ExecutorConfig(mode=mode, rate_hz=rate_hz))
     log_path = Path(out_dir) / f"{fault}_steps.jsonl"
     log_path.unlink(missing_ok=True)
-    log = JsonlWriter(log_path)
-    loop = DeployLoop(
-        arm, layer, executor, twin_observer(twin), log, client=client, stop_on_success=False
+    rig = open_rig(
+        policy,
+        log_path,
+        executor=ExecutorConfig(mode=mode, rate_hz=rate_hz),
+        relay=fault == "connection_dropped",
+        malforming=fault == "malformed_observation",
+        stop_on_success=False,
     )
     injected: list[float] = []
 
@@ -314,18 +373,18 @@ def run_fault(
         time.sleep(inject_at_s)
         injected.append(time.monotonic())
         if fault == "server_killed":
-            server.kill()
+            rig.server.kill()
             time.sleep(outage_s)
-            server.start()
+            rig.server.start()
         elif fault == "server_stalled":
-            server.stall(STALL_S)
+            rig.server.stall(STALL_S)
             time.sleep(STALL_S)
         elif fault == "connection_dropped":
-            assert relay is not None
-            relay.cut(outage_s)
+            assert rig.relay is not None
+            rig.relay.cut(outage_s)
             time.sleep(outage_s)
         else:
-            target = policy if isinstance(policy, CorruptingPolicy) else source
+            target = policy if isinstance(policy, CorruptingPolicy) else rig.source
             target.active.set()
             time.sleep(outage_s)
             target.active.clear()
@@ -334,33 +393,26 @@ def run_fault(
     injector = threading.Thread(target=inject, name=f"inject-{fault}", daemon=True)
     try:
         injector.start()
-        episode = loop.run_episode(seed, episode_s)
+        episode = rig.loop.run_episode(seed, episode_s)
         injector.join(timeout=10)
     finally:
-        executor.close()
-        layer.close()
-        client.close()
-        if relay is not None:
-            relay.close()
-        if server.running:
-            server.stop()
-        log.close()
+        rig.close()
     start, end = injected if len(injected) == 2 else (injected[0], float("inf"))
-    received = list(arm.received)
+    received = list(rig.arm.received)
     commands = [e for e in received if e[0] == "ee"]
-    details = {"server_errors": server.stats["errors"]}
+    details = {"server_errors": rig.server.stats["errors"]}
     if isinstance(policy, CorruptingPolicy):
         details["corrupted_chunks"] = policy.corrupted
-    if isinstance(source, MalformingSource):
-        details["malformed_requests"] = source.malformed
+    if isinstance(rig.source, MalformingSource):
+        details["malformed_requests"] = rig.source.malformed
     return FaultReport(
         fault=fault,
         injected=1,
         commands=len(commands),
-        outside_limits=limit_violations(received, limits, layer.period_s),
+        outside_limits=limit_violations(received, rig.limits, rig.layer.period_s),
         hold_latency_ms=hold_latencies_ms(received, after_s=start),
         commands_after_fault=sum(e[1] > end for e in commands),
-        reconnects=client.reconnects,
+        reconnects=rig.client.reconnects,
         events=dict(episode["events"]),
         episode=episode,
         log=str(log_path),
