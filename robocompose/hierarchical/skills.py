@@ -61,6 +61,13 @@ class SkillError(ValueError):
     """A call the registry refuses: unknown skill, missing, extra or out-of-range argument."""
 
 
+class UnknownSkillError(SkillError, KeyError):
+    """No skill of that name; a KeyError too, so `registry.get(name)` returns None."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
 @dataclass(frozen=True)
 class Query:
     """A read-only perception function the planners may call, e.g. `position(obj)`."""
@@ -121,6 +128,16 @@ class Motion(_GraspingExpert):
         yield from self._hold(grip, steps)
 
 
+def suggest(value: str, choices: Sequence[str]) -> str | None:
+    """The choice `value` most likely meant: one containing it ("red" -> "red_block"), else
+    the closest spelling."""
+    containing = [c for c in choices if value and value.lower() in c.lower()]
+    if len(containing) == 1:
+        return containing[0]
+    near = difflib.get_close_matches(value, containing or choices, 1, cutoff=0.5)
+    return near[0] if near else None
+
+
 # -- argument checking ----------------------------------------------------------------------------
 def check_args(skill: str, params: Sequence[Param], args: Mapping[str, Any]) -> dict[str, Any]:
     """`args` checked against `params`: all present, none extra, typed, in range or choices."""
@@ -140,8 +157,8 @@ def _check_value(skill: str, param: Param, value: Any) -> Any:
         if not isinstance(value, str):
             raise SkillError(f"{where} must be a string. Got {type(value).__name__} {value!r}.")
         if param.choices is not None and value not in param.choices:
-            near = difflib.get_close_matches(value, param.choices, 1)
-            hint = f" Did you mean {near[0]!r}?" if near else ""
+            near = suggest(value, param.choices)
+            hint = f" Did you mean {near!r}?" if near else ""
             raise SkillError(
                 f"{where} must be one of {list(param.choices)}. Got {value!r}.{hint}"
             )
@@ -183,8 +200,11 @@ class SkillRegistry(Mapping[str, Skill]):
 
     def __getitem__(self, name: str) -> Skill:
         if name not in self._skills:
-            raise SkillError(self._unknown(name))
+            raise UnknownSkillError(self._unknown(name))
         return self._skills[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._skills
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._skills)
@@ -205,8 +225,8 @@ class SkillRegistry(Mapping[str, Skill]):
 
     def _unknown(self, name: str) -> str:
         known = [*self._skills, *self.queries]
-        near = difflib.get_close_matches(str(name), known, 1)
-        hint = f"; did you mean {near[0]!r}?" if near else f"; known: {known}"
+        near = suggest(str(name), known)
+        hint = f"; did you mean {near!r}?" if near else f"; known: {known}"
         return f"unknown skill {name!r}{hint}"
 
     def params(self, name: str) -> tuple[Param, ...]:
@@ -233,7 +253,7 @@ class SkillRegistry(Mapping[str, Skill]):
         """Checked keyword arguments of skill or query `name` (raises `SkillError`)."""
         return self.bind(name, (), args)
 
-    def call(self, world: SimWorld, name: str, *args: Any, **kwargs: Any) -> Any:
+    def call(self, world: SimWorld, name: str, /, *args: Any, **kwargs: Any) -> Any:
         """Validate and execute: a query returns its value, a skill its `SkillTrace`."""
         checked = self.bind(name, args, kwargs)
         if name in self.queries:
