@@ -141,6 +141,8 @@ HOSTILE = [
     Hostile("null-byte", "x = 1\x00", "refused", "refused"),
     Hostile("nesting-bomb", "x = " + "(" * 500 + ")" * 500, "refused", "refused"),
     Hostile("too-long", "x = 1\n" * 5000, "refused", "characters"),
+    Hostile("unary-bomb", "x = " + "-" * 19000 + "1", "refused", "cannot be parsed"),
+    Hostile("lambda-nest", "f = " + "lambda: " * 2000 + "1", "refused", "nested too deeply"),
     # -- robot calls outside the API's limits ------------------------------------------------------
     Hostile("unknown-choice", "pick('purple')", "api", "must be one of"),
     Hostile("out-of-range", "move_to([5.0, 0.0], 0.1)", "api", "must be in [-0.5, 0.5]"),

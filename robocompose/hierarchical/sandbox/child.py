@@ -23,8 +23,6 @@ import sys
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-import numpy as np
-
 from robocompose.hierarchical.sandbox.ast_check import FILENAME, ITER, TICK
 from robocompose.hierarchical.sandbox.names import MODULES, SAFE_BUILTINS
 from robocompose.hierarchical.sandbox.protocol import read_frame, send_json
@@ -108,7 +106,8 @@ def _plain(value: Any, depth: int = 0) -> Any:
         raise ApiError("an argument is nested more than 20 levels deep")
     if value is None or isinstance(value, bool | int | float | str):
         return value
-    if isinstance(value, np.ndarray | np.generic):
+    numpy = sys.modules.get("numpy")  # imported only for programs that name it
+    if numpy is not None and isinstance(value, numpy.ndarray | numpy.generic):
         return _plain(value.tolist(), depth + 1)
     if isinstance(value, list | tuple):
         return [_plain(v, depth + 1) for v in value]
@@ -139,13 +138,22 @@ class Steps:
             yield item
 
 
-def build_namespace(api_names: list[str], channel: Channel, steps: Steps) -> dict[str, Any]:
-    """Globals of the program: nothing but the allow-listed names."""
+def build_namespace(
+    api_names: list[str], channel: Channel, steps: Steps, with_numpy: bool
+) -> dict[str, Any]:
+    """Globals of the program: nothing but the allow-listed names. numpy takes most of the
+    child's start-up, so it is imported only when the program names it."""
     safe = {name: getattr(builtins, name) for name in SAFE_BUILTINS}
     safe["print"] = channel.print
-    sources = {"math": math, "np": np, "numpy": np}
+    sources = {"math": math}
+    if with_numpy:
+        import numpy
+
+        sources["np"] = sources["numpy"] = numpy
     namespace: dict[str, Any] = {"__builtins__": safe, TICK: steps.tick, ITER: steps.counted}
     for label, (members, nested) in MODULES.items():
+        if label not in sources:
+            continue
         module = sources[label]
         view = {m: getattr(module, m) for m in members}
         for sub, sub_members in nested.items():
@@ -246,7 +254,7 @@ def main(read_fd: int, write_fd: int) -> None:
     limits = setup["limits"]
     channel = Channel(read_fd, write_fd, limits)
     steps = Steps(limits["max_steps"])
-    namespace = build_namespace(setup["api"], channel, steps)
+    namespace = build_namespace(setup["api"], channel, steps, setup["numpy"])
     layers = isolate(limits, (read_fd, write_fd))
     channel.send({"op": "ready", "isolation": layers})
     channel.send(run(code, namespace, limits))

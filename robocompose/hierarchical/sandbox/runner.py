@@ -8,6 +8,7 @@ is enforced here, with the CPU rlimit in the child as the backstop for busy loop
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import json
 import marshal
@@ -60,8 +61,8 @@ def run_program(code: str, api: SandboxAPI, limits: SandboxLimits | None = None)
     except (SyntaxError, ValueError, RecursionError, MemoryError) as e:
         message = f"refused: the program does not compile: {type(e).__name__}: {e}"
         return ProgramResult(ok=False, error=message, refused=True, wall_s=_since(start))
-    session = _Session(api, limits)
-    result = session.run(compiled)
+    names_numpy = any(isinstance(n, ast.Name) and n.id in ("np", "numpy") for n in ast.walk(tree))
+    result = _Session(api, limits).run(compiled, with_numpy=names_numpy)
     result.wall_s = _since(start)
     return result
 
@@ -84,7 +85,7 @@ class _Session:
         self.kill_reason: tuple[str, str] | None = None  # (limit, message) when the parent kills
         self.calls_exceeded = False
 
-    def run(self, compiled: Any) -> ProgramResult:
+    def run(self, compiled: Any, with_numpy: bool = True) -> ProgramResult:
         to_child_r, to_child_w = os.pipe()
         from_child_r, from_child_w = os.pipe()
         boot = _BOOT.format(root=_ROOT, read_fd=to_child_r, write_fd=from_child_w)
@@ -102,7 +103,11 @@ class _Session:
         os.close(from_child_w)
         self.to_child = to_child_w
         try:
-            setup = {"limits": asdict(self.limits), "api": list(self.api.functions)}
+            setup = {
+                "limits": asdict(self.limits),
+                "api": list(self.api.functions),
+                "numpy": with_numpy,
+            }
             send_frame(to_child_w, json.dumps(setup).encode())
             send_frame(to_child_w, marshal.dumps(compiled))
             self._serve(proc, from_child_r)
