@@ -99,6 +99,15 @@ def test_valid_program_runs_and_its_calls_arrive_in_order():
     assert result.cpu_s > 0 and result.wall_s > 0
 
 
+def test_large_output_arrives_whole_and_safe_to_print():
+    limits = SandboxLimits(cpu_s=2, wall_s=5.0, max_stdout_chars=300_000)
+    code = "print('\\x00' * 100000)\nprint('a' * 100000, chr(0xD800))"
+    result = run_program(code, make_api([]), limits)
+    assert result.ok, result.error
+    assert result.stdout == "\x00" * 100000 + "\n" + "a" * 100000 + " ?\n"
+    result.stdout.encode("utf-8")  # lone surrogates were replaced
+
+
 def test_refusal_names_the_line_the_construct_and_why():
     result = run_program("x = 1\ny = [x]\nz = y.__class__", make_api([]), FAST)
     assert result.refused and not result.ok and result.calls == []

@@ -94,7 +94,10 @@ class Channel:
         if not isinstance(sep, str) or not isinstance(end, str):
             raise TypeError("print(): `sep` and `end` must be str")
         text = sep.join(str(a) for a in args) + end
-        self.send({"op": "print", "text": text[: self.stdout_left]})
+        kept = text[: max(self.stdout_left, 0)]
+        chunk = self.max_message_bytes // 8  # JSON escapes a character into at most 6 bytes
+        for start in range(0, len(kept), chunk):
+            self.send({"op": "print", "text": kept[start : start + chunk]})
         self.stdout_left -= len(text)
         if self.stdout_left < 0:
             raise LimitReached("stdout", f"the program printed more than {self.max_stdout} chars")

@@ -164,7 +164,7 @@ class _Session:
         if op == "call":
             return self._call(message)
         if op == "print" and isinstance(message.get("text"), str):
-            self._print(message["text"])
+            self._print(_text(message["text"], limit=None))
         elif op == "ready" and isinstance(message.get("isolation"), list):
             self.isolation = tuple(str(layer) for layer in message["isolation"])
         elif op == "done" and isinstance(message.get("ok"), bool):
@@ -253,8 +253,11 @@ class _Session:
         return result
 
 
-def _text(value: Any) -> str | None:
-    return None if value is None else str(value)[:4000]
+def _text(value: Any, limit: int | None = 4000) -> str | None:
+    """The child's text, bounded and with lone surrogates replaced, safe to print or log."""
+    if value is None:
+        return None
+    return str(value)[:limit].encode("utf-8", "replace").decode("utf-8")
 
 
 def _known_limit(value: Any) -> str | None:
