@@ -29,12 +29,12 @@ from typing import Any
 import numpy as np
 
 from robocompose.hierarchical.base import SkillResult
+from robocompose.hierarchical.registry import SkillRegistry
 from robocompose.hierarchical.skills import (
     Motion,
-    SkillRegistry,
-    _place_in_success,
     build_registry,
     place_in_skill,
+    place_in_success,
 )
 from robocompose.hierarchical.world import SimWorld
 from robocompose.shipped import CHECKPOINTS
@@ -160,12 +160,12 @@ def policy_place_in(config: PolicySkillConfig):
         runner.reset(np.array([True]), seeds=np.array([world.call_index]))
         steps = _go_to_start(world, obj)
         for step in range(steps, config.max_steps):
-            if _place_in_success(world, obj, bin):
+            if place_in_success(world, obj, bin):
                 return SkillResult(True, "", step)
             state = pick_place_state(world, obj, bin)
             action = runner({"state": state[None]})[0]
             world.step(action)
-        ok = _place_in_success(world, obj, bin)
+        ok = place_in_success(world, obj, bin)
         message = "" if ok else f"{obj} is not in {bin} after {config.max_steps} policy steps"
         return SkillResult(ok, message, config.max_steps)
 
