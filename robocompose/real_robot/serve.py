@@ -29,7 +29,8 @@ class ServeConfig:
     checkpoint: str | None = None
     parents: list[str] = field(default_factory=list)
     composition: CompositionSpec = field(default_factory=CompositionSpec)
-    steps: int | None = None  # denoising steps of a checkpoint or merge (None: its own)
+    steps: int | None = None  # denoising steps of a checkpoint or merge (None: its own);
+    # a composition's are `composition.steps`
     host: str = "127.0.0.1"
     port: int = 8000  # 0: any free port (printed)
     api_key: str | None = None
@@ -72,15 +73,17 @@ class ServeConfig:
         from robocompose.real_robot.serving import load_served_policy
 
         spec = self.composition
+        one_network = self.checkpoint is not None or spec.operator == "merge"
+        # a composition takes its steps (and sampler) from `composition`
+        sampling = {"steps": self.steps} if one_network else spec.settings()
         return load_served_policy(
             self.checkpoint,
             self.parents,
             spec.operator,
             spec.weights,
-            steps=self.steps,
             guidance=self.guidance(),
             control_hz=self.control_hz,
-            **({} if spec.operator == "merge" else spec.settings()),
+            **sampling,
         )
 
     def server(self) -> PolicyServer:

@@ -227,19 +227,27 @@ def load_served_policy(
     **composition: Any,
 ) -> DenoiserServedPolicy:
     """A checkpoint, or >= 2 parents composed by `operator` ("merge": a parameter merge) with
-    `weights` and the other `CompositionConfig` fields in `composition`."""
+    `weights` and the other `CompositionConfig` fields in `composition`. `steps`: denoising
+    steps (None: the checkpoint's own, or the composition's default)."""
     if (checkpoint is None) == (not parents):
         raise ValueError(
             "give either `checkpoint` or >= 2 `parents` to compose. "
             f"Got checkpoint={checkpoint!r}, parents={list(parents)}."
         )
     if checkpoint is not None:
+        if composition:
+            raise ValueError(
+                f"composition settings {sorted(composition)} apply to `parents` only, not to "
+                f"a single checkpoint."
+            )
         policy: AnyPolicy = load_policy(checkpoint)
         description = f"checkpoint {os.path.basename(os.fspath(checkpoint).rstrip('/'))}"
     else:
         if len(parents) < 2:
             raise ValueError(f"`parents` must name >= 2 checkpoints. Got {list(parents)}.")
         loaded = [load_policy(p) for p in parents]
+        if operator != "merge":  # a composition samples in `steps` by its own sampler
+            composition["steps"] = steps
         policy = compose(loaded, operator, weights, **composition)
         names = ", ".join(os.path.basename(os.fspath(p).rstrip("/")) for p in parents)
         shown = list(weights) if weights is not None else "equal"
