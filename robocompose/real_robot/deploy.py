@@ -30,16 +30,16 @@ from typing import Any
 
 import numpy as np
 
-from robocompose.real_robot.base import Arm, ArmState, PolicySpec
+from robocompose.real_robot.base import Arm, PolicySpec
 from robocompose.real_robot.executor import ChunkExecutor, ChunkSource, ExecutorConfig
 from robocompose.real_robot.safety import SafetyLayer
 from robocompose.real_robot.safety_limits import SafetyLimits, limits_for, twin_limits
+from robocompose.real_robot.steplog import JsonlWriter, done_seeds, step_line
 from robocompose.real_robot.twin import TwinArm, ee_target_from_action
 from robocompose.sim.tasks import get_task
 from robocompose.stats import success_rate
 
 ROBOTS = ("twin", "ur5e", "xarm6", "franka")  # as in drivers.DRIVERS and safety_limits
-SUMMARY_VALUES = 16  # observation keys with more values are logged as shape, mean, min, max
 
 
 @dataclass(kw_only=True)
@@ -253,63 +253,6 @@ class Ticker:
         return max(tick + 1, int((now - self.t0) / self.period_s))
 
 
-def _rounded(values: Any) -> list:
-    return np.round(np.asarray(values, dtype=np.float64), 5).tolist()
-
-
-def summarize_obs(obs: dict[str, np.ndarray]) -> dict[str, Any]:
-    """Small keys in full, large ones (images) as shape and statistics."""
-    out: dict[str, Any] = {}
-    for key, value in obs.items():
-        value = np.asarray(value)
-        if value.size <= SUMMARY_VALUES:
-            out[key] = _rounded(value.ravel())
-        else:
-            stats = [value.mean(), value.min(), value.max()]
-            out[key] = {"shape": list(value.shape), "mean_min_max": _rounded(stats)}
-    return out
-
-
-class JsonlWriter:
-    """Appends one JSON object per line, flushed at once (a crash keeps what was written)."""
-
-    def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self.path = path
-        self._file = path.open("a", encoding="utf-8")
-        self._lock = threading.Lock()
-
-    def write(self, record: dict[str, Any]) -> None:
-        with self._lock:
-            self._file.write(json.dumps(record, default=_jsonable) + "\n")
-            self._file.flush()
-
-    def close(self) -> None:
-        self._file.close()
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, np.ndarray | np.generic):
-        return value.tolist()
-    return repr(value)
-
-
-def done_seeds(path: Path) -> dict[int, dict[str, Any]]:
-    """The episodes already in an `episodes.jsonl` (a rerun skips them)."""
-    if not path.is_file():
-        return {}
-    records = {}
-    for n, line in enumerate(path.read_text().splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{path}, line {n}: not JSON ({e.msg}).") from None
-        records[int(record["seed"])] = record
-    return records
-
-
 # ---- the loop -------------------------------------------------------------------------------
 
 
@@ -379,10 +322,9 @@ class DeployLoop:
             counts.update(e["event"] for e in events)
             counts.update(f"safety:{s['kind']}" for s in safety)
             counts["waiting_ticks"] += decision.waiting
+            period = None if last_start is None else started - last_start
             self.log.write(
-                self._step_line(
-                    seed, tick, started, last_start, obs, state, decision, sent, safety, events
-                )
+                step_line(seed, tick, started, period, obs, state, decision, sent, safety, events)
             )
             last_start = started
             ended = success and self.stop_on_success
@@ -404,26 +346,6 @@ class DeployLoop:
         }
         self.log.write({"kind": "episode_end", **record})
         return record
-
-    def _step_line(
-        self, seed, tick, started, last_start, obs, state: ArmState, decision, sent, safety, events
-    ) -> dict[str, Any]:
-        return {
-            "kind": "step",
-            "seed": seed,
-            "tick": tick,
-            "t_s": started,
-            "period_s": None if last_start is None else started - last_start,
-            "obs": summarize_obs(obs),
-            "ee_m": _rounded(state.ee_pos_m),
-            "gripper": round(float(state.gripper), 5),
-            "proposed": None if decision.action is None else _rounded(decision.action),
-            "sent": None if sent is None else _rounded(sent),
-            "waiting": decision.waiting,
-            "latency_s": decision.latency_s,
-            "safety": safety,
-            "events": events,
-        }
 
 
 def run_deploy(config: DeployConfig) -> dict[str, Any]:

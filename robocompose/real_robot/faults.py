@@ -30,10 +30,11 @@ from typing import Any
 import numpy as np
 
 from robocompose.real_robot.base import Arm, ArmState, ServedPolicy
-from robocompose.real_robot.deploy import DeployLoop, JsonlWriter, twin_observer
+from robocompose.real_robot.deploy import DeployLoop, twin_observer
 from robocompose.real_robot.executor import ChunkExecutor, ExecutorConfig
 from robocompose.real_robot.safety import SafetyLayer
 from robocompose.real_robot.safety_limits import SafetyLimits, twin_limits
+from robocompose.real_robot.steplog import JsonlWriter
 from robocompose.real_robot.twin import TwinArm
 
 FAULTS = (

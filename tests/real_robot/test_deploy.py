@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 
 from robocompose.cli import load_verb_config, main
-from robocompose.real_robot.deploy import DeployConfig, DeployPolicyConfig, Ticker, done_seeds
+from robocompose.real_robot.deploy import DeployConfig, DeployPolicyConfig, Ticker
 from robocompose.real_robot.replay import read_log, summarize
 from robocompose.real_robot.safety_limits import twin_limits
+from robocompose.real_robot.steplog import done_seeds
 from robocompose.shipped import shipped_path
 
 POLICY = DeployPolicyConfig(checkpoint=str(shipped_path("PickPlace", "flow_mlp")))

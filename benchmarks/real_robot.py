@@ -1,0 +1,335 @@
+"""The hardware bridge on this machine: control-loop timing, transport overhead, smoothness of the
+chunk-execution modes under injected latency, task success through server + client + twin next to
+direct evaluation, and the fault table.
+
+Everything runs on loopback with the MuJoCo twin (a real PolicyServer, PolicyClient, SafetyLayer
+and the deploy loop). Each section lands in benchmarks/results/real_robot.json as soon as it is
+done, step logs and episodes in runs/benchmarks/real_robot/; a rerun skips finished sections and
+finished episodes.
+
+    nohup python benchmarks/real_robot.py > runs/benchmarks/real_robot.log 2>&1 &
+    python benchmarks/real_robot.py --only smoothness --redo     # one section again
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from common import RESULTS, ROOT
+
+from robocompose.composition.api import evaluate
+from robocompose.real_robot.client import PolicyClient
+from robocompose.real_robot.executor import ExecutorConfig
+from robocompose.real_robot.faults import FAULTS, open_rig, run_fault
+from robocompose.real_robot.replay import read_log
+from robocompose.real_robot.server import PolicyServer
+from robocompose.real_robot.serving import load_served_policy
+from robocompose.real_robot.steplog import done_seeds
+from robocompose.real_robot.twin import TwinArm
+from robocompose.shipped import shipped_path
+from robocompose.stats import success_rate
+
+OUT = RESULTS / "real_robot.json"
+RUNS = ROOT / "runs" / "benchmarks" / "real_robot"
+SECTIONS = ("control_loop", "transport", "smoothness", "success", "faults")
+SEED_START = 100_000
+# mode label -> executor fields
+MODES = {
+    "sync": {"mode": "sync"},
+    "ensemble": {"mode": "ensemble"},
+    "async": {"mode": "async", "rtc": True},
+    "async_no_rtc": {"mode": "async", "rtc": False},
+}
+
+
+def _pcts(values: list[float] | np.ndarray) -> dict[str, float | None]:
+    array = np.asarray(values, dtype=np.float64)
+    if array.size == 0:
+        return {"p50": None, "p99": None, "max": None}
+    return {
+        "p50": round(float(np.percentile(array, 50)), 4),
+        "p99": round(float(np.percentile(array, 99)), 4),
+        "max": round(float(array.max()), 4),
+    }
+
+
+def _steps(log: Path, seed: int) -> list[dict[str, Any]]:
+    """The step lines of the last run of `seed` in a step log."""
+    lines = read_log(log)
+    starts = [
+        i
+        for i, line in enumerate(lines)
+        if line.get("kind") == "episode_start" and line["seed"] == seed
+    ]
+    return [
+        line for line in lines[starts[-1] :] if line.get("kind") == "step" and line["seed"] == seed
+    ]
+
+
+def control_loop(flow: Any) -> list[dict[str, Any]]:
+    """The deploy loop at 10 and 50 Hz on the twin in real time for 15 s each (async mode)."""
+    rows = []
+    for rate_hz in (10.0, 50.0):
+        log = RUNS / f"control_loop_{rate_hz:g}hz.jsonl"
+        log.unlink(missing_ok=True)
+        rig = open_rig(
+            flow, log, executor=ExecutorConfig(mode="async", rate_hz=rate_hz), stop_on_success=False
+        )
+        try:
+            rig.loop.run_episode(SEED_START, 15.0)
+        finally:
+            rig.close()
+        steps = _steps(log, SEED_START)
+        periods = np.array([s["period_s"] for s in steps if s["period_s"] is not None])
+        errors_ms = 1000 * np.abs(periods - 1 / rate_hz)
+        rows.append(
+            {
+                "rate_hz": rate_hz,
+                "ticks": len(steps),
+                "achieved_hz": round(float(1 / periods.mean()), 3),
+                "period_error_ms": _pcts(errors_ms),
+                "ticks_late_over_half_period": int(np.sum(errors_ms > 500 / rate_hz)),
+            }
+        )
+        print("control loop", rows[-1], flush=True)
+    return rows
+
+
+def transport(flow: Any, calls: int = 300) -> dict[str, Any]:
+    """Loopback round trip minus the policy's own inference time, over `calls` requests."""
+    twin = TwinArm("PickPlace", realtime=False)
+    frame = twin.reset(seed=SEED_START).obs
+    twin.close()
+    obs = {
+        k: np.stack([v] * flow.spec.n_obs_steps).astype(flow.spec.obs[k].dtype)
+        for k, v in frame.items()
+        if k in flow.spec.obs
+    }
+    with PolicyServer(flow) as server:
+        client = PolicyClient(server.address)
+        for i in range(10):  # warm-up
+            client.infer(obs | {"seed": 0, "chunk_index": i})
+        round_trip, infer, overhead = [], [], []
+        for i in range(calls):
+            reply = client.infer(obs | {"seed": 1, "chunk_index": i})
+            rt, inf = reply["client_timing"]["round_trip_ms"], reply["server_timing"]["infer_ms"]
+            round_trip.append(rt)
+            infer.append(inf)
+            overhead.append(rt - inf)
+        client.close()
+    row = {
+        "calls": calls,
+        "round_trip_ms": _pcts(round_trip),
+        "infer_ms": _pcts(infer),
+        "overhead_ms": _pcts(overhead),
+    }
+    print("transport", row, flush=True)
+    return row
+
+
+def _smoothness(steps: list[dict[str, Any]], rate_hz: float) -> dict[str, Any]:
+    """Jumps between consecutive executed actions (the jump after a wait included), at chunk
+    boundaries and overall, the jerk of the commanded positions, and the waiting."""
+    executed = [s for s in steps if s["proposed"] is not None]
+    first = steps.index(executed[0])
+    pos = np.array([s["proposed"][:3] for s in executed])
+    jumps = np.linalg.norm(np.diff(pos, axis=0), axis=1)
+    boundary = [
+        jumps[i - 1]
+        for i, s in enumerate(executed)
+        if i > 0 and any(e["event"] in ("chunk", "resume") for e in s["events"])
+    ]
+    dt = 1 / rate_hz
+    jerk = np.linalg.norm(np.diff(pos, n=3, axis=0), axis=1) / dt**3
+    waiting = sum(bool(s["waiting"]) for s in steps[first:])
+    return {
+        "max_step_m": float(jumps.max(initial=0.0)),
+        "boundary_steps_m": [float(b) for b in boundary],
+        "jerk_m_s3": [float(j) for j in jerk],
+        "waiting_ticks": waiting,
+        "ticks": len(steps) - first,
+    }
+
+
+def smoothness(flow: Any, seeds: int) -> list[dict[str, Any]]:
+    """Each mode at 0, 50 and 150 ms injected inference latency, 10 Hz, real time."""
+    rows = []
+    for latency_ms in (0, 50, 150):
+        for label, fields in MODES.items():
+            log = RUNS / f"smoothness_{label}_{latency_ms}ms.jsonl"
+            log.unlink(missing_ok=True)
+            rig = open_rig(
+                flow,
+                log,
+                executor=ExecutorConfig(rate_hz=10.0, **fields),
+                delay_s=latency_ms / 1000,
+            )
+            parts, successes = [], 0
+            try:
+                for seed in range(SEED_START, SEED_START + seeds):
+                    record = rig.loop.run_episode(seed, 15.0)
+                    successes += record["success"]
+                    parts.append(_smoothness(_steps(log, seed), 10.0))
+            finally:
+                rig.close()
+            ticks = sum(p["ticks"] for p in parts)
+            waiting = sum(p["waiting_ticks"] for p in parts)
+            jerk = [j for p in parts for j in p["jerk_m_s3"]]
+            boundary = [b for p in parts for b in p["boundary_steps_m"]]
+            rows.append(
+                {
+                    "mode": label,
+                    "latency_ms": latency_ms,
+                    "episodes": seeds,
+                    "success": successes,
+                    "max_step_m": round(max(p["max_step_m"] for p in parts), 4),
+                    "boundary_step_m": _pcts(boundary),
+                    "jerk_m_s3": _pcts(jerk),
+                    "idle_fraction": round(waiting / ticks, 4),
+                    "idle_s_per_episode": round(waiting * 0.1 / seeds, 3),
+                }
+            )
+            print("smoothness", rows[-1], flush=True)
+    return rows
+
+
+def success(episodes: int, time_scale: float, write: Any) -> dict[str, Any]:
+    """A composed policy through server + client + twin in each mode, and directly through the
+    harness, on the same seeds."""
+    parents = [shipped_path("PickPlaceTwoCubes", k) for k in ("flow_mlp", "flow_mlp_b")]
+    composed = load_served_policy(parents=parents, operator="convex", weights=(0.5, 0.5))
+    seeds = list(range(SEED_START, SEED_START + episodes))
+    section: dict[str, Any] = {
+        "policy": composed.spec.extra["policy"],
+        "task": composed.spec.extra["task"],
+        "episodes": episodes,
+        "seed_start": SEED_START,
+        "time_scale": time_scale,
+        "rate_hz": 10.0,
+        "modes": {},
+    }
+    direct = evaluate(
+        composed.policy,
+        seeds,
+        out=RUNS / "success_direct.jsonl",
+        label="convex_0.5_0.5",
+        progress=False,
+    )
+    section["direct"] = _rate(direct.success.successes, episodes)
+    print("direct", section["direct"], flush=True)
+    for label in ("sync", "ensemble", "async"):
+        results = RUNS / f"success_{label}_episodes.jsonl"
+        done = done_seeds(results)
+        todo = [s for s in seeds if s not in done]
+        if todo:
+            rig = open_rig(
+                composed,
+                RUNS / f"success_{label}_steps.jsonl",
+                executor=ExecutorConfig(rate_hz=10.0, **MODES[label]),
+                time_scale=time_scale,
+            )
+            try:
+                with results.open("a") as f:
+                    for seed in todo:
+                        record = rig.loop.run_episode(seed, rig.twin.episode_s)
+                        f.write(json.dumps(record) + "\n")
+                        f.flush()
+                        done[seed] = record
+            finally:
+                rig.close()
+        records = [done[s] for s in seeds]
+        section["modes"][label] = _rate(sum(r["success"] for r in records), episodes) | {
+            "waited_s_per_episode": round(float(np.mean([r["waited_s"] for r in records])), 3),
+            "requests_failed": sum(r["events"].get("request_failed", 0) for r in records),
+        }
+        print(label, section["modes"][label], flush=True)
+        write(section)
+    return section
+
+
+def _rate(successes: int, episodes: int) -> dict[str, Any]:
+    rate = success_rate(successes, episodes)
+    return {
+        "successes": successes,
+        "episodes": episodes,
+        "rate": rate.rate,
+        "ci_low": round(rate.ci_low, 4),
+        "ci_high": round(rate.ci_high, 4),
+        "text": str(rate),
+    }
+
+
+def faults(flow: Any, repeats: int) -> list[dict[str, Any]]:
+    """Each fault injected `repeats` times (one episode per injection, other seeds)."""
+    rows = []
+    for fault in FAULTS:
+        reports = [run_fault(fault, flow, RUNS, seed=SEED_START + i) for i in range(repeats)]
+        latencies = [h for r in reports for h in r.hold_latency_ms]
+        rows.append(
+            {
+                "fault": fault,
+                "injected": sum(r.injected for r in reports),
+                "commands": sum(r.commands for r in reports),
+                "commands_outside_limits": sum(len(r.outside_limits) for r in reports),
+                "hold_latency_ms": _pcts(latencies),
+                "resumed": all(r.commands_after_fault > 0 for r in reports),
+                "reconnects": sum(r.reconnects for r in reports),
+            }
+        )
+        print("fault", rows[-1], flush=True)
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--only", default="", help=f"comma-separated sections of {SECTIONS}")
+    parser.add_argument("--redo", action="store_true", help="rerun sections already in the JSON")
+    parser.add_argument("--episodes", type=int, default=50, help="success: seeds per mode")
+    parser.add_argument("--time-scale", type=float, default=2.0, help="success: twin speed-up")
+    parser.add_argument("--smoothness-seeds", type=int, default=3)
+    parser.add_argument("--fault-repeats", type=int, default=2)
+    args = parser.parse_args()
+    RUNS.mkdir(parents=True, exist_ok=True)
+    document = json.loads(OUT.read_text()) if OUT.exists() else {}
+    document["machine"] = {
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "note": "2 cores shared with other jobs; no GPU",
+    }
+    only = [s for s in args.only.split(",") if s] or list(SECTIONS)
+    unknown = sorted(set(only) - set(SECTIONS))
+    if unknown:
+        raise SystemExit(f"unknown section(s) {unknown}; choose from {SECTIONS}.")
+
+    def write(part: dict[str, Any] | None = None, key: str = "success") -> None:
+        if part is not None:
+            document[key] = part
+        OUT.write_text(json.dumps(document, indent=1) + "\n")
+
+    flow = load_served_policy(shipped_path("PickPlace", "flow_mlp"))
+    jobs = {
+        "control_loop": lambda: control_loop(flow),
+        "transport": lambda: transport(flow),
+        "smoothness": lambda: smoothness(flow, args.smoothness_seeds),
+        "success": lambda: success(args.episodes, args.time_scale, write),
+        "faults": lambda: faults(flow, args.fault_repeats),
+    }
+    for name in only:
+        if name in document and not args.redo and name != "success":
+            print(f"{name}: already in {OUT} (--redo to rerun)", flush=True)
+            continue
+        start = time.perf_counter()
+        document[name] = jobs[name]()
+        document.setdefault("seconds", {})[name] = round(time.perf_counter() - start, 1)
+        write()
+
+
+if __name__ == "__main__":
+    main()
