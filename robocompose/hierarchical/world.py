@@ -18,7 +18,7 @@ Faults for the repair benchmark: `inject("slip")` teleports the held block onto 
 the table (it fell out of the hand); `inject("move", block)` teleports a block that has nothing on
 it to another free spot. `FaultHook` triggers one at a chosen skill call and step.
 
-Skill calls are bracketed by `begin_call(name, args)` (the registry does it), so hooks can see
+Skill calls are bracketed by `begin_call(name, args)` (every skill's run does it), so hooks can see
 `call_index` (0-based, counting calls since reset), `call_steps` and `current_skill`;
 `call_start_positions` keeps every block's position at the start of the call (push's success
 check compares against it).
