@@ -257,7 +257,8 @@ class Ticker:
 
 
 class DeployLoop:
-    """One arm, its safety layer, an executor over a policy link, and the step log."""
+    """One arm, its safety layer, an executor over a policy link, and the step log. With `twin`
+    (the sim behind the arm, which may be wrapped), each episode resets it on its seed."""
 
     def __init__(
         self,
@@ -269,9 +270,10 @@ class DeployLoop:
         *,
         time_scale: float = 1.0,
         client: Any = None,
+        twin: TwinArm | None = None,
         stop_on_success: bool = True,
     ) -> None:
-        self.arm, self.layer, self.executor = arm, layer, executor
+        self.arm, self.layer, self.executor, self.twin = arm, layer, executor, twin
         self.observe, self.log, self.client = observe, log, client
         self.rate_hz = executor.config.rate_hz
         self.period_s = 1.0 / (self.rate_hz * time_scale)  # wall time per tick
@@ -280,8 +282,8 @@ class DeployLoop:
 
     def run_episode(self, seed: int, episode_s: float) -> dict[str, Any]:
         """One episode on `seed`; its record (also written to the step log at its end)."""
-        if isinstance(self.arm, TwinArm):
-            self.arm.reset(seed=seed)
+        if self.twin is not None:
+            self.twin.reset(seed=seed)
             self.layer.rearm()
         self.layer.hold()  # the limits restart from the pose the arm is in now
         self.layer.drain_events()
@@ -373,6 +375,7 @@ def run_deploy(config: DeployConfig) -> dict[str, Any]:
             log,
             time_scale=config.time_scale if config.on_twin else 1.0,
             client=link.client,
+            twin=arm if isinstance(arm, TwinArm) else None,
         )
         episode_s = config.episode_s or (arm.episode_s if isinstance(arm, TwinArm) else 0.0)
         for seed in todo:

@@ -334,6 +334,7 @@ def open_rig(
         log,
         time_scale=time_scale,
         client=client,
+        twin=twin,
         stop_on_success=stop_on_success,
     )
     return LoopbackRig(server, client, twin, arm, layer, chunks, loop, log, limits, source, tcp)

@@ -112,3 +112,40 @@ def test_deploy_on_the_twin_logs_every_step_resumes_and_replays(tmp_path, capsys
     ]
     with pytest.raises(SystemExit, match="seed 7 is not in the log"):
         main(["replay", str(out / "steps.jsonl"), "--seed", "7"])
+
+
+def test_each_episode_starts_from_its_seed_behind_a_wrapped_arm(tmp_path):
+    """The loop resets the twin it is given even when the arm it commands wraps it."""
+    from robocompose.real_robot.deploy import DeployLoop, twin_observer
+    from robocompose.real_robot.executor import ChunkExecutor, ExecutorConfig
+    from robocompose.real_robot.faults import RecordingArm
+    from robocompose.real_robot.safety import SafetyLayer
+    from robocompose.real_robot.serving import load_served_policy
+    from robocompose.real_robot.steplog import JsonlWriter
+    from robocompose.real_robot.twin import TwinArm
+
+    served = load_served_policy(POLICY.checkpoint)
+    twin = TwinArm("PickPlace", time_scale=2.0)
+    arm = RecordingArm(twin)
+    layer = SafetyLayer(arm, twin_limits("PickPlace"), control_hz=10.0)
+    executor = ChunkExecutor(
+        lambda obs: served.infer(obs)["actions"], served.spec, ExecutorConfig()
+    )
+    log = JsonlWriter(tmp_path / "steps.jsonl")
+    loop = DeployLoop(arm, layer, executor, twin_observer(twin), log, time_scale=2.0, twin=twin)
+    try:
+        records = [loop.run_episode(seed, 0.5) for seed in (100_000, 100_001)]
+    finally:
+        executor.close()
+        layer.close()
+        log.close()
+    expected = {}
+    for seed in (100_000, 100_001):
+        fresh = TwinArm("PickPlace", realtime=False)
+        expected[seed] = fresh.reset(seed=seed).obs["state"]
+        fresh.close()
+    steps = [s for s in read_log(tmp_path / "steps.jsonl") if s["kind"] == "step"]
+    for seed in (100_000, 100_001):
+        first = next(s for s in steps if s["seed"] == seed)
+        np.testing.assert_allclose(first["obs"]["state"], expected[seed], atol=2e-3)
+    assert [r["ticks"] for r in records] == [5, 5] and not any(r["success"] for r in records)
