@@ -135,65 +135,78 @@ def transport(flow: Any, calls: int = 300) -> dict[str, Any]:
 
 
 def _smoothness(steps: list[dict[str, Any]], rate_hz: float) -> dict[str, Any]:
-    """Jumps between consecutive executed actions (the jump after a wait included), at chunk
-    boundaries and overall, the jerk of the commanded positions, and the waiting."""
+    """From one episode's step lines: the jumps between consecutive executed actions (the jump
+    after a wait included) and their change (second difference, the kink where chunks join),
+    at chunk boundaries (a chunk adopted, or actions resumed after a wait) and overall; the jerk
+    of the commanded positions; the waits after the first action."""
     executed = [s for s in steps if s["proposed"] is not None]
     first = steps.index(executed[0])
     pos = np.array([s["proposed"][:3] for s in executed])
     jumps = np.linalg.norm(np.diff(pos, axis=0), axis=1)
-    boundary = [
-        jumps[i - 1]
+    kinks = np.linalg.norm(np.diff(pos, n=2, axis=0), axis=1)
+    at_boundary = [
+        i
         for i, s in enumerate(executed)
-        if i > 0 and any(e["event"] in ("chunk", "resume") for e in s["events"])
+        if i > 1 and any(e["event"] in ("chunk", "resume") for e in s["events"])
     ]
-    dt = 1 / rate_hz
-    jerk = np.linalg.norm(np.diff(pos, n=3, axis=0), axis=1) / dt**3
-    waiting = sum(bool(s["waiting"]) for s in steps[first:])
+    pauses, run = [], 0
+    for s in steps[first:]:
+        run = run + 1 if s["waiting"] else 0
+        pauses.append(run)
     return {
-        "max_step_m": float(jumps.max(initial=0.0)),
-        "boundary_steps_m": [float(b) for b in boundary],
-        "jerk_m_s3": [float(j) for j in jerk],
-        "waiting_ticks": waiting,
+        "jumps_m": jumps.tolist(),
+        "boundary_jumps_m": [float(jumps[i - 1]) for i in at_boundary],
+        "kinks_m": kinks.tolist(),
+        "boundary_kinks_m": [float(kinks[i - 2]) for i in at_boundary],
+        "jerk_m_s3": (np.linalg.norm(np.diff(pos, n=3, axis=0), axis=1) * rate_hz**3).tolist(),
+        "waiting_ticks": sum(bool(s["waiting"]) for s in steps[first:]),
+        "longest_pause_ticks": max(pauses, default=0),
         "ticks": len(steps) - first,
     }
 
 
-def smoothness(flow: Any, seeds: int) -> list[dict[str, Any]]:
-    """Each mode at 0, 50 and 150 ms injected inference latency, 10 Hz, real time."""
+def smoothness(flow: Any, seeds: int, from_logs: bool) -> list[dict[str, Any]]:
+    """Each mode at 0, 50 and 150 ms injected inference latency, 10 Hz, real time, through the
+    loopback server; `from_logs`: recompute the table from the step logs of an earlier run."""
     rows = []
     for latency_ms in (0, 50, 150):
         for label, fields in MODES.items():
             log = RUNS / f"smoothness_{label}_{latency_ms}ms.jsonl"
-            log.unlink(missing_ok=True)
-            rig = open_rig(
-                flow,
-                log,
-                executor=ExecutorConfig(rate_hz=10.0, **fields),
-                delay_s=latency_ms / 1000,
-            )
-            parts, successes = [], 0
-            try:
-                for seed in range(SEED_START, SEED_START + seeds):
-                    record = rig.loop.run_episode(seed, 15.0)
-                    successes += record["success"]
-                    parts.append(_smoothness(_steps(log, seed), 10.0))
-            finally:
-                rig.close()
+            if not from_logs:
+                log.unlink(missing_ok=True)
+                rig = open_rig(
+                    flow,
+                    log,
+                    executor=ExecutorConfig(rate_hz=10.0, **fields),
+                    delay_s=latency_ms / 1000,
+                )
+                try:
+                    for seed in range(SEED_START, SEED_START + seeds):
+                        rig.loop.run_episode(seed, 15.0)
+                finally:
+                    rig.close()
+            ends = [line for line in read_log(log) if line.get("kind") == "episode_end"]
+            parts = [_smoothness(_steps(log, end["seed"]), 10.0) for end in ends]
+
+            def pooled(key: str, parts: list = parts) -> list[float]:
+                return [v for p in parts for v in p[key]]
+
             ticks = sum(p["ticks"] for p in parts)
             waiting = sum(p["waiting_ticks"] for p in parts)
-            jerk = [j for p in parts for j in p["jerk_m_s3"]]
-            boundary = [b for p in parts for b in p["boundary_steps_m"]]
             rows.append(
                 {
                     "mode": label,
                     "latency_ms": latency_ms,
-                    "episodes": seeds,
-                    "success": successes,
-                    "max_step_m": round(max(p["max_step_m"] for p in parts), 4),
-                    "boundary_step_m": _pcts(boundary),
-                    "jerk_m_s3": _pcts(jerk),
+                    "episodes": len(ends),
+                    "successes": sum(bool(e["success"]) for e in ends),
+                    "jump_m": _pcts(pooled("jumps_m")),
+                    "boundary_jump_m": _pcts(pooled("boundary_jumps_m")),
+                    "kink_m": _pcts(pooled("kinks_m")),
+                    "boundary_kink_m": _pcts(pooled("boundary_kinks_m")),
+                    "jerk_m_s3": _pcts(pooled("jerk_m_s3")),
                     "idle_fraction": round(waiting / ticks, 4),
-                    "idle_s_per_episode": round(waiting * 0.1 / seeds, 3),
+                    "idle_s_per_episode": round(waiting * 0.1 / len(ends), 3),
+                    "longest_pause_s": round(max(p["longest_pause_ticks"] for p in parts) * 0.1, 2),
                 }
             )
             print("smoothness", rows[-1], flush=True)
@@ -295,6 +308,9 @@ def main() -> None:
     parser.add_argument("--time-scale", type=float, default=2.0, help="success: twin speed-up")
     parser.add_argument("--smoothness-seeds", type=int, default=3)
     parser.add_argument("--fault-repeats", type=int, default=2)
+    parser.add_argument(
+        "--from-logs", action="store_true", help="smoothness: recompute from the last run's logs"
+    )
     args = parser.parse_args()
     RUNS.mkdir(parents=True, exist_ok=True)
     document = json.loads(OUT.read_text()) if OUT.exists() else {}
@@ -317,7 +333,7 @@ def main() -> None:
     jobs = {
         "control_loop": lambda: control_loop(flow),
         "transport": lambda: transport(flow),
-        "smoothness": lambda: smoothness(flow, args.smoothness_seeds),
+        "smoothness": lambda: smoothness(flow, args.smoothness_seeds, args.from_logs),
         "success": lambda: success(args.episodes, args.time_scale, write),
         "faults": lambda: faults(flow, args.fault_repeats),
     }

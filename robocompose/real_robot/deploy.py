@@ -20,6 +20,7 @@ import dataclasses
 import importlib
 import json
 import os
+import sys
 import threading
 import time
 from collections import Counter
@@ -366,7 +367,9 @@ def run_deploy(config: DeployConfig) -> dict[str, Any]:
         obs, _, _ = observe()
         check_compatible(link.spec, obs, arm_action_dim(arm))
         if threading.current_thread() is threading.main_thread():
-            layer.install_sigint_handler()
+            layer.install_sigint_handler()  # Ctrl-C: e-stop within one control period
+        if not config.on_twin and sys.stdin.isatty():
+            layer.start_keyboard_listener()  # Enter: e-stop
         loop = DeployLoop(
             arm,
             layer,
