@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -112,5 +113,6 @@ def announce(server: PolicyServer) -> None:
 
 
 def run_serve(config: ServeConfig) -> None:
-    """Serve until SIGINT/SIGTERM."""
+    """Serve until SIGINT/SIGTERM; connections, refusals and error replies are logged."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     config.server().serve_forever(on_ready=announce)

@@ -16,7 +16,8 @@ Fault and latency injection for the robot-side tests and benchmarks are real ser
 `delay_s` sleeps before every inference (a slower policy), `stall(duration_s)` holds every
 inference until the time is up (a stalled server), `kill()` drops every connection without a
 close handshake and stops listening (a crashed server); `start()` again brings it back on the
-same port.
+same port. `stop()` is the graceful one: it stops listening, lets the inference under way reply
+(for at most `grace_s`), then closes every connection with code 1001 (going away).
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ class PolicyServer:
         port: int = 0,
         api_key: str | None = None,
         delay_s: float = 0.0,
+        grace_s: float = 5.0,
         max_message_bytes: int = MAX_MESSAGE_BYTES,
     ) -> None:
         if not 0 <= port <= 65535:
@@ -65,7 +67,7 @@ class PolicyServer:
         self.policy = policy
         self.host, self.port = host, port
         self.api_key = api_key or None
-        self.delay_s = delay_s
+        self.delay_s, self.grace_s = delay_s, grace_s
         self.max_message_bytes = max_message_bytes
         self.stats = {"connections": 0, "replies": 0, "errors": 0}
         self._metadata = pack(policy.spec.to_metadata())
@@ -76,6 +78,9 @@ class PolicyServer:
         self._server: Server | None = None
         self._stopping: asyncio.Event | None = None
         self._executor: ThreadPoolExecutor | None = None
+        self._handlers: set[asyncio.Task] = set()
+        self._in_flight = 0
+        self._aborting = False
 
     @property
     def address(self) -> str:
@@ -115,11 +120,13 @@ class PolicyServer:
         asyncio.run(self._serve(threading.Event(), install_signals=True, on_ready=on_ready))
 
     def stop(self, timeout_s: float = 10.0) -> None:
-        """Graceful shutdown: stop listening, close every connection (code 1001), join."""
+        """Graceful shutdown: stop listening, let inference under way reply (up to
+        `grace_s`), close every connection with code 1001 (going away), join."""
         self._shutdown(timeout_s, abort=False)
 
     def kill(self, timeout_s: float = 10.0) -> None:
-        """Crash on purpose (fault tests): drop every connection without a close handshake."""
+        """Crash on purpose (fault tests): drop every connection at once, without replies or a
+        close handshake."""
         self._shutdown(timeout_s, abort=True)
 
     def stall(self, duration_s: float) -> None:
@@ -137,9 +144,12 @@ class PolicyServer:
             self._thread = None
 
     def _begin_shutdown(self, abort: bool) -> None:
+        self._aborting = abort
         if abort and self._server is not None:
             for connection in list(self._server.connections):
                 connection.transport.abort()
+            for handler in list(self._handlers):
+                handler.cancel()
         assert self._stopping is not None
         self._stopping.set()
 
@@ -157,6 +167,7 @@ class PolicyServer:
     ) -> None:
         self._loop = asyncio.get_running_loop()
         self._stopping = asyncio.Event()
+        self._aborting, self._in_flight = False, 0
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="policy-infer")
         if install_signals:
             for sig in (signal.SIGINT, signal.SIGTERM):
@@ -177,12 +188,22 @@ class PolicyServer:
                 if on_ready is not None:
                     on_ready(self)
                 await self._stopping.wait()
-                server.close()
+                server.close(close_connections=False)  # stop listening
+                await self._drain()
+                await asyncio.gather(
+                    *(c.close(1001, "server shutting down") for c in list(server.connections))
+                )
                 await server.wait_closed()
         finally:
             self._server = None
             self._executor.shutdown(wait=False, cancel_futures=True)
             log.info("stopped %s", self.address)
+
+    async def _drain(self) -> None:
+        """Wait (at most `grace_s`) for the inference under way to reply, unless aborting."""
+        deadline = time.monotonic() + self.grace_s
+        while self._in_flight and not self._aborting and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
 
     # -- protocol ------------------------------------------------------------------------------
     def _process_request(self, connection: ServerConnection, request: Request) -> Response | None:
@@ -200,13 +221,17 @@ class PolicyServer:
 
     async def _handle(self, connection: ServerConnection) -> None:
         self.stats["connections"] += 1
-        assert self._loop is not None
+        task = asyncio.current_task()
+        assert task is not None
+        self._handlers.add(task)
         try:
             await connection.send(self._metadata)
             async for message in connection:
                 await connection.send(await self._reply(message))
-        except ConnectionClosed:
+        except (ConnectionClosed, asyncio.CancelledError):  # a client left, or kill()
             pass
+        finally:
+            self._handlers.discard(task)
 
     async def _reply(self, message: str | bytes) -> str | bytes:
         """The reply frame: msgpack bytes, or text naming the error (openpi clients raise it)."""
@@ -218,6 +243,7 @@ class PolicyServer:
         except (WireError, ObservationError) as e:
             return self._error(f"malformed observation: {e}")
         assert self._loop is not None and self._executor is not None
+        self._in_flight += 1
         try:
             result, timing = await self._loop.run_in_executor(
                 self._executor, self._infer, obs, received
@@ -228,6 +254,8 @@ class PolicyServer:
         except Exception as e:  # a failing policy must not take the server down
             log.exception("inference failed")
             return self._error(f"inference failed: {type(e).__name__}: {e}")
+        finally:
+            self._in_flight -= 1
 
     def _error(self, text: str) -> str:
         self.stats["errors"] += 1

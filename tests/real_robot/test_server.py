@@ -21,6 +21,7 @@ from robocompose.real_robot.client import (  # noqa: E402
     PolicyClient,
     PolicyServerError,
 )
+from robocompose.real_robot.obs_check import check_observation  # noqa: E402
 from robocompose.real_robot.server import PolicyServer  # noqa: E402
 from robocompose.real_robot.serving import load_served_policy  # noqa: E402
 from robocompose.real_robot.wire import pack, unpack  # noqa: E402
@@ -177,6 +178,62 @@ def test_inference_does_not_block_the_event_loop(single):
         worker.join(30)
         queued.join(30)
     assert replies["a"]["actions"].shape == replies["b"]["actions"].shape == (15, 4)
+
+
+def test_graceful_stop_lets_the_inference_under_way_reply(single):
+    gated = GatedPolicy(single)
+    server = PolicyServer(gated).start()
+    replies = {}
+    with PolicyClient(server.address) as client:
+        worker = threading.Thread(
+            target=lambda: replies.update(a=client.infer(valid_obs(single.spec)))
+        )
+        worker.start()
+        assert gated.entered.wait(30)
+        stopper = threading.Thread(target=server.stop)
+        stopper.start()  # stops listening, then waits for the reply under way
+        gated.release.set()
+        worker.join(30)
+        stopper.join(30)
+    assert replies["a"]["actions"].shape == (15, 4) and not server.running
+
+
+def test_kill_drops_the_inference_under_way(single):
+    gated = GatedPolicy(single)
+    server = PolicyServer(gated).start()
+    errors = []
+
+    def ask() -> None:
+        try:
+            client.infer(valid_obs(single.spec))
+        except ConnectionError as e:
+            errors.append(e)
+
+    client = PolicyClient(server.address, connect_timeout_s=0.5)
+    worker = threading.Thread(target=ask)
+    worker.start()
+    assert gated.entered.wait(30)
+    server.kill()  # returns with the inference still held at the gate
+    worker.join(30)
+    gated.release.set()
+    assert errors and "could not reach the policy server" in str(errors[0])
+    client.close()
+
+
+def test_client_timeout_drops_the_late_reply(single):
+    gated = GatedPolicy(single)
+    with PolicyServer(gated) as server, PolicyClient(server.address, timeout_s=0.3) as client:
+        with pytest.raises(TimeoutError, match="no reply from ws://127.0.0.1"):
+            client.infer(valid_obs(single.spec, 0.1))
+        gated.release.set()
+        fresh = client.infer(valid_obs(single.spec, 0.3) | {"seed": 4, "chunk_index": 0})
+        assert client.reconnects == 1
+        direct = single.infer(
+            check_observation(
+                valid_obs(single.spec, 0.3) | {"seed": 4, "chunk_index": 0}, single.spec
+            )
+        )
+    np.testing.assert_array_equal(fresh["actions"], direct["actions"])  # not the stale reply
 
 
 def test_injected_delay_and_stall_are_reported(single):
