@@ -394,7 +394,7 @@ VERBS: dict[str, Verb] = {
         "run a policy on an arm (or its MuJoCo twin) at a fixed rate, safely, logging every step",
         "robocompose.real_robot.deploy:DeployConfig",
         _deploy,
-        ("deploy",),
+        ("deploy", "task"),
         Shorthand("", "deploy", _deploy_option, "configs/deploy/<robot>.yaml", group=True),
         flags=(
             Shorthand(
@@ -406,6 +406,7 @@ VERBS: dict[str, Verb] = {
             EPISODES,
             OUT,
         ),
+        adapt=_task_name,
     ),
     "replay": Verb(
         "plots and a summary of a deploy step log (commanded vs executed, clamps, jitter)",
