@@ -83,8 +83,11 @@ class ServedPolicy(Protocol):
     """What a server serves (openpi's interface): `infer(obs) -> {"actions": (chunk, A)}`.
 
     `obs` holds every key of `spec.obs` with shape (n_obs_steps, *shape), and optionally
-    "prefix_actions" (k, A): actions already committed for the first k steps of the new chunk
-    (real-time chunking pulls the chunk toward them) and "seed" (int) for reproducible noise."""
+    "prefix_actions" (m, A): the previous chunk's actions for the first m steps of the new one,
+    of which the first "prefix_committed" (int k <= m, default m) will run before it arrives
+    (real-time chunking pulls the chunk toward them: k fixed, the rest with decaying weight);
+    "seed" (int, the episode seed) and "chunk_index" (int) for reproducible noise
+    (`robocompose.real_robot.obs_check` lists and checks them)."""
 
     spec: PolicySpec
 
