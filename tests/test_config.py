@@ -15,7 +15,11 @@ from robocompose.shipped import parent_pair, shipped_path
 from robocompose.sweep.config import LauncherConfig, plan
 from robocompose.sweep.run import _applicable, run_sweep
 
-REQUIRED = {"train": ["dataset=d.hdf5", "out=o"], "eval": ["checkpoint=c"]}
+REQUIRED = {
+    "train": ["dataset=d.hdf5", "out=o"],
+    "eval": ["checkpoint=c"],
+    "serve": ["checkpoint=c"],
+}
 
 
 @pytest.mark.parametrize("verb", sorted(VERBS))
