@@ -240,6 +240,13 @@ def test_malformed_parameter_specs_fail_when_the_api_is_built(param, message):
         ApiFunction("f", (param,), lambda args: None)
 
 
+def test_run_program_names_a_wrong_argument():
+    with pytest.raises(TypeError, match="`api` must be a SandboxAPI. Got function."):
+        run_program("x = 1", lambda name, args: None)
+    with pytest.raises(TypeError, match="`limits` must be a SandboxLimits. Got dict."):
+        run_program("x = 1", make_api([]), {"cpu_s": 1})
+
+
 @pytest.mark.parametrize(
     ("field", "value", "message"),
     [

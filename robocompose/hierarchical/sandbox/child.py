@@ -25,7 +25,7 @@ from typing import Any
 
 from robocompose.hierarchical.sandbox.ast_check import FILENAME, ITER, TICK
 from robocompose.hierarchical.sandbox.names import MODULES, SAFE_BUILTINS
-from robocompose.hierarchical.sandbox.protocol import read_frame, send_json
+from robocompose.hierarchical.sandbox.protocol import read_frame, send_frame, send_json
 
 CLONE_NEWUSER, CLONE_NEWNET = 0x10000000, 0x40000000
 NOBODY = 65534
@@ -81,10 +81,10 @@ class Channel:
 
     def call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         message = {"op": "call", "name": name, "args": _plain(args), "kwargs": _plain(kwargs)}
-        data = json.dumps(message)
+        data = json.dumps(message).encode()  # ASCII: json escapes everything else
         if len(data) > self.max_message_bytes:
             raise ApiError(f"the arguments of {name}() are too large ({len(data)} bytes)")
-        self.send(message)
+        send_frame(self.write_fd, data)
         reply = json.loads(read_frame(self.read_fd, 2**31))
         if not reply["ok"]:
             raise ApiError(reply["error"])

@@ -51,6 +51,10 @@ def run_program(code: str, api: SandboxAPI, limits: SandboxLimits | None = None)
     """Check `code` statically, then run it in a fresh isolated child process; see the package
     docstring. Never raises for anything the program does: the result says what happened."""
     limits = SandboxLimits() if limits is None else limits
+    if not isinstance(api, SandboxAPI):
+        raise TypeError(f"`api` must be a SandboxAPI. Got {type(api).__name__}.")
+    if not isinstance(limits, SandboxLimits):
+        raise TypeError(f"`limits` must be a SandboxLimits. Got {type(limits).__name__}.")
     start = time.perf_counter()
     try:
         tree = check_program(code, api.functions, limits.max_code_chars)
