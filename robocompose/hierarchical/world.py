@@ -79,8 +79,7 @@ class SimWorld:
         ).unwrapped
         self._colours = tuple(self.sim.cube_names)
         self._hooks: list[Hook] = []
-        self.rng = np.random.default_rng(0)
-        self._reset_counters()
+        self.reset(0)  # a valid scene from the start; planners reset to their own seeds
 
     # -- lifecycle ------------------------------------------------------------------------------
     def _reset_counters(self) -> None:
