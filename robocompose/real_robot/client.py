@@ -135,8 +135,8 @@ class PolicyClient:
         with self._lock:
             for attempt in range(2):
                 if self._ws is None:
-                    self.reconnects += 1
                     self._connect()
+                    self.reconnects += 1  # counted once the link is back
                 assert self._ws is not None
                 start = time.perf_counter()
                 try:
