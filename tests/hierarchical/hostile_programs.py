@@ -111,6 +111,8 @@ HOSTILE = [
     Hostile("list-repeat", "x = [0] * 10**10", "memory", "MB"),
     Hostile("np-huge", "x = np.zeros((10**6, 10**6))", "memory", "MB"),
     Hostile("str-repeat", "s = 'a' * 10**11", "memory", "MB"),
+    Hostile("fill-then-fail", "x = [0] * (55 * 10**6)\ny = [0] * (55 * 10**6)", "memory",
+            "line 2"),  # fmt: skip
     Hostile(
         "doubling", "x = [0]\nwhile True:\n    x = x + x", frozenset({"memory", "cpu", "wall"}), "",
     ),

@@ -260,4 +260,6 @@ def main(read_fd: int, write_fd: int) -> None:
     namespace = build_namespace(setup["api"], channel, steps, setup["numpy"])
     layers = isolate(limits, (read_fd, write_fd))
     channel.send({"op": "ready", "isolation": layers})
-    channel.send(run(code, namespace, limits))
+    report = run(code, namespace, limits)
+    namespace.clear()  # frees what the program allocated, so a report after MemoryError fits
+    channel.send(report)
