@@ -279,8 +279,3 @@ class PolicyServer:
             "stall_ms": 1000 * stall_s,
         }
         return result, timing
-
-    def reset(self) -> None:
-        """Reset the served policy (between episodes), serialised with inference."""
-        with self._lock:
-            self.policy.reset()

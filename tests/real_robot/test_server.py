@@ -268,6 +268,16 @@ def test_kill_restart_and_graceful_stop(single):
     client.close()
 
 
+def test_client_gives_up_on_an_absent_server_after_its_timeout(single):
+    server = PolicyServer(single).start()  # a port that was free a moment ago
+    free = server.port
+    server.stop()
+    with pytest.raises(ConnectionError, match=f"ws://127.0.0.1:{free} within 0.3 s"):
+        PolicyClient("127.0.0.1", free, connect_timeout_s=0.3)
+    with pytest.raises(ValueError, match="`backoff_s` must be in"):
+        PolicyClient("127.0.0.1", free, backoff_s=2.0, max_backoff_s=1.0)
+
+
 def test_busy_port_is_named(server, single):
     with pytest.raises(OSError, match=f"could not listen on ws://127.0.0.1:{server.port}"):
         PolicyServer(single, port=server.port).start()
