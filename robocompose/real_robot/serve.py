@@ -114,5 +114,7 @@ def announce(server: PolicyServer) -> None:
 
 def run_serve(config: ServeConfig) -> None:
     """Serve until SIGINT/SIGTERM; connections, refusals and error replies are logged."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    logging.basicConfig(format="%(asctime)s %(name)s: %(message)s")
+    for name in ("robocompose", "websockets"):
+        logging.getLogger(name).setLevel(logging.INFO)
     config.server().serve_forever(on_ready=announce)
