@@ -168,6 +168,7 @@ def _join(spec: JoinedModel, parts: list[Path], target: Path) -> None:
                         digest.update(chunk)
                         out.write(chunk)
         _check(spec, tmp.stat().st_size, digest.hexdigest(), what=f"joined from {len(parts)} parts")
+        tmp.chmod(0o644)  # mkstemp makes it private; the model is for every user
         os.replace(tmp, target)
     finally:
         tmp.unlink(missing_ok=True)

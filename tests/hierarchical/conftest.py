@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import pytest
 
+from robocompose.hierarchical.llm import LocalLLM  # first: it sets how llama.cpp threads wait
 from robocompose.hierarchical.models import ModelError, resolve_model
 
 
@@ -25,8 +26,6 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def _local(model: str):
     pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed: make setup-all")
-    from robocompose.hierarchical.llm import LocalLLM
-
     try:
         return LocalLLM(model)
     except ModelError as error:

@@ -3,10 +3,15 @@ output, and continuation scoring from the model's own logits."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import json
+import os
+import sys
+import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +22,12 @@ from robocompose.hierarchical.llm.checks import check_chat_args, check_score_arg
 from robocompose.hierarchical.models import JOINED, MODEL_NAMES, resolve_model
 
 FINGERPRINT_BYTES = 1 << 20
+
+# llama.cpp's OpenMP threads spin while they wait, by default; on a shared machine (more busy
+# threads than cores) that made decoding 5-40x slower here, and passive waiting costs little on
+# an idle one. OpenMP reads this once, when llama_cpp first loads: so here, at import, before any
+# backend loads it. An explicit setting wins.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 # (path, n_ctx, n_threads, seed) -> (Llama, the lock every user of that Llama takes)
 _LOADED: dict[tuple[str, int, int, int], tuple[Any, threading.Lock]] = {}
@@ -51,6 +62,41 @@ def load_llama(path: Path, n_ctx: int, n_threads: int, seed: int) -> tuple[Any, 
             )
             _LOADED[key] = (llama, threading.Lock())
         return _LOADED[key]
+
+
+@contextlib.contextmanager
+def _stderr_captured() -> Iterator[Callable[[], list[str]]]:
+    """Capture what C code writes to file descriptor 2 (llama.cpp's grammar parser reports its
+    errors there); yields a function returning the captured lines."""
+    lines: list[str] = []
+    with tempfile.TemporaryFile() as sink:
+        sys.stderr.flush()
+        saved = os.dup(2)
+        os.dup2(sink.fileno(), 2)
+        try:
+            yield lambda: lines
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            sink.seek(0)
+            lines.extend(sink.read().decode(errors="replace").split("\n"))
+
+
+def schema_grammar(json_schema: dict[str, Any]) -> str:
+    """The GBNF grammar of a JSON schema, by llama-cpp-python's converter (what its
+    `response_format={"type": "json_object", "schema": ...}` uses). That path falls back to "any
+    JSON" when the converter fails; here the failure is an error, so the schema always holds."""
+    _llama_cpp()
+    from llama_cpp.llama_grammar import json_schema_to_gbnf
+
+    try:
+        return json_schema_to_gbnf(json.dumps(json_schema))
+    except Exception as error:  # the converter raises bare Exceptions and KeyErrors
+        raise ValueError(
+            f"`json_schema` cannot be turned into a grammar ({type(error).__name__}: {error}); "
+            "use the subset of JSON Schema llama.cpp supports (type, properties, required, "
+            "items, enum, const, anyOf, min/maxItems, pattern)."
+        ) from None
 
 
 def fingerprint(path: Path) -> str:
@@ -94,12 +140,12 @@ class LocalLLM(LLMBackend):
         stop: Sequence[str] = (),
     ) -> Completion:
         check_chat_args(messages, max_tokens, temperature, grammar, json_schema, stop)
-        kwargs: dict[str, Any] = {}
-        if grammar is not None:
-            kwargs["grammar"] = self._grammar(grammar)
         if json_schema is not None:
-            kwargs["response_format"] = {"type": "json_object", "schema": json_schema}
+            grammar = schema_grammar(json_schema)
+        kwargs: dict[str, Any] = {}
         with self._lock:
+            if grammar is not None:
+                kwargs["grammar"] = self._grammar(grammar)
             start = time.perf_counter()
             response = self._llama.create_chat_completion(
                 messages=[dict(m) for m in messages],
@@ -122,11 +168,21 @@ class LocalLLM(LLMBackend):
         )
 
     def _grammar(self, grammar: str) -> Any:
+        """A `LlamaGrammar` that llama.cpp's own parser accepted: `LlamaGrammar` does not parse,
+        and llama.cpp crashes the process when it samples with a grammar that failed to."""
         llama_cpp = _llama_cpp()
-        try:
-            return llama_cpp.LlamaGrammar.from_string(grammar, verbose=False)
-        except Exception as error:  # llama.cpp reports a parse failure in several ways
-            raise ValueError(f"`grammar` is not valid GBNF: {error}") from None
+        vocab = llama_cpp.llama_model_get_vocab(self._llama.model)
+        with _stderr_captured() as said:
+            sampler = llama_cpp.llama_sampler_init_grammar(vocab, grammar.encode(), b"root")
+        if not sampler:
+            marker = "error parsing grammar:"
+            why = [line.split(marker, 1)[1].strip() for line in said() if marker in line]
+            raise ValueError(
+                f"`grammar` is not valid GBNF: {why[0] if why else 'llama.cpp rejected it'}. "
+                "A grammar needs a `root` rule and must define every rule it uses."
+            )
+        llama_cpp.llama_sampler_free(sampler)
+        return llama_cpp.LlamaGrammar.from_string(grammar, verbose=False)
 
     def score(self, prompt: str, continuations: Sequence[str]) -> list[float]:
         """Sum of log p(token | prompt, earlier continuation tokens) over each continuation.

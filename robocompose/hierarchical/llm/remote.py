@@ -42,7 +42,10 @@ class OpenAIBackend(LLMBackend):
     "json_object" sends llama-cpp-python's form (type "json_object" with a "schema"), and "auto"
     switches to it once when the server rejects the first. `grammar` (GBNF) goes in the request
     body, for servers that read it (llama.cpp's). `score` needs the completions endpoint with
-    `echo` and `logprobs`."""
+    `echo` and `logprobs`. Caveat, llama-cpp-python's server (0.3.36): its echoed log-probs are
+    right only for models whose tokenizer adds a BOS token; SmolLM2 and Qwen2.5 add none, so
+    serve them with `--kv_overrides tokenizer.ggml.add_bos_token=bool:true` to score (or score
+    with the local backend)."""
 
     def __init__(
         self,
@@ -121,9 +124,13 @@ class OpenAIBackend(LLMBackend):
         if json_schema is None:
             response = self._create(request)
         elif self.schema_format == "auto":
-            try:
-                response = self._create(request, _response_format(json_schema, "json_schema"))
-            except (openai.BadRequestError, openai.UnprocessableEntityError):
+            try:  # no retries: a server that rejects the form rejects it every time
+                response = self._create(
+                    request, _response_format(json_schema, "json_schema"), max_retries=0
+                )
+            except openai.APIStatusError as error:
+                if not _rejects_response_format(error):
+                    raise
                 self.schema_format = "json_object"
                 start = time.perf_counter()
                 response = self._create(request, _response_format(json_schema, "json_object"))
@@ -143,12 +150,22 @@ class OpenAIBackend(LLMBackend):
             finish_reason=choice.finish_reason or "",
         )
 
-    def _create(self, request: dict[str, Any], response_format: dict | None = None) -> Any:
+    def _create(
+        self,
+        request: dict[str, Any],
+        response_format: dict | None = None,
+        max_retries: int | None = None,
+    ) -> Any:
         openai = _openai()
         if response_format is not None:
             request = {**request, "response_format": response_format}
+        client = (
+            self.client
+            if max_retries is None
+            else self.client.with_options(max_retries=max_retries)
+        )
         try:
-            return self.client.chat.completions.create(**request)
+            return client.chat.completions.create(**request)
         except openai.APIConnectionError as error:
             raise ConnectionError(
                 f"cannot reach {self.base_url or 'the OpenAI API'}: {error}"
@@ -184,6 +201,15 @@ class OpenAIBackend(LLMBackend):
                 )
             scores.append(_continuation_logprob(logprobs, len(prompt), len(prompt + text)))
         return scores
+
+
+def _rejects_response_format(error: Any) -> bool:
+    """Whether a server refused the request over its `response_format`: a 400 or 422, or
+    llama-cpp-python's server, which answers a request it cannot validate with a 500 naming the
+    field."""
+    if error.status_code in (400, 422):
+        return True
+    return error.status_code == 500 and "response_format" in str(error)
 
 
 def _response_format(json_schema: dict[str, Any], form: str) -> dict[str, Any]:
