@@ -21,7 +21,8 @@ from tests.hierarchical.hostile_programs import HOSTILE, Hostile
 
 LIMITS = SandboxLimits(cpu_s=1, wall_s=3.0, max_calls=20, max_stdout_chars=2000)
 NOBODY = 65534
-SHARED_TMP = ("/tmp", "/var/tmp", "/dev/shm")
+SHARED_TMP = ("/tmp", "/var/tmp", "/dev/shm")  # where the `nobody` user could write
+CHILD_CWD = "/"
 
 
 class Robot:
@@ -36,8 +37,11 @@ class Robot:
 
         return SandboxAPI(
             [
-                ApiFunction("pick", (Param("obj", "str", choices=("red", "green", "blue")),),
-                            command("pick")),  # fmt: skip
+                ApiFunction(
+                    "pick",
+                    (Param("obj", "str", choices=("red", "green", "blue")),),
+                    command("pick"),
+                ),  # fmt: skip
                 ApiFunction(
                     "move_to",
                     (
@@ -98,7 +102,7 @@ def test_hostile_program_is_stopped_and_harmless(hostile: Hostile, canary: Path,
         "PORT", str(listener.getsockname()[1])
     )
     before = (canary.read_text(), canary.stat().st_mtime_ns, sorted(os.listdir(canary.parent)))
-    nobody_before, cwd_before = _nobody_files(), sorted(os.listdir("."))
+    nobody_before, cwd_before = _nobody_files(), sorted(os.listdir(CHILD_CWD))
 
     result = run_program(code, api, LIMITS)
 
@@ -110,11 +114,11 @@ def test_hostile_program_is_stopped_and_harmless(hostile: Hostile, canary: Path,
     assert hostile.match in result.error
     if result.refused:
         assert result.calls == [] and result.cpu_s == 0.0  # nothing ran
-    # nothing touched: the canary, its folder, the shared temp folders, this folder, the port
+    # nothing touched: the canary, its folder, the shared temp folders, the child's cwd, the port
     after = (canary.read_text(), canary.stat().st_mtime_ns, sorted(os.listdir(canary.parent)))
     assert after == before
     assert _nobody_files() == nobody_before
-    assert sorted(os.listdir(".")) == cwd_before
+    assert sorted(os.listdir(CHILD_CWD)) == cwd_before
     with pytest.raises(BlockingIOError):
         listener.accept()
     # the robot moved only as the API allows, and exactly as the result reports
