@@ -40,6 +40,25 @@ def test_flow_policy_puts_a_block_in_its_bin(world: SimWorld) -> None:
     assert trace.steps <= PolicySkillConfig(("x",)).max_steps
 
 
+def test_composed_policy_drives_the_arm_within_its_step_limit(world: SimWorld) -> None:
+    config = PolicySkillConfig(
+        ("PickPlace_diffusion_unet", "PickPlace_flow_mlp"), "convex", (0.5, 0.5), max_steps=12
+    )
+    registry = registry_for(world, {"place_in": config})
+    assert registry["place_in"].kind == "composed"
+    world.reset(2)
+    path: list[list[float]] = []
+    record = lambda w: path.append(w.gripper_position())  # noqa: E731
+    world.add_hook(record)
+    try:
+        result = registry["place_in"].run(world, obj="red_block", bin="red_bin")
+    finally:
+        world.remove_hook(record)
+    assert not result.success and "after 12 policy steps" in result.message
+    assert len(path) == 12  # the scripted move to the start pose, then the policy
+    assert np.linalg.norm(np.subtract(path[-1], path[-8])) > 0.01  # the policy's own steps
+
+
 def test_policy_skill_keeps_its_preconditions(world: SimWorld) -> None:
     registry = registry_for(world, {"place_in": "policy:PickPlace_flow_mlp"})
     world.reset(1)
