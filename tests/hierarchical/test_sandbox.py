@@ -108,6 +108,13 @@ def test_large_output_arrives_whole_and_safe_to_print():
     result.stdout.encode("utf-8")  # lone surrogates were replaced
 
 
+def test_print_takes_sep_end_and_flush_but_no_file():
+    code = "print(1, 2, sep='-', flush=True)\nprint(3, end='')\nprint(4, file=None)"
+    result = run_program(code, make_api([]), FAST)
+    assert result.stdout == "1-2\n3"
+    assert result.error == "line 3: TypeError: print() got an unexpected keyword argument 'file'"
+
+
 def test_refusal_names_the_line_the_construct_and_why():
     result = run_program("x = 1\ny = [x]\nz = y.__class__", make_api([]), FAST)
     assert result.refused and not result.ok and result.calls == []
@@ -231,7 +238,7 @@ def test_validate_args_suggests_the_nearest_choice_and_returns_plain_values():
         (Param("a", "vec3"), "has type 'vec3'"),
         (Param("a", "float", "", None, 0.0, "1"), "`low`/`high` must be numbers"),
         (Param("a", "float", low=1.0, high=0.0), "`low` must be <= `high`"),
-        (Param("a", "float", "", ("x",)), "`choices` must be str values of a \"str\""),
+        (Param("a", "float", "", ("x",)), '`choices` must be str values of a "str"'),
         (Param("a", "str", low=0.0), "takes `choices`, not `low`/`high`"),
     ],
 )
@@ -337,7 +344,7 @@ def test_network_namespace_leaves_no_route_to_the_host():
     [
         ("os.write(4, b'\\x00\\x00\\x00\\x05garbage')", "protocol"),  # not JSON
         ("os.write(4, b'\\xff\\xff\\xff\\xff')", "protocol"),  # a 4 GB frame announced
-        ("os.write(4, b'\\x00\\x00\\x00\\x0f{\"op\": \"boom\"}')", "protocol"),  # unknown message
+        ('os.write(4, b\'\\x00\\x00\\x00\\x0f{"op": "boom"}\')', "protocol"),  # unknown message
         ("os.read(3, 1)", "wall"),  # blocks without using CPU: only the wall clock ends it
     ],
 )

@@ -90,10 +90,7 @@ class Channel:
             raise ApiError(reply["error"])
         return reply["value"]
 
-    def print(self, *args: Any, sep: str = " ", end: str = "\n") -> None:
-        if not isinstance(sep, str) or not isinstance(end, str):
-            raise TypeError("print(): `sep` and `end` must be str")
-        text = sep.join(str(a) for a in args) + end
+    def write(self, text: str) -> None:
         kept = text[: max(self.stdout_left, 0)]
         chunk = self.max_message_bytes // 8  # JSON escapes a character into at most 6 bytes
         for start in range(0, len(kept), chunk):
@@ -147,7 +144,7 @@ def build_namespace(
     """Globals of the program: nothing but the allow-listed names. numpy takes most of the
     child's start-up, so it is imported only when the program names it."""
     safe = {name: getattr(builtins, name) for name in SAFE_BUILTINS}
-    safe["print"] = channel.print
+    safe["print"] = _print(channel)
     sources = {"math": math}
     if with_numpy:
         import numpy
@@ -166,6 +163,20 @@ def build_namespace(
     for name in api_names:
         namespace[name] = _stub(channel, name)
     return namespace
+
+
+def _print(channel: Channel) -> Callable[..., None]:
+    """The program's print: captured, bounded; `file` is refused since there are no files."""
+
+    def print(*args: Any, sep: str | None = " ", end: str | None = "\n", flush: bool = False):
+        sep = " " if sep is None else sep
+        end = "\n" if end is None else end
+        if not isinstance(sep, str) or not isinstance(end, str):
+            raise TypeError("print(): `sep` and `end` must be str")
+        channel.write(sep.join(str(a) for a in args) + end)
+
+    print.__qualname__ = "print"
+    return print
 
 
 def _stub(channel: Channel, name: str) -> Callable[..., Any]:
