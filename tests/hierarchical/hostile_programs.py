@@ -74,8 +74,12 @@ HOSTILE = [
     Hostile("exec-eval", "exec('import os')\neval('1')", "refused", "`exec` is not allowed"),
     # -- network ---------------------------------------------------------------------------------
     Hostile("socket", "s = socket.create_connection(('127.0.0.1', PORT))", "refused", "`socket`"),
-    Hostile("np-datasource", "np.DataSource().open('http://127.0.0.1:PORT/')", "refused",
-            "`np.DataSource`"),  # fmt: skip
+    Hostile(
+        "np-datasource",
+        "np.DataSource().open('http://127.0.0.1:PORT/')",
+        "refused",
+        "`np.DataSource`",
+    ),  # fmt: skip
     # -- processes --------------------------------------------------------------------------------
     Hostile("os-fork", "while True:\n    os.fork()", "refused", "`os`"),
     Hostile(
@@ -84,8 +88,9 @@ HOSTILE = [
         "refused",
         "`multiprocessing`",
     ),
-    Hostile("subprocess", "subprocess.Popen(['sh', '-c', ':(){ :|:& };:'])", "refused",
-            "`subprocess`"),  # fmt: skip
+    Hostile(
+        "subprocess", "subprocess.Popen(['sh', '-c', ':(){ :|:& };:'])", "refused", "`subprocess`"
+    ),  # fmt: skip
     # -- endless loops and recursion --------------------------------------------------------------
     Hostile("while-true", "x = 0\nwhile True:\n    x = x + 1", "steps", "steps"),
     Hostile("huge-range", "for i in range(10**12):\n    pick('red')", "calls", "API calls"),
@@ -111,10 +116,14 @@ HOSTILE = [
     Hostile("list-repeat", "x = [0] * 10**10", "memory", "MB"),
     Hostile("np-huge", "x = np.zeros((10**6, 10**6))", "memory", "MB"),
     Hostile("str-repeat", "s = 'a' * 10**11", "memory", "MB"),
-    Hostile("fill-then-fail", "x = [0] * (55 * 10**6)\ny = [0] * (55 * 10**6)", "memory",
-            "line 2"),  # fmt: skip
     Hostile(
-        "doubling", "x = [0]\nwhile True:\n    x = x + x", frozenset({"memory", "cpu", "wall"}), "",
+        "fill-then-fail", "x = [0] * (55 * 10**6)\ny = [0] * (55 * 10**6)", "memory", "line 2"
+    ),  # fmt: skip
+    Hostile(
+        "doubling",
+        "x = [0]\nwhile True:\n    x = x + x",
+        frozenset({"memory", "cpu", "wall"}),
+        "",
     ),
     # -- writes to the API's globals ---------------------------------------------------------------
     Hostile("rebind-skill", "pick = lambda obj: None", "refused", "`pick` is an API function"),
@@ -143,7 +152,7 @@ HOSTILE = [
     Hostile("null-byte", "x = 1\x00", "refused", "refused"),
     Hostile("nesting-bomb", "x = " + "(" * 500 + ")" * 500, "refused", "refused"),
     Hostile("too-long", "x = 1\n" * 5000, "refused", "characters"),
-    Hostile("unary-bomb", "x = " + "-" * 19000 + "1", "refused", "cannot be parsed"),
+    Hostile("unary-bomb", "x = " + "-" * 19000 + "1", "refused", "nested too deeply"),
     Hostile("lambda-nest", "f = " + "lambda: " * 2000 + "1", "refused", "nested too deeply"),
     # -- robot calls outside the API's limits ------------------------------------------------------
     Hostile("unknown-choice", "pick('purple')", "api", "must be one of"),
@@ -151,14 +160,16 @@ HOSTILE = [
     Hostile("wrong-type", "move_to(['a', 'b'], 0.1)", "api", "must be a number"),
     Hostile("nan", "move_to([0.1, 0.1], float('nan'))", "api", "must be finite"),
     Hostile("bool-as-number", "move_to([0.1, 0.1], True)", "api", "must be a number"),
-    Hostile("numpy-out-of-range", "move_to(np.array([0.1, 0.1]), np.sum(np.ones(2)))", "api",
-            "must be in [0.0, 0.3]"),  # fmt: skip
+    Hostile(
+        "numpy-out-of-range",
+        "move_to(np.array([0.1, 0.1]), np.sum(np.ones(2)))",
+        "api",
+        "must be in [0.0, 0.3]",
+    ),  # fmt: skip
     Hostile("extra-argument", "move_to([0.1, 0.1], z=0.1, speed=9.0)", "api", "no parameter"),
     Hostile("vec3", "move_to([0.1, 0.1, 0.1], 0.1)", "api", "2 numbers"),
     Hostile("unknown-skill", "teleport('red')", "refused", "`teleport` is not defined"),
-    Hostile(
-        "too-many-calls", "for i in range(1000):\n    pick('red')", "calls", "API calls"
-    ),
+    Hostile("too-many-calls", "for i in range(1000):\n    pick('red')", "calls", "API calls"),
     Hostile("function-argument", "pick(print)", "api", "cannot be passed"),
     # -- output ----------------------------------------------------------------------------------
     Hostile("print-flood", "while True:\n    print('x' * 10000)", "stdout", "printed more"),

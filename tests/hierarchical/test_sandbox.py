@@ -20,7 +20,6 @@ from robocompose.hierarchical.sandbox import (
     SandboxRefusal,
     check_program,
     run_program,
-    undefined_calls,
     validate_args,
 )
 from robocompose.hierarchical.sandbox.ast_check import FILENAME
@@ -141,11 +140,6 @@ def test_checked_program_keeps_its_line_numbers_and_counts_steps():
     assert compile(tree, FILENAME, "exec").co_filename == FILENAME
     loop = tree.body[1]
     assert loop.lineno == 2 and loop.body[0].lineno == 2  # the tick sits on the loop's line
-
-
-def test_undefined_calls_are_the_functions_left_to_define():
-    code = "def helper(a):\n    return finish(a)\nstack_all(object_names())\nhelper(1)\nlen([])"
-    assert undefined_calls(code, ["object_names"]) == ["stack_all", "finish"]
 
 
 def test_runtime_error_names_its_line():

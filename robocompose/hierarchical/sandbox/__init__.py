@@ -14,8 +14,7 @@
   `killed`, `calls` (every call asked for; `executed_calls` those the parent ran), `stdout`,
   `cpu_s`, `wall_s`, `isolation` (OS layers the child applied).
 - `check_program(code, api_names)` alone gives the static verdict (SandboxRefusal lists every
-  problem); `undefined_calls(code, api_names)` names functions still to be defined, for
-  hierarchical code generation.
+  problem).
 
 Layers, outermost first: AST allow-list (ast_check.py) -> step budget instrumented into every
 loop and call -> child process (child.py) with its own process group, no network namespace, the
@@ -26,11 +25,7 @@ which the child then imports), 0.13 ms per API call.
 """
 
 from robocompose.hierarchical.sandbox.api import ApiFunction, SandboxAPI, validate_args
-from robocompose.hierarchical.sandbox.ast_check import (
-    SandboxRefusal,
-    check_program,
-    undefined_calls,
-)
+from robocompose.hierarchical.sandbox.ast_check import SandboxRefusal, check_program
 from robocompose.hierarchical.sandbox.limits import (
     LIMITS,
     CallRecord,
@@ -49,6 +44,5 @@ __all__ = [
     "SandboxRefusal",
     "check_program",
     "run_program",
-    "undefined_calls",
     "validate_args",
 ]

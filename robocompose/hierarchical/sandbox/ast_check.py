@@ -89,20 +89,6 @@ def check_program(code: str, api_names: Iterable[str], max_code_chars: int = 20_
         raise SandboxRefusal(["the program is nested too deeply"]) from None
 
 
-def undefined_calls(code: str, api_names: Iterable[str]) -> list[str]:
-    """Functions the program calls by name but neither defines nor gets from the API or builtins,
-    in order of first use: what hierarchical code generation asks the LLM to define next."""
-    tree = _parse(code, max_code_chars=None)
-    known = _bound_names(tree) | frozenset(api_names) | frozenset(SAFE_BUILTINS) | MODULES.keys()
-    missing: dict[str, None] = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
-            name = node.func.id
-            if name not in known and name not in FORBIDDEN_NAMES and not name.startswith("_"):
-                missing[name] = None
-    return list(missing)
-
-
 def _parse(code: str, max_code_chars: int | None) -> ast.Module:
     if not isinstance(code, str):
         raise SandboxRefusal([f"the program must be a str. Got {type(code).__name__}."])
@@ -114,8 +100,10 @@ def _parse(code: str, max_code_chars: int | None) -> ast.Module:
         return ast.parse(code, filename=FILENAME)
     except SyntaxError as e:
         raise SandboxRefusal([f"line {e.lineno}: syntax error: {e.msg}"]) from None
-    except (RecursionError, MemoryError, ValueError) as e:
-        raise SandboxRefusal([f"the program cannot be parsed: {type(e).__name__}: {e}"]) from None
+    except (RecursionError, MemoryError):
+        raise SandboxRefusal(["the program is nested too deeply to parse"]) from None
+    except ValueError as e:  # e.g. null bytes
+        raise SandboxRefusal([f"the program cannot be parsed: {e}"]) from None
 
 
 def _bound_names(tree: ast.AST) -> frozenset[str]:
