@@ -3,22 +3,28 @@
 - xArm (pure Python SDK): the real `XArmAPI` connects over TCP to a fake controller on a loopback
   address, port 502, that speaks the controller's private Modbus-TCP framing; the SDK's own
   connect handshake, packing and parsing all run.
-- ur-rtde and franky are C++ bindings whose classes own the socket, so the lowest replaceable
-  level is the binding class itself: `RTDEControlInterface`/`RTDEReceiveInterface`/
-  `RTDEIOInterface` and franky's `Robot`/`Gripper` are replaced by recorders, checked to define
-  only methods the real classes have, with the real classes' parameter counts. franky's motion,
-  pose and state objects are the real ones. Connecting to a loopback address where nothing
-  listens runs each SDK's real network code and must raise a clear `ConnectionError`.
+- UR: the real `RTDEReceiveInterface` (C++) connects to a fake RTDE server on loopback port 30004
+  and parses its data packages. `RTDEControlInterface` and `RTDEIOInterface` need ur-rtde's
+  URScript program running on a controller, so there the lowest replaceable level is the binding
+  class itself: recorders checked to define only methods the real classes have, with the real
+  parameter counts.
+- franky (C++, libfranka's UDP protocol): `Robot` and `Gripper` are replaced by recorders checked
+  the same way; the motion, pose and state objects passed through them are franky's real ones.
+
+Connecting to a loopback address where nothing listens runs each SDK's real network code and
+must raise a clear error naming the address.
 """
 
 from __future__ import annotations
 
 import inspect
+import multiprocessing
 import random
 import re
 import socket
 import struct
 import threading
+import time
 from dataclasses import replace
 
 import numpy as np
@@ -239,14 +245,117 @@ def test_xarm_unreachable_controller_raises() -> None:
         make_arm("xarm6", ip=loopback_host())
 
 
-# -- UR: ur-rtde's binding classes replaced by recorders ------------------------------------------
+# -- UR: the real RTDE receive interface against a fake controller; control and IO replaced ------
+
+RTDE = {"V": 86, "v": 118, "U": 85, "O": 79, "I": 73, "S": 83, "P": 80}
+RTDE_TYPES = {
+    "timestamp": ("DOUBLE", ">d"),
+    "actual_TCP_pose": ("VECTOR6D", ">6d"),
+    "actual_q": ("VECTOR6D", ">6d"),
+    "safety_status_bits": ("UINT32", ">I"),
+    "safety_mode": ("INT32", ">i"),
+}
+PROTECTIVE_STOP_BITS = 0b101  # normal mode + protective stop
+UR_POSE = [0.4, -0.1, 0.3, 0.0, 3.1, 0.1]
+UR_Q = [0.0, -1.57, 1.57, -1.57, -1.57, 0.0]
+
+
+class FakeRTDEController:
+    """The controller side of UR's RTDE protocol on a loopback port 30004: protocol version,
+    controller version, recipe setup, start/pause, then big-endian data packages at ~125 Hz. It
+    runs in a forked process: ur-rtde's blocking calls hold the GIL, so a server thread in the
+    test process could never answer them. `set(name, value)` changes a streamed value."""
+
+    def __init__(self) -> None:
+        context = multiprocessing.get_context("fork")
+        self._updates, hosts = context.Queue(), context.Queue()
+        self._process = context.Process(target=self._main, args=(hosts,), daemon=True)
+        self._process.start()
+        self.host = hosts.get(timeout=10)
+
+    def set(self, name: str, value: object) -> None:
+        self._updates.put((name, value))
+
+    def close(self) -> None:
+        self._process.terminate()
+        self._process.join(timeout=5)
+
+    # -- in the forked process -------------------------------------------------------------
+    def _main(self, hosts: multiprocessing.Queue) -> None:
+        host = loopback_host()
+        server = socket.create_server((host, 30004))
+        self.values = {
+            "timestamp": 0.0,
+            "actual_TCP_pose": list(UR_POSE),
+            "actual_q": list(UR_Q),
+            "safety_status_bits": 1,
+            "safety_mode": 1,
+        }
+        threading.Thread(target=self._accept, args=(server,), daemon=True).start()
+        hosts.put(host)
+        while True:
+            name, value = self._updates.get()
+            self.values[name] = value
+
+    def _accept(self, server: socket.socket) -> None:
+        while True:
+            conn, _ = server.accept()
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    @staticmethod
+    def _send(conn: socket.socket, kind: str, payload: bytes) -> None:
+        conn.sendall(struct.pack(">HB", 3 + len(payload), RTDE[kind]) + payload)
+
+    def _serve(self, conn: socket.socket) -> None:
+        streaming, outputs = threading.Event(), []
+        reader = conn.makefile("rb")
+        while header := reader.read(3):
+            size, kind = struct.unpack(">HB", header)
+            payload = reader.read(size - 3)
+            if kind == RTDE["V"]:
+                self._send(conn, "V", b"\x01")
+            elif kind == RTDE["v"]:
+                self._send(conn, "v", struct.pack(">IIII", 5, 11, 0, 0))
+            elif kind in (RTDE["O"], RTDE["I"]):
+                is_output = kind == RTDE["O"]
+                names = [n for n in (payload[8:] if is_output else payload).decode().split(",")]
+                names = [n for n in names if n]
+                types = ",".join(RTDE_TYPES.get(n, ("NOT_FOUND",))[0] for n in names)
+                self._send(conn, "O" if is_output else "I", b"\x01" + types.encode())
+                outputs = names if is_output else outputs
+            elif kind == RTDE["S"]:
+                self._send(conn, "S", b"\x01")
+                streaming.set()
+                threading.Thread(target=self._stream, args=(conn, outputs, streaming)).start()
+            elif kind == RTDE["P"]:
+                streaming.clear()
+                self._send(conn, "P", b"\x01")
+
+    def _stream(self, conn: socket.socket, names: list[str], streaming: threading.Event) -> None:
+        start = time.monotonic()
+        while streaming.is_set():
+            self.values["timestamp"] = time.monotonic() - start
+            data = b"\x01"
+            for name in names:
+                value, fmt = self.values[name], RTDE_TYPES[name][1]
+                data += (
+                    struct.pack(fmt, *value) if isinstance(value, list) else struct.pack(fmt, value)
+                )
+            try:
+                self._send(conn, "U", data)
+            except OSError:
+                return
+            time.sleep(0.008)
 
 
 class FakeRTDEControl:
+    """Stands in for `RTDEControlInterface`, whose constructor uploads a URScript program to
+    the controller and talks to it through registers: nothing on this machine can run it."""
+
     def __init__(self, hostname: str) -> None:
         self.calls: list[tuple] = []
         self.accept = True
-        FakeRTDEControl.last = self
+        RECORDERS["control"] = self
 
     def servoL(self, pose, speed, acceleration, time, lookahead_time, gain) -> bool:  # noqa: N802
         self.calls.append(("servoL", list(pose), time, lookahead_time, gain))
@@ -271,36 +380,12 @@ class FakeRTDEControl:
         self.calls.append(("disconnect",))
 
 
-class FakeRTDEReceive:
-    def __init__(self, hostname: str) -> None:
-        self.pose = [0.4, -0.1, 0.3, 0.0, 3.1, 0.1]
-        self.q = [0.0, -1.57, 1.57, -1.57, -1.57, 0.0]
-        self.protective_stop = False
-        FakeRTDEReceive.last = self
-
-    def getActualTCPPose(self) -> list[float]:  # noqa: N802
-        return list(self.pose)
-
-    def getActualQ(self) -> list[float]:  # noqa: N802
-        return list(self.q)
-
-    def isProtectiveStopped(self) -> bool:  # noqa: N802
-        return self.protective_stop
-
-    def isEmergencyStopped(self) -> bool:  # noqa: N802
-        return False
-
-    def getSafetyMode(self) -> int:  # noqa: N802
-        return 3 if self.protective_stop else 1
-
-    def disconnect(self) -> None:
-        pass
-
-
 class FakeRTDEIO:
+    """Stands in for `RTDEIOInterface` (it also needs the URScript program running)."""
+
     def __init__(self, hostname: str) -> None:
         self.outputs: list[tuple[int, bool]] = []
-        FakeRTDEIO.last = self
+        RECORDERS["io"] = self
 
     def setToolDigitalOut(self, output_id, signal_level) -> bool:  # noqa: N802
         self.outputs.append((output_id, signal_level))
@@ -310,43 +395,58 @@ class FakeRTDEIO:
         pass
 
 
+RECORDERS: dict[str, object] = {}
+
+
 @pytest.fixture
 def ur(monkeypatch):
+    """A fake RTDE controller on loopback; the control and IO binding classes replaced."""
     control = pytest.importorskip("rtde_control", reason="ur-rtde (extra `arms`) not installed")
-    receive = pytest.importorskip("rtde_receive", reason="ur-rtde (extra `arms`) not installed")
     io = pytest.importorskip("rtde_io", reason="ur-rtde (extra `arms`) not installed")
     assert_speaks(FakeRTDEControl, control.RTDEControlInterface)
-    assert_speaks(FakeRTDEReceive, receive.RTDEReceiveInterface)
     assert_speaks(FakeRTDEIO, io.RTDEIOInterface)
     monkeypatch.setattr(control, "RTDEControlInterface", FakeRTDEControl)
-    monkeypatch.setattr(receive, "RTDEReceiveInterface", FakeRTDEReceive)
     monkeypatch.setattr(io, "RTDEIOInterface", FakeRTDEIO)
+    controller = FakeRTDEController()
+    yield controller
+    controller.close()
+
+
+def wait_until(condition, timeout_s: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "condition not reached"
+        time.sleep(0.01)
 
 
 def test_ur_maps_commands_to_servo_calls(ur) -> None:
-    arm = make_arm("ur5e", host="10.0.0.2", servo_time_s=0.02, gripper_tool_output=0)
-    control, receive, io = FakeRTDEControl.last, FakeRTDEReceive.last, FakeRTDEIO.last
-    state = arm.read_state()
-    np.testing.assert_allclose(state.ee_pos_m, [0.4, -0.1, 0.3])
-    np.testing.assert_allclose(state.joints_rad, receive.q)
+    arm = make_arm("ur5e", host=ur.host, servo_time_s=0.02, gripper_tool_output=0)
+    control, io = RECORDERS["control"], RECORDERS["io"]
+    state = arm.read_state()  # streamed by RTDE, parsed by ur-rtde
+    np.testing.assert_allclose(state.ee_pos_m, UR_POSE[:3])
+    np.testing.assert_allclose(state.joints_rad, UR_Q)
 
     arm.command_ee(np.array([0.45, 0.0, 0.25]), 1.0)
     name, pose, servo_time, lookahead, gain = control.calls[-1]
     assert name == "servoL" and servo_time == 0.02 and lookahead == 0.1 and gain == 300.0
-    assert pose == pytest.approx([0.45, 0.0, 0.25, 0.0, 3.1, 0.1])  # the rotation at connect
+    assert pose == pytest.approx([0.45, 0.0, 0.25, *UR_POSE[3:]])  # the rotation at connect
     arm.command_ee(np.array([0.45, 0.0, 0.25]), 0.8)
     arm.command_ee(np.array([0.45, 0.0, 0.25]), -1.0)
     assert io.outputs == [(0, True), (0, False)]  # switched on changes only
 
-    arm.command_joints(np.array(receive.q))
-    assert control.calls[-1][0] == "servoJ" and control.calls[-1][1] == receive.q
+    arm.command_joints(np.array(UR_Q))
+    assert control.calls[-1][0] == "servoJ" and control.calls[-1][1] == UR_Q
     with pytest.raises(ValueError, match="6 entries. Got 7"):
         arm.command_joints(np.zeros(7))
 
+    ur.set("actual_TCP_pose", [0.5, 0.1, 0.2, *UR_POSE[3:]])
+    wait_until(lambda: arm.read_state().ee_pos_m[0] == pytest.approx(0.5))
+    arm.close()
+
 
 def test_ur_hold_stop_refusals(ur, caplog) -> None:
-    arm = make_arm("ur5e", host="10.0.0.2")
-    control, receive = FakeRTDEControl.last, FakeRTDEReceive.last
+    arm = make_arm("ur5e", host=ur.host)
+    control = RECORDERS["control"]
     with caplog.at_level("WARNING"):
         arm.command_ee(np.array([0.4, 0.0, 0.3]), 1.0)
         arm.command_ee(np.array([0.4, 0.0, 0.3]), 1.0)
@@ -357,10 +457,15 @@ def test_ur_hold_stop_refusals(ur, caplog) -> None:
     with pytest.raises(RuntimeError, match="refused servoL"):
         arm.command_ee(np.array([0.4, 0.0, 0.3]))
     control.accept = True
-    receive.protective_stop = True
-    with pytest.raises(RuntimeError, match="in a stop \\(safety mode 3\\)"):
+
+    ur.set("safety_status_bits", PROTECTIVE_STOP_BITS)
+    ur.set("safety_mode", 3)
+    wait_until(lambda: arm.receive.isProtectiveStopped())
+    with pytest.raises(RuntimeError, match="in a stop"):
         arm.command_ee(np.array([0.4, 0.0, 0.3]))
-    receive.protective_stop = False
+    ur.set("safety_status_bits", 1)
+    wait_until(lambda: not arm.receive.isProtectiveStopped())
+
     arm.stop()
     assert control.calls[-2:] == [("servoStop", 10.0), ("stopScript",)]
     with pytest.raises(ArmStoppedError):
@@ -377,7 +482,7 @@ def test_ur_hold_stop_refusals(ur, caplog) -> None:
 
 def test_ur_bad_arguments_are_named(ur) -> None:
     with pytest.raises(ValueError, match="`lookahead_time_s` must be in \\[0.03, 0.2\\]"):
-        make_arm("ur5e", host="10.0.0.2", lookahead_time_s=0.5)
+        make_arm("ur5e", host=ur.host, lookahead_time_s=0.5)
     with pytest.raises(ValueError, match="Did you mean 'ur5e'"):
         make_arm("ur5")
 

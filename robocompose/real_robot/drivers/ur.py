@@ -28,6 +28,14 @@ from robocompose.real_robot.drivers import import_sdk
 logger = logging.getLogger(__name__)
 
 N_JOINTS = 6
+# what read_state and the stop checks read (`-1.0`: the SDK picks the controller's rate)
+RECEIVE_VARIABLES = [
+    "timestamp",
+    "actual_TCP_pose",
+    "actual_q",
+    "safety_status_bits",
+    "safety_mode",
+]
 UNUSED_SPEED, UNUSED_ACCEL = 0.25, 1.0  # servoL/servoJ take them but ur-rtde ignores them
 
 
@@ -67,7 +75,7 @@ class URDriver(Arm):
         self.servo_time_s, self.lookahead_time_s, self.gain = servo_time_s, lookahead_time_s, gain
         self.hold_decel_m_s2, self.stop_decel_m_s2 = hold_decel_m_s2, stop_decel_m_s2
         try:
-            self.receive: Any = receive.RTDEReceiveInterface(host)
+            self.receive: Any = receive.RTDEReceiveInterface(host, -1.0, RECEIVE_VARIABLES)
             self.control: Any = control.RTDEControlInterface(host)
         except RuntimeError as e:
             raise ConnectionError(f"could not connect to the UR controller at {host!r}: {e}") from e
