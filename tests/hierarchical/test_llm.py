@@ -112,6 +112,7 @@ def test_local_chat_reports_tokens_time_and_model(smollm2):
     assert reply.seconds > 0 and reply.model == "smollm2" and not reply.cached
     assert reply.finish_reason in ("stop", "length")
     assert smollm2.chat(ASK, max_tokens=24).text == reply.text  # temperature 0: greedy
+    assert smollm2.chat(ASK, max_tokens=1).finish_reason == "length"
 
 
 @pytest.mark.smollm2
@@ -319,10 +320,14 @@ def test_remote_score_equals_the_manual_sum(smollm2_path, tmp_path):
 
 
 @pytest.mark.smollm2
-def test_remote_through_the_cache(server, tmp_path):
-    llm = make_backend("openai", base_url=server, cache_dir=str(tmp_path))
+def test_remote_through_the_cache_with_the_endpoint_from_the_environment(
+    server, tmp_path, monkeypatch
+):
+    monkeypatch.setenv("ROBOCOMPOSE_LLM_BASE_URL", server)
+    llm = make_backend("openai", cache_dir=str(tmp_path))
     first, second = llm.chat(ASK, max_tokens=8), llm.chat(ASK, max_tokens=8)
     assert not first.cached and second.cached and second.text == first.text
+    assert llm.identity.startswith(f"openai:{server}:")
 
 
 def test_an_unreachable_server_is_a_clear_error():

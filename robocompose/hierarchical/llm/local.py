@@ -3,6 +3,7 @@ output, and continuation scoring from the model's own logits."""
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import hashlib
 import json
@@ -19,7 +20,7 @@ import numpy as np
 
 from robocompose.hierarchical.base import Completion, LLMBackend, Message
 from robocompose.hierarchical.llm.checks import check_chat_args, check_score_args
-from robocompose.hierarchical.models import JOINED, MODEL_NAMES, resolve_model
+from robocompose.hierarchical.models import DEFAULT_MODEL, JOINED, MODEL_NAMES, resolve_model
 
 FINGERPRINT_BYTES = 1 << 20
 
@@ -62,6 +63,14 @@ def load_llama(path: Path, n_ctx: int, n_threads: int, seed: int) -> tuple[Any, 
             )
             _LOADED[key] = (llama, threading.Lock())
         return _LOADED[key]
+
+
+@atexit.register
+def _close_loaded() -> None:
+    """Free the models before the interpreter tears down the modules their finalizers need."""
+    for llama, _ in _LOADED.values():
+        llama.close()
+    _LOADED.clear()
 
 
 @contextlib.contextmanager
@@ -115,18 +124,23 @@ class LocalLLM(LLMBackend):
 
     def __init__(
         self,
-        model: str = "qwen2.5-coder-1.5b",
+        model: str = DEFAULT_MODEL,
         *,
         n_ctx: int = 4096,
         n_threads: int = 2,
         seed: int = 0,
     ) -> None:
+        if n_ctx < 256:
+            raise ValueError(f"`n_ctx` must be >= 256. Got {n_ctx}.")
+        if n_threads < 1:
+            raise ValueError(f"`n_threads` must be >= 1. Got {n_threads}.")
         self.path = resolve_model(model)
         self.model = str(model) if str(model) in MODEL_NAMES else self.path.name
         self.seed = seed
         self.n_ctx = n_ctx
         named = JOINED.get(str(model))
-        self.identity = f"local:{self.model}:" + (named.sha256 if named else fingerprint(self.path))
+        file_id = named.sha256 if named else fingerprint(self.path)
+        self.identity = f"local:{self.model}:{file_id}:seed={seed}"
         self._llama, self._lock = load_llama(self.path, n_ctx, n_threads, seed)
 
     def chat(
@@ -187,10 +201,10 @@ class LocalLLM(LLMBackend):
     def score(self, prompt: str, continuations: Sequence[str]) -> list[float]:
         """Sum of log p(token | prompt, earlier continuation tokens) over each continuation.
 
-        The prompt is tokenized with the model's start token, each continuation on its own, so a
-        continuation should begin at a word boundary (" pick up the red block"). The prompt is
-        evaluated once (reusing what the context already holds), then each continuation token by
-        token, reading the last position's logits."""
+        The prompt is tokenized with the model's start token (if it has one), each continuation
+        on its own, so a continuation should begin at a token boundary (" pick up the red block",
+        or anything after a newline). The prompt is evaluated once, reusing what the context
+        already holds; then each continuation in one decode that keeps every position's logits."""
         check_score_args(prompt, continuations)
         llama = self._llama
         with self._lock:
@@ -205,18 +219,14 @@ class LocalLLM(LLMBackend):
                     "(raise `n_ctx`)."
                 )
             self._eval_prefix(prompt_tokens)
-            after_prompt = self._last_logprobs()
-            scores = []
-            for tokens in cont_tokens:
-                llama.n_tokens = len(prompt_tokens)  # drop the previous continuation
-                total = float(after_prompt[tokens[0]])
-                for previous, token in zip(tokens, tokens[1:], strict=False):
-                    llama.eval([previous])
-                    total += float(self._last_logprobs()[token])
-                scores.append(total)
-            if len(cont_tokens[-1]) == 1:  # leave positions and logits consistent for reuse
-                llama.n_tokens = len(prompt_tokens) - 1
-                llama.eval(prompt_tokens[-1:])
+            after_prompt = _log_softmax(self._logits(-1))
+            scores = [
+                float(after_prompt[tokens[0]]) + self._logprob_after(len(prompt_tokens), tokens)
+                for tokens in cont_tokens
+            ]
+            # drop the continuations: the context ends at the prompt, its logits the prompt's
+            llama.n_tokens = len(prompt_tokens) - 1
+            llama.eval(prompt_tokens[-1:])
         return scores
 
     def _eval_prefix(self, tokens: list[int]) -> None:
@@ -232,11 +242,40 @@ class LocalLLM(LLMBackend):
         llama.n_tokens = min(keep, len(tokens) - 1)
         llama.eval(tokens[llama.n_tokens :])
 
-    def _last_logprobs(self) -> np.ndarray:
-        """log softmax of the logits at the last evaluated position, in float64."""
+    def _logprob_after(self, start: int, tokens: list[int]) -> float:
+        """log p(tokens[1:] | the context's first `start` positions, tokens[0]): `tokens[:-1]`
+        decoded at positions start.. in one batch with logits kept for every position. The
+        context's bookkeeping (`n_tokens`) is left at `start`; `score` restores its state."""
+        inputs = tokens[:-1]
+        if not inputs:
+            return 0.0
         llama_cpp = _llama_cpp()
-        n_vocab = self._llama.n_vocab()
-        pointer = llama_cpp.llama_get_logits_ith(self._llama.ctx, -1)
-        logits = np.ctypeslib.as_array(pointer, shape=(n_vocab,)).astype(np.float64)
-        shifted = logits - logits.max()
-        return shifted - np.log(np.exp(shifted).sum())
+        ctx = self._llama.ctx
+        batch = llama_cpp.llama_batch_init(len(inputs), 0, 1)
+        try:
+            for i, token in enumerate(inputs):
+                batch.token[i] = token
+                batch.pos[i] = start + i
+                batch.n_seq_id[i] = 1
+                batch.seq_id[i][0] = 0
+                batch.logits[i] = 1
+            batch.n_tokens = len(inputs)
+            llama_cpp.llama_memory_seq_rm(llama_cpp.llama_get_memory(ctx), 0, start, -1)
+            status = llama_cpp.llama_decode(ctx, batch)
+            if status != 0:
+                raise RuntimeError(f"llama.cpp could not decode a continuation (status {status}).")
+            return sum(
+                float(_log_softmax(self._logits(i))[token]) for i, token in enumerate(tokens[1:])
+            )
+        finally:
+            llama_cpp.llama_batch_free(batch)
+
+    def _logits(self, i: int) -> np.ndarray:
+        """The logits of output row `i` of the last decode (-1: the last row), as float64."""
+        pointer = _llama_cpp().llama_get_logits_ith(self._llama.ctx, i)
+        return np.ctypeslib.as_array(pointer, shape=(self._llama.n_vocab(),)).astype(np.float64)
+
+
+def _log_softmax(logits: np.ndarray) -> np.ndarray:
+    shifted = logits - logits.max()
+    return shifted - np.log(np.exp(shifted).sum())
