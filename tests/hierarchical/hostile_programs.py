@@ -166,7 +166,7 @@ HOSTILE = [
         "api",
         "must be in [0.0, 0.3]",
     ),  # fmt: skip
-    Hostile("extra-argument", "move_to([0.1, 0.1], z=0.1, speed=9.0)", "api", "no parameter"),
+    Hostile("extra-argument", "move_to([0.1, 0.1], z=0.1, speed=9.0)", "api", "takes no argument"),
     Hostile("vec3", "move_to([0.1, 0.1, 0.1], 0.1)", "api", "2 numbers"),
     Hostile("unknown-skill", "teleport('red')", "refused", "`teleport` is not defined"),
     Hostile("too-many-calls", "for i in range(1000):\n    pick('red')", "calls", "API calls"),

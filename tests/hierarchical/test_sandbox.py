@@ -200,14 +200,12 @@ def test_time_spent_running_skills_is_not_charged_to_the_program():
 @pytest.mark.parametrize(
     ("args", "kwargs", "message"),
     [
-        ([], {}, "move_to() is missing `xy`, `z`."),
-        ([[0.1, 0.2], 0.1, 3], {}, "move_to() takes 2 arguments. Got 3."),
-        ([[0.1, 0.2]], {"zz": 0.1}, "move_to() has no parameter `zz` (did you mean 'z'?)."),
-        ([[0.1, 0.2]], {"xy": [0, 0]}, "move_to() got `xy` twice."),
-        ([[0.1, 0.2], "0.1"], {}, "move_to(): `z` must be a number. Got str '0.1'."),
-        ([[0.1, 0.9], 0.1], {}, "move_to(): `xy`[1] must be in [-0.5, 0.5]. Got 0.9."),
-        ([[0.1], 0.1], {}, "move_to(): `xy` must be 2 numbers [x, y]. Got list [0.1]."),
-        ([[0.1, 0.2], float("inf")], {}, "move_to(): `z` must be finite. Got inf."),
+        ([], {}, "`move_to` is missing the argument `xy`."),
+        ([[0.1, 0.2], 0.1, 3], {}, "`move_to` takes 2 arguments (['xy', 'z']). Got 3 positional."),
+        ([[0.1, 0.2]], {"zz": 0.1}, "`move_to` takes no argument 'zz'; its parameters: "
+                                    "['xy', 'z']."),  # fmt: skip
+        ([[0.1, 0.2]], {"xy": [0, 0]}, "`move_to` got the argument `xy` twice."),
+        ([[0.1, 0.9], 0.1], {}, "`move_to` argument `xy` must be in [-0.5, 0.5]. Got 0.9."),
     ],
 )
 def test_validate_args_names_the_parameter_and_the_expectation(args, kwargs, message):
@@ -217,11 +215,19 @@ def test_validate_args_names_the_parameter_and_the_expectation(args, kwargs, mes
     assert str(error.value) == message
 
 
-def test_validate_args_suggests_the_nearest_choice_and_returns_plain_values():
+def test_validate_args_keeps_the_echo_of_a_huge_value_short():
+    with pytest.raises(ValueError) as error:
+        validate_args(make_api([]).functions["move_to"], [[0.1, 0.2], "z" * 100_000], {})
+    message = str(error.value)
+    assert message.startswith("`move_to` argument `z` must be a number. Got str 'zzz")
+    assert message.endswith("zzz... (cut)") and len(message) == 300
+
+
+def test_validate_args_suggests_the_nearest_name_and_returns_plain_values():
     api = make_api([])
-    with pytest.raises(ValueError, match=r"one of 'red', 'green', 'blue'. Got str 'gren' \(did "):
+    with pytest.raises(ValueError, match=r"Got 'gren'. Did you mean 'green'\?"):
         api.validate("pick", ["gren"], {})
-    with pytest.raises(ValueError, match=r"`pik` is not an API function \(did you mean 'pick'"):
+    with pytest.raises(ValueError, match=r"`pik` is not an API function; did you mean 'pick'\?"):
         api.validate("pik", [], {})
     assert api.validate("move_to", [(0, 0.5)], {"z": 0}) == {"xy": [0.0, 0.5], "z": 0.0}
 

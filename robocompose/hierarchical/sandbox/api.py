@@ -3,13 +3,13 @@
 Each `ApiFunction` declares typed parameters (base.Param); `validate_args` turns the raw
 positional and keyword arguments the child sent into a checked dict or raises ValueError naming
 the function, the parameter and what was expected. Only then does `run` execute in the parent.
+The rules are the skill registry's (`registry.check_args`), imported when first needed: only the
+parent validates, and the registry imports the simulator, which the child must not pay for.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import difflib
-import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -67,7 +67,11 @@ class SandboxAPI:
     def validate(self, name: str, args: list[Any], kwargs: dict[str, Any]) -> dict[str, Any]:
         """Checked arguments of a call, by parameter name; ValueError names what is wrong."""
         if name not in self.functions:
-            raise ValueError(f"`{name}` is not an API function{_suggest(name, self.functions)}.")
+            from robocompose.hierarchical.registry import suggest
+
+            near = suggest(name, list(self.functions))
+            hint = f"; did you mean {near!r}?" if near else f"; it has: {list(self.functions)}"
+            raise ValueError(_clip(f"`{name}` is not an API function{hint}"))
         return validate_args(self.functions[name], args, kwargs)
 
     def listing(self) -> str:
@@ -103,57 +107,25 @@ def _bind(execute: Callable[[str, dict[str, Any]], Any], name: str) -> Callable[
 
 
 def validate_args(function: ApiFunction, args: list[Any], kwargs: dict[str, Any]) -> dict[str, Any]:
-    """Map positional and keyword arguments onto the parameters and check each one."""
-    where = f"{function.name}()"
+    """Map positional and keyword arguments onto the parameters, then check them by the skill
+    registry's rules, so the planners and the sandbox refuse the same calls in the same words."""
+    from robocompose.hierarchical.registry import check_args  # see the module docstring
+
     params = function.params
     if len(args) > len(params):
-        raise ValueError(f"{where} takes {len(params)} arguments. Got {len(args)}.")
-    named = {p.name: value for p, value in zip(params, args, strict=False)}
-    known = {p.name for p in params}
+        raise ValueError(
+            f"`{function.name}` takes {len(params)} arguments ({[p.name for p in params]}). "
+            f"Got {len(args)} positional."
+        )
+    named = dict(zip((p.name for p in params), args, strict=False))
     for key, value in kwargs.items():
-        if key not in known:
-            raise ValueError(f"{where} has no parameter `{key}`{_suggest(key, known)}.")
         if key in named:
-            raise ValueError(f"{where} got `{key}` twice.")
+            raise ValueError(f"`{function.name}` got the argument `{key}` twice.")
         named[key] = value
-    missing = [p.name for p in params if p.name not in named]
-    if missing:
-        raise ValueError(f"{where} is missing {', '.join(f'`{m}`' for m in missing)}.")
-    return {p.name: check_value(p, named[p.name], where) for p in params}
-
-
-def check_value(param: Param, value: Any, where: str) -> Any:
-    """`value` checked against one parameter's type, choices and [low, high] range."""
-    label = f"{where}: `{param.name}`"
-    if param.type == "str":
-        if not isinstance(value, str):
-            raise ValueError(f"{label} must be a str. Got {_show(value)}.")
-        if param.choices is not None and value not in param.choices:
-            choices = ", ".join(repr(c) for c in param.choices)
-            raise ValueError(
-                f"{label} must be one of {choices}. Got {_show(value)}"
-                f"{_suggest(value, param.choices)}."
-            )
-        return value
-    if param.type == "vec2":
-        if not isinstance(value, list | tuple) or len(value) != 2:
-            raise ValueError(f"{label} must be 2 numbers [x, y]. Got {_show(value)}.")
-        return [_number(param, v, f"{label}[{i}]", float) for i, v in enumerate(value)]
-    return _number(param, value, label, int if param.type == "int" else float)
-
-
-def _number(param: Param, value: Any, label: str, kind: type) -> float | int:
-    accepted = (int,) if kind is int else (int, float)
-    if isinstance(value, bool) or not isinstance(value, accepted):
-        raise ValueError(f"{label} must be {'an int' if kind is int else 'a number'}. Got "
-                         f"{_show(value)}.")  # fmt: skip
-    if not math.isfinite(value):
-        raise ValueError(f"{label} must be finite. Got {value}.")
-    low = -math.inf if param.low is None else param.low
-    high = math.inf if param.high is None else param.high
-    if not low <= value <= high:
-        raise ValueError(f"{label} must be in [{param.low}, {param.high}]. Got {value}.")
-    return kind(value)
+    try:
+        return check_args(function.name, params, named)
+    except ValueError as e:  # the program chose the values: keep its echo short
+        raise ValueError(_clip(str(e))) from None
 
 
 def to_plain(value: Any, depth: int = 0) -> Any:
@@ -175,11 +147,5 @@ def to_plain(value: Any, depth: int = 0) -> Any:
     raise TypeError(f"a {type(value).__name__} cannot be returned to the program")
 
 
-def _show(value: Any) -> str:
-    text = repr(value)
-    return f"{type(value).__name__} {text if len(text) <= 60 else text[:57] + '...'}"
-
-
-def _suggest(name: str, choices: Iterable[str]) -> str:
-    close = difflib.get_close_matches(name, list(choices), n=1)
-    return f" (did you mean {close[0]!r}?)" if close else ""
+def _clip(text: str, max_chars: int = 300, cut: str = "... (cut)") -> str:
+    return text if len(text) <= max_chars else text[: max_chars - len(cut)] + cut
