@@ -8,7 +8,7 @@
     reply = llm.chat([{"role": "user", "content": "..."}], max_tokens=128,
                      json_schema={"type": "array", "items": {"type": "string"}})
     reply.text, reply.prompt_tokens, reply.completion_tokens, reply.seconds, reply.cached
-    llm.score("Robot: I will ", [" pick up the red block", " dance"])  # summed log-probs
+    llm.score("Robot: I will", [" pick up the red block", " dance"])  # summed log-probs
 
 - "local" (`LocalLLM`): a GGUF model through llama-cpp-python; `model` is "qwen2.5-coder-1.5b"
   (default), "smollm2" or a path to a .gguf file (see `models`). `grammar` takes GBNF,
