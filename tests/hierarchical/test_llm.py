@@ -116,6 +116,15 @@ def test_local_chat_reports_tokens_time_and_model(smollm2):
 
 
 @pytest.mark.smollm2
+def test_make_backend_caches_and_loads_a_model_once_per_process(smollm2, tmp_path):
+    llm = make_backend("local", model="smollm2", cache_dir=str(tmp_path))
+    assert isinstance(llm, CachedLLM) and llm.folder == tmp_path
+    assert llm.backend._llama is smollm2._llama  # the session's model, not a second copy
+    assert llm.identity == smollm2.identity and "seed=0" in llm.identity
+    assert make_backend("local", model="smollm2", cache=False) is not smollm2
+
+
+@pytest.mark.smollm2
 def test_grammar_constrains_the_output(smollm2):
     reply = smollm2.chat(ASK, max_tokens=16, grammar=SKILL_GRAMMAR)
     assert re.fullmatch(r"(pick|place) the (red|blue|green) block", reply.text), reply.text
