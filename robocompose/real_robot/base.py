@@ -134,5 +134,5 @@ class Arm(ABC):
     def stop(self) -> None:
         """Emergency stop: halt now; later commands are refused until the arm is reset."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 (optional: an arm holding no connection skips it)
         """Release the connection (idempotent)."""

@@ -10,7 +10,11 @@ ranges. With no fresh command for `watchdog_ms`, a timer thread tells the arm to
 stalled caller still gets a hold). `estop()` stops the arm and refuses everything afterwards,
 until `rearm()` after the arm was reset; it can be wired to SIGINT and to Enter on stdin.
 
-Every clamp and refusal becomes a `SafetyEvent` (time, kind, reason, raw value, sent value):
+The limits start over from the measured pose after every hold; an arm found outside the box by
+more than one step is refused (move it inside first) rather than pulled in by a jump.
+
+Every clamp and refusal becomes a `SafetyEvent` (time, kind, reason, raw value, sent value; see
+`safety_events`):
 returned with the command's `CommandResult`, collected for `drain_events()`, passed to
 `on_event` and logged (`logging`, this module's logger). Braking is acceleration-limited too:
 a stop commanded at speed v may overshoot its target by up to v^2 / (2 max_accel_m_s2).
@@ -35,71 +39,23 @@ import threading
 import time
 from collections import Counter, deque
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import IO, Any
 
 import numpy as np
 
 from robocompose.real_robot.base import Arm, ArmState
+from robocompose.real_robot.safety_events import (
+    CLAMPS,
+    CommandResult,
+    SafetyEvent,
+    as_vector,
+    to_jsonable,
+)
 from robocompose.real_robot.safety_limits import SafetyLimits
 
 logger = logging.getLogger(__name__)
 
-REFUSALS = ("shape", "nonfinite", "estop", "joints", "arm_error")
-CLAMPS = ("workspace", "accel", "speed", "delta", "gripper", "joint_range", "joint_delta")
-KINDS = (*REFUSALS, *CLAMPS, "watchdog", "estop_engaged")
 MAX_HISTORY = 10_000
-
-
-@dataclass(frozen=True)
-class SafetyEvent:
-    """One clamp, refusal, watchdog hold or e-stop."""
-
-    time_s: float  # time.monotonic()
-    kind: str  # one of KINDS
-    reason: str
-    raw: Any  # what came in (a list, or a repr for input that is not numeric)
-    sent: Any  # what went to the arm (None if nothing did)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "time_s": self.time_s,
-            "kind": self.kind,
-            "reason": self.reason,
-            "raw": self.raw,
-            "sent": self.sent,
-        }
-
-
-@dataclass(frozen=True)
-class CommandResult:
-    """What became of one command: whether anything reached the arm, what, and why."""
-
-    sent: bool
-    target: np.ndarray | None  # the end-effector position (m) or joints (rad) sent
-    gripper: float | None
-    events: tuple[SafetyEvent, ...]
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, int | float | bool | str) or value is None:
-        return value
-    return repr(value)[:200]
-
-
-def _as_vector(value: Any, n: int, what: str) -> tuple[np.ndarray | None, str, str]:
-    """(vector, kind, reason): the input as a finite float64 (n,), or None and why not."""
-    try:
-        vec = np.array(value, dtype=np.float64)
-    except (TypeError, ValueError, OverflowError):
-        return None, "shape", f"{what} is not numeric: {type(value).__name__}"
-    if vec.shape != (n,):
-        return None, "shape", f"{what} must have shape ({n},). Got {vec.shape}."
-    if not np.all(np.isfinite(vec)):
-        return None, "nonfinite", f"{what} has non-finite entries: {vec.tolist()}"
-    return vec, "", ""
 
 
 def _scale_to(vec: np.ndarray, max_norm: float) -> np.ndarray:
@@ -164,12 +120,16 @@ class SafetyLayer(Arm):
             events: list[SafetyEvent] = []
             if self._estopped.is_set():
                 return self._refuse(events, "estop", "e-stop engaged", pos_m, hold=False)
-            pos, kind, reason = _as_vector(pos_m, 3, "`pos_m`")
+            pos, kind, reason = as_vector(pos_m, 3, "`pos_m`")
             if pos is None:
                 return self._refuse(events, kind, reason, pos_m)
             grip, kind, reason = self._check_gripper(gripper, events)
             if kind:
                 return self._refuse(events, kind, reason, gripper)
+            if self._prev_pos is None:
+                reason = self._start_from_measured_pose()
+                if reason:
+                    return self._refuse(events, "workspace_start", reason, pos_m)
             sent = self._limit_ee(pos, events)
             return self._send(events, sent, grip, lambda: self.arm.command_ee(sent, grip))
 
@@ -182,7 +142,7 @@ class SafetyLayer(Arm):
             if n is None or self.limits.joint_low_rad is None:
                 reason = "joint commands need `joint_low_rad`/`joint_high_rad` in the limits"
                 return self._refuse(events, "joints", reason, joints_rad)
-            joints, kind, reason = _as_vector(joints_rad, n, "`joints_rad`")
+            joints, kind, reason = as_vector(joints_rad, n, "`joints_rad`")
             if joints is None:
                 return self._refuse(events, kind, reason, joints_rad)
             grip, kind, reason = self._check_gripper(gripper, events)
@@ -286,7 +246,7 @@ class SafetyLayer(Arm):
     def _event(
         self, events: list[SafetyEvent], kind: str, reason: str, raw: Any, sent: Any
     ) -> None:
-        event = SafetyEvent(time.monotonic(), kind, reason, _jsonable(raw), _jsonable(sent))
+        event = SafetyEvent(time.monotonic(), kind, reason, to_jsonable(raw), to_jsonable(sent))
         events.append(event)
         self._pending.append(event)
         self.history.append(event)
@@ -329,9 +289,7 @@ class SafetyLayer(Arm):
         """(gripper clipped into range, "", "") or (None, refusal kind, reason)."""
         if gripper is None:
             return None, "", ""
-        value, kind, reason = _as_vector(
-            np.ravel(np.asarray(gripper, dtype=object)), 1, "`gripper`"
-        )
+        value, kind, reason = as_vector(np.ravel(np.asarray(gripper, dtype=object)), 1, "`gripper`")
         if value is None:
             return None, kind, reason
         low, high = self.limits.gripper_range
@@ -343,9 +301,7 @@ class SafetyLayer(Arm):
     def _limit_ee(self, pos: np.ndarray, events: list[SafetyEvent]) -> np.ndarray:
         lim, dt = self.limits, self.period_s
         prev = self._prev_pos
-        if prev is None:  # after a hold: start from the measured pose, at rest
-            prev = np.clip(np.asarray(self.arm.read_state().ee_pos_m, float), self._low, self._high)
-            self._prev_vel = np.zeros(3)
+        assert prev is not None, "_start_from_measured_pose() comes first"
         target = self._clip_box(pos, pos, events)
         vel = (target - prev) / dt
         dv = _scale_to(vel - self._prev_vel, lim.max_accel_m_s2 * dt)
@@ -372,6 +328,21 @@ class SafetyLayer(Arm):
         self._prev_pos = sent
         self._prev_joints = None
         return sent
+
+    def _start_from_measured_pose(self) -> str:
+        """After a hold, limits start from the measured pose at rest; "" or why they cannot
+        (the arm reports no finite position, or is outside the box by more than one step)."""
+        measured = np.asarray(self.arm.read_state().ee_pos_m, dtype=np.float64)
+        if measured.shape != (3,) or not np.all(np.isfinite(measured)):
+            return f"the arm reports no finite (3,) position: {measured.tolist()}"
+        inside = np.clip(measured, self._low, self._high)
+        if np.linalg.norm(measured - inside) > self.limits.max_step_m:
+            return (
+                f"the arm is at {measured.round(4).tolist()} m, outside the workspace box by more "
+                f"than `max_step_m` ({self.limits.max_step_m} m): move it inside first"
+            )
+        self._prev_pos, self._prev_vel = inside, np.zeros(3)
+        return ""
 
     def _clip_box(
         self, point: np.ndarray, raw: np.ndarray, events: list[SafetyEvent]

@@ -155,6 +155,17 @@ def test_after_a_refusal_limits_restart_from_the_measured_pose(manual: TwinArm) 
     assert np.linalg.norm(arm_target(manual) - at) == pytest.approx(0.01)
 
 
+def test_an_arm_outside_the_box_is_not_pulled_in_by_a_jump(manual: TwinArm) -> None:
+    far = layer_on(manual, workspace_low_m=(0.1, -0.2, 0.015), max_step_m=0.02)
+    result = far.command_ee([0.15, 0.0, 0.1])
+    assert not result.sent and kinds(result) == ["workspace_start"]
+    assert "outside the workspace box" in result.events[0].reason
+    near = layer_on(manual, workspace_low_m=(0.01, -0.2, 0.015), max_step_m=0.02)
+    result = near.command_ee([0.15, 0.0, 0.1])  # 1 cm outside: starts from the box's edge
+    assert result.sent
+    np.testing.assert_allclose(arm_target(manual), [0.03, 0.0, 0.1], atol=1e-4)
+
+
 def test_random_commands_never_leave_the_limits(manual: TwinArm) -> None:
     limits = SafetyLimits(
         (-0.15, -0.15, 0.03), (0.15, 0.15, 0.2), max_step_m=0.04, max_speed_m_s=0.3,
@@ -249,6 +260,7 @@ def test_events_reach_the_callback_the_drain_and_the_log(manual: TwinArm, caplog
         layer.command_ee([np.nan, 0.0, 0.1])
     assert [e.kind for e in seen] == ["delta", "nonfinite"]
     assert layer.drain_events() == seen and layer.drain_events() == []
+    assert seen[1].raw == ["nan", 0.0, 0.1]  # strict JSON
     assert layer.counts == {"delta": 1, "nonfinite": 1}
     assert "safety delta" in caplog.text and "safety nonfinite" in caplog.text
 
