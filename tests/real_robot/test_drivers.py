@@ -239,6 +239,14 @@ def test_xarm_behind_the_safety_layer_gets_only_limited_targets(xarm_controller)
     layer.close()
 
 
+def test_xarm_without_a_gripper_sends_no_gripper_frames(xarm_controller) -> None:
+    arm = make_arm("xarm6", ip=xarm_controller.host, gripper=False)
+    arm.command_ee(np.array([0.3, 0.0, 0.2]), 1.0)
+    assert arm.read_state().gripper == -1.0
+    assert xarm_controller.calls("RS485_RTU") == [] and xarm_controller.calls("TGPIO_R16B") == []
+    arm.close()
+
+
 def test_xarm_unreachable_controller_raises() -> None:
     pytest.importorskip("xarm.wrapper", reason="xarm-python-sdk (extra `arms`) not installed")
     with pytest.raises(Exception, match="connect"):

@@ -32,6 +32,7 @@ class XArmDriver(Arm):
     """Args:
     ip: the controller's address.
     n_joints: 5, 6 or 7 (the joint targets of `command_joints`).
+    gripper: an xArm Gripper is attached (False: gripper commands are ignored, reading -1).
     gripper_open_pulse, gripper_closed_pulse: the gripper's pulse range.
     gripper_speed: gripper speed, pulses/s.
     gripper_deadband: gripper command changes smaller than this are not sent.
@@ -42,6 +43,7 @@ class XArmDriver(Arm):
         ip: str,
         *,
         n_joints: int = 6,
+        gripper: bool = True,
         gripper_open_pulse: float = 850.0,
         gripper_closed_pulse: float = 0.0,
         gripper_speed: float = 3000.0,
@@ -51,6 +53,7 @@ class XArmDriver(Arm):
             raise ValueError(f"`n_joints` must be 5, 6 or 7. Got {n_joints}.")
         wrapper = import_sdk("xarm.wrapper", "xarm-python-sdk")
         self.n_joints = n_joints
+        self.has_gripper = gripper
         self.gripper_open_pulse = float(gripper_open_pulse)
         self.gripper_closed_pulse = float(gripper_closed_pulse)
         self.gripper_speed = float(gripper_speed)
@@ -69,7 +72,7 @@ class XArmDriver(Arm):
     def read_state(self) -> ArmState:
         _, pose = self._call("get_position", is_radian=False)
         _, angles = self._call("get_servo_angle", is_radian=True)
-        code, pulse = self.api.get_gripper_position()
+        code, pulse = self.api.get_gripper_position() if self.has_gripper else (-1, None)
         gripper = self._gripper if self._gripper is not None else -1.0
         if code == 0 and pulse is not None:
             span = self.gripper_closed_pulse - self.gripper_open_pulse
@@ -119,8 +122,9 @@ class XArmDriver(Arm):
         self._call("motion_enable", enable=True)
         self._call("set_mode", SERVO_MODE)
         self._call("set_state", READY_STATE)
-        self._call("set_gripper_mode", 0)
-        self._call("set_gripper_enable", True)
+        if self.has_gripper:
+            self._call("set_gripper_mode", 0)
+            self._call("set_gripper_enable", True)
         self._stopped = False
 
     # -- internals ---------------------------------------------------------------------------
@@ -137,7 +141,7 @@ class XArmDriver(Arm):
             raise ArmStoppedError("the xArm was stopped: reenable() it before commanding again.")
 
     def _command_gripper(self, gripper: float | None) -> None:
-        if gripper is None:
+        if gripper is None or not self.has_gripper:
             return
         if self._gripper is not None and abs(gripper - self._gripper) < self.gripper_deadband:
             return
