@@ -69,8 +69,12 @@ def _resume(path: Path, keys: Iterable[str], run: Callable[[str], dict]) -> list
 
 def _rate(records: list[dict], field: str = "success") -> dict[str, Any]:
     rate = success_rate(sum(bool(r[field]) for r in records), len(records))
-    return {"rate": rate.rate, "ci95": [rate.ci_low, rate.ci_high], "n": rate.episodes,
-            "text": str(rate)}
+    return {
+        "rate": rate.rate,
+        "ci95": [rate.ci_low, rate.ci_high],
+        "n": rate.episodes,
+        "text": str(rate),
+    }
 
 
 def sort_bins_expert(seeds: list[int], out: Path) -> dict:
@@ -88,8 +92,11 @@ def sort_bins_expert(seeds: list[int], out: Path) -> dict:
         return {"success": bool(info["success"]), "steps": steps}
 
     records = _resume(out / "sort_bins_expert.jsonl", [str(s) for s in seeds], run)
-    return {**_rate(records), "mean_steps": float(np.mean([r["steps"] for r in records])),
-            "seeds": len(seeds)}
+    return {
+        **_rate(records),
+        "mean_steps": float(np.mean([r["steps"] for r in records])),
+        "seeds": len(seeds),
+    }
 
 
 def primitives(seeds: list[int], out: Path) -> dict:
@@ -112,13 +119,11 @@ def primitives(seeds: list[int], out: Path) -> dict:
             trace = registry.call(world, *call)
             if not trace.success_check:
                 break
-        return {"success": bool(trace.success_check), "error": trace.error,
-                "steps": world.steps}
+        return {"success": bool(trace.success_check), "error": trace.error, "steps": world.steps}
 
     keys = [f"{name}/{s}" for name in cases for s in seeds]
     records = _resume(out / "primitives.jsonl", keys, run)
-    return {name: _rate([r for r in records if r["key"].startswith(name + "/")])
-            for name in cases}
+    return {name: _rate([r for r in records if r["key"].startswith(name + "/")]) for name in cases}
 
 
 def reference_plans(out: Path) -> dict:
@@ -134,8 +139,12 @@ def reference_plans(out: Path) -> dict:
             if not trace.success_check:
                 error = f"{call}: {trace.error}"
                 break
-        record = {"task": item.task, "success": task_success(world), "error": error,
-                  "steps": world.steps}
+        record = {
+            "task": item.task,
+            "success": task_success(world),
+            "error": error,
+            "steps": world.steps,
+        }
         world.close()
         return record
 
@@ -153,10 +162,19 @@ def place_in(seeds: list[int], out: Path, implementation: str) -> dict:
         calls, start = [], time.perf_counter()
         for block in world.objects():
             trace = registry.call(world, "place_in", block, block.replace("_block", "_bin"))
-            calls.append({"block": block, "success": bool(trace.success_check),
-                          "steps": trace.steps, "error": trace.error})
-        return {"calls": calls, "scene_success": task_success(world),
-                "seconds": time.perf_counter() - start}
+            calls.append(
+                {
+                    "block": block,
+                    "success": bool(trace.success_check),
+                    "steps": trace.steps,
+                    "error": trace.error,
+                }
+            )
+        return {
+            "calls": calls,
+            "scene_success": task_success(world),
+            "seconds": time.perf_counter() - start,
+        }
 
     safe = implementation.replace(":", "_").replace("+", "_").replace(",", "_")
     records = _resume(out / f"place_in_{safe}.jsonl", [str(s) for s in seeds], run)

@@ -79,9 +79,7 @@ def _check_value(skill: str, param: Param, value: Any) -> Any:
         if param.choices is not None and value not in param.choices:
             near = suggest(value, param.choices)
             hint = f" Did you mean {near!r}?" if near else ""
-            raise SkillError(
-                f"{where} must be one of {list(param.choices)}. Got {value!r}.{hint}"
-            )
+            raise SkillError(f"{where} must be one of {list(param.choices)}. Got {value!r}.{hint}")
         return value
     if param.type == "vec2":
         if not isinstance(value, (list, tuple)) or len(value) != 2:
@@ -220,8 +218,12 @@ class SkillRegistry(Mapping[str, Skill]):
                         spec["low"], spec["high"] = p.low, p.high
                     params[p.name] = spec
                 out.append(
-                    {"name": item.name, "kind": kind, "description": item.description,
-                     "params": params}
+                    {
+                        "name": item.name,
+                        "kind": kind,
+                        "description": item.description,
+                        "params": params,
+                    }
                 )
         return out
 

@@ -239,9 +239,7 @@ def _place(world: SimWorld, obj: str, target: str) -> SkillResult:
     motion, i = Motion(world), world.block_index(obj)
     if target in world.bins():
         k = world.bin_index(target)
-        script = _place_script(
-            motion, i, lambda: world.sim.bin_xy(k), lambda: CUBE_HALF_M + 0.004
-        )
+        script = _place_script(motion, i, lambda: world.sim.bin_xy(k), lambda: CUBE_HALF_M + 0.004)
     else:
         j = world.block_index(target)
         script = _place_script(
@@ -357,23 +355,42 @@ def _push_success(world: SimWorld, obj: str, direction: str, distance: float) ->
 # -- perception queries -----------------------------------------------------------------------
 def _queries(world: SimWorld, obj: Param, thing: Param) -> list[Query]:
     queries = [
-        Query("objects", "The names of the blocks in the scene.", (), SimWorld.objects,
-              "list[str]"),
-        Query("position", "The [x, y, z] centre in metres of a block or bin.", (thing,),
-              lambda w, name: w.position(name), "list[float]"),
-        Query("colour", "The colour word of a block or bin.", (thing,),
-              lambda w, name: w.colour(name), "str"),
-        Query("holding", "The block in the gripper, or None.", (), SimWorld.holding,
-              "str | None"),
-        Query("on_top_of", 'What the block rests on: "table", a block, or None while held.',
-              (obj,), lambda w, obj: w.on_top_of(obj), "str | None"),
+        Query(
+            "objects", "The names of the blocks in the scene.", (), SimWorld.objects, "list[str]"
+        ),
+        Query(
+            "position",
+            "The [x, y, z] centre in metres of a block or bin.",
+            (thing,),
+            lambda w, name: w.position(name),
+            "list[float]",
+        ),
+        Query(
+            "colour",
+            "The colour word of a block or bin.",
+            (thing,),
+            lambda w, name: w.colour(name),
+            "str",
+        ),
+        Query("holding", "The block in the gripper, or None.", (), SimWorld.holding, "str | None"),
+        Query(
+            "on_top_of",
+            'What the block rests on: "table", a block, or None while held.',
+            (obj,),
+            lambda w, obj: w.on_top_of(obj),
+            "str | None",
+        ),
     ]
     if world.bins():
         queries += [
-            Query("bins", "The names of the bins on the table.", (), SimWorld.bins,
-                  "list[str]"),
-            Query("in_bin", "The bin the block lies in, or None.", (obj,),
-                  lambda w, obj: w.in_bin(obj), "str | None"),
+            Query("bins", "The names of the bins on the table.", (), SimWorld.bins, "list[str]"),
+            Query(
+                "in_bin",
+                "The bin the block lies in, or None.",
+                (obj,),
+                lambda w, obj: w.in_bin(obj),
+                "str | None",
+            ),
         ]
     return queries
 
@@ -397,37 +414,66 @@ def build_registry(world: SimWorld) -> SkillRegistry:
     )
     skills = [
         make_skill(
-            "move_to", "Move the gripper to the point (x, y, z), keeping its grip.", xyz,
-            _move_to, lambda world, **a: None, _at,
+            "move_to",
+            "Move the gripper to the point (x, y, z), keeping its grip.",
+            xyz,
+            _move_to,
+            lambda world, **a: None,
+            _at,
         ),
         make_skill(
-            "open_gripper", "Open the fingers, releasing whatever they hold.", (),
-            _set_grip(OPEN), lambda world: None, _opened,
+            "open_gripper",
+            "Open the fingers, releasing whatever they hold.",
+            (),
+            _set_grip(OPEN),
+            lambda world: None,
+            _opened,
         ),
         make_skill(
-            "close_gripper", "Close the fingers.", (), _set_grip(CLOSED), lambda world: None,
+            "close_gripper",
+            "Close the fingers.",
+            (),
+            _set_grip(CLOSED),
+            lambda world: None,
             _closed,
         ),
         make_skill(
-            "pick", "Grasp the block and lift it. The gripper must be empty and nothing may "
-            "rest on the block.", (obj,), _pick, _pick_blocker,
+            "pick",
+            "Grasp the block and lift it. The gripper must be empty and nothing may "
+            "rest on the block.",
+            (obj,),
+            _pick,
+            _pick_blocker,
             lambda world, obj: world.holding() == obj,
         ),
         make_skill(
-            "place", "Put the held block on top of another block or into a bin, and let go.",
+            "place",
+            "Put the held block on top of another block or into a bin, and let go.",
             (obj, Param("target", "str", "a block (on) or a bin (in)", choices=blocks + bins)),
-            _place, _place_blocker, _place_success,
+            _place,
+            _place_blocker,
+            _place_success,
         ),
         make_skill(
-            "place_at", "Put the held block down on the table at (x, y) and let go.",
-            (obj, *place_xy), _place_at, _place_at_blocker, _place_at_success,
+            "place_at",
+            "Put the held block down on the table at (x, y) and let go.",
+            (obj, *place_xy),
+            _place_at,
+            _place_at_blocker,
+            _place_at_success,
         ),
         make_skill(
-            "push", "Push a block along the table with the closed fingers. Directions as seen "
+            "push",
+            "Push a block along the table with the closed fingers. Directions as seen "
             "from above: left = -x, right = +x, forward = +y, backward = -y.",
-            (obj, Param("direction", "str", choices=tuple(DIRECTIONS)),
-             Param("distance", "float", "m", low=PUSH_RANGE_M[0], high=PUSH_RANGE_M[1])),
-            _push, _push_blocker, _push_success,
+            (
+                obj,
+                Param("direction", "str", choices=tuple(DIRECTIONS)),
+                Param("distance", "float", "m", low=PUSH_RANGE_M[0], high=PUSH_RANGE_M[1]),
+            ),
+            _push,
+            _push_blocker,
+            _push_success,
         ),
     ]
     if bins:
@@ -446,11 +492,12 @@ def place_in_skill(
     return make_skill(
         "place_in",
         "Pick up the block (unless already held) and put it into the bin.",
-        (Param("obj", "str", "a block", choices=blocks),
-         Param("bin", "str", "a bin", choices=bins)),
+        (
+            Param("obj", "str", "a block", choices=blocks),
+            Param("bin", "str", "a bin", choices=bins),
+        ),
         act,
         _place_in_blocker,
         place_in_success,
         kind=kind,
     )
-

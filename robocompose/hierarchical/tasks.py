@@ -47,34 +47,49 @@ STACK_PHRASINGS: tuple[Phrase, ...] = (
     lambda b, m, t: f"put {m} on {b} then {t} on {m}",
     lambda b, m, t: f"build a tower: {b} at the bottom, then {m}, {t} on top",
     lambda b, m, t: f"stack the blocks with {b} at the bottom, {m} in the middle and {t} on top",
-    lambda b, m, t: f"make a stack: the {t} block on top, the {m} block in the middle, "
-    f"the {b} block at the bottom",
-    lambda b, m, t: f"stack the {m} block on the {b} block, and then stack the {t} block on the "
-    f"{m} block",
+    lambda b, m, t: (
+        f"make a stack: the {t} block on top, the {m} block in the middle, "
+        f"the {b} block at the bottom"
+    ),
+    lambda b, m, t: (
+        f"stack the {m} block on the {b} block, and then stack the {t} block on the {m} block"
+    ),
     lambda b, m, t: f"I want a tower that reads, from bottom to top: {b}, {m}, {t}",
     lambda b, m, t: f"from top to bottom the tower should be {t}, {m}, {b}",
-    lambda b, m, t: f"place the {m} cube onto the {b} cube and afterwards put the {t} cube on "
-    f"top of the {m} one",
-    lambda b, m, t: f"leave the {b} block where it is, put the {m} block on it and finish with "
-    f"the {t} block",
+    lambda b, m, t: (
+        f"place the {m} cube onto the {b} cube and afterwards put the {t} cube on "
+        f"top of the {m} one"
+    ),
+    lambda b, m, t: (
+        f"leave the {b} block where it is, put the {m} block on it and finish with the {t} block"
+    ),
     lambda b, m, t: f"the {t} block goes on the {m} block, which goes on the {b} block",
     lambda b, m, t: f"stack {t} on {m} on {b}",
-    lambda b, m, t: f"first put the {m} block on top of the {b} block. Next, put the {t} block "
-    f"on top of the {m} block.",
+    lambda b, m, t: (
+        f"first put the {m} block on top of the {b} block. Next, put the {t} block "
+        f"on top of the {m} block."
+    ),
     lambda b, m, t: f"pile up the blocks: {b} at the base, {m} next, {t} at the top",
     lambda b, m, t: f"stack {b}, {m} and {t}, bottom to top",
     lambda b, m, t: f"stack {t}, {m} and {b}, listed from the top down",
-    lambda b, m, t: f"the {b} block should end up at the bottom of a tower, with the {m} block "
-    f"above it and the {t} block highest",
+    lambda b, m, t: (
+        f"the {b} block should end up at the bottom of a tower, with the {m} block "
+        f"above it and the {t} block highest"
+    ),
     lambda b, m, t: f"put the {t} one on the {m} one, after putting the {m} one on the {b} one",
     lambda b, m, t: f"tower please: {b} base, {m} middle, {t} top",
     lambda b, m, t: f"build a three-block tower whose base is {b} and whose top is {t}",
-    lambda b, m, t: f"put the {OTHER_WORDS[m]} block on the {OTHER_WORDS[b]} block, then the "
-    f"{OTHER_WORDS[t]} block on the {OTHER_WORDS[m]} block",
-    lambda b, m, t: f"using the {OTHER_WORDS[b]} cube as the foundation, stack the "
-    f"{OTHER_WORDS[m]} cube and then the {OTHER_WORDS[t]} cube on it",
-    lambda b, m, t: f"can you make a tower? {t.capitalize()} should be on top of {m}, and {m} "
-    f"on top of {b}.",
+    lambda b, m, t: (
+        f"put the {OTHER_WORDS[m]} block on the {OTHER_WORDS[b]} block, then the "
+        f"{OTHER_WORDS[t]} block on the {OTHER_WORDS[m]} block"
+    ),
+    lambda b, m, t: (
+        f"using the {OTHER_WORDS[b]} cube as the foundation, stack the "
+        f"{OTHER_WORDS[m]} cube and then the {OTHER_WORDS[t]} cube on it"
+    ),
+    lambda b, m, t: (
+        f"can you make a tower? {t.capitalize()} should be on top of {m}, and {m} on top of {b}."
+    ),
     lambda b, m, t: f"{b} first, {m} on it, {t} last",
     lambda b, m, t: f"the {m} block must sit on the {b} block and carry the {t} block",
 )
@@ -84,8 +99,10 @@ SORT_PHRASINGS: tuple[Phrase, ...] = (
     lambda a, b, c: "put each block in the bin that matches its colour",
     lambda a, b, c: "put every block into the bin of the same color",
     lambda a, b, c: "tidy up: each cube goes into its matching coloured bin",
-    lambda a, b, c: f"place the {a} block in the {a} bin, the {b} block in the {b} bin and the "
-    f"{c} block in the {c} bin",
+    lambda a, b, c: (
+        f"place the {a} block in the {a} bin, the {b} block in the {b} bin and the "
+        f"{c} block in the {c} bin"
+    ),
     lambda a, b, c: "match the blocks to the bins by colour",
     lambda a, b, c: "move all the blocks into the bins of their colours",
     lambda a, b, c: "clear the table by dropping each block into the bin of its colour",
@@ -96,16 +113,20 @@ SORT_PHRASINGS: tuple[Phrase, ...] = (
     lambda a, b, c: "group the blocks by colour into the bins",
     lambda a, b, c: f"first the {c} block into its bin, then the {a} one, then the {b} one",
     lambda a, b, c: "put the blocks away in the bins, colour to colour",
-    lambda a, b, c: f"start with the {b} block: put it in the {b} bin. Then do the same for the "
-    f"other blocks.",
+    lambda a, b, c: (
+        f"start with the {b} block: put it in the {b} bin. Then do the same for the other blocks."
+    ),
     lambda a, b, c: "the bins are colour coded; sort the blocks accordingly",
     lambda a, b, c: "drop each coloured block onto the flat zone of the same colour",
-    lambda a, b, c: f"bring the {a} cube to the {a} bin and the others to the bins of their own "
-    f"colours",
+    lambda a, b, c: (
+        f"bring the {a} cube to the {a} bin and the others to the bins of their own colours"
+    ),
     lambda a, b, c: "arrange the blocks so that each one lies in the bin of its colour",
     lambda a, b, c: "colour sorting: every block into its bin",
-    lambda a, b, c: f"the {OTHER_WORDS[a]} block belongs in the {OTHER_WORDS[a]} bin; sort all "
-    f"the blocks like that",
+    lambda a, b, c: (
+        f"the {OTHER_WORDS[a]} block belongs in the {OTHER_WORDS[a]} bin; sort all "
+        f"the blocks like that"
+    ),
 )
 
 # SortBins scenes, cycled over the phrasings: three blocks, or two and a distractor bin. The
@@ -155,9 +176,7 @@ def long_horizon_tasks(tasks: Sequence[str] = tuple(TASK_ENVS)) -> list[LongHori
     return [item for task in tasks for item in builders[task]()]
 
 
-def make_world(
-    item: LongHorizonItem, seed: int | None = None, **world_kwargs: Any
-) -> SimWorld:
+def make_world(item: LongHorizonItem, seed: int | None = None, **world_kwargs: Any) -> SimWorld:
     """A SimWorld for `item`, reset to `seed` (default: the item's own)."""
     world = SimWorld(TASK_ENVS[item.task], item.env_kwargs, **world_kwargs)
     world.reset(item.seed if seed is None else seed)

@@ -74,9 +74,7 @@ class SimWorld:
         self.task_name = task
         self.env_kwargs = dict(env_kwargs or {})
         self.step_budget = step_budget
-        self.sim: TabletopEnv = make_env(
-            task, render_mode=render_mode, **self.env_kwargs
-        ).unwrapped
+        self.sim: TabletopEnv = make_env(task, render_mode=render_mode, **self.env_kwargs).unwrapped
         self._colours = tuple(self.sim.cube_names)
         self._hooks: list[Hook] = []
         self.reset(0)  # a valid scene from the start; planners reset to their own seeds
@@ -259,9 +257,9 @@ class SimWorld:
     # -- faults ---------------------------------------------------------------------------------
     def free_spot(self, avoid: Sequence[str] = ()) -> np.ndarray:
         """A random table xy >= the cube gap from every block (except `avoid`) and every bin."""
-        others = [
-            np.asarray(self.position(b)[:2]) for b in self.objects() if b not in avoid
-        ] + [np.asarray(self.position(b)[:2]) for b in self.bins()]
+        others = [np.asarray(self.position(b)[:2]) for b in self.objects() if b not in avoid] + [
+            np.asarray(self.position(b)[:2]) for b in self.bins()
+        ]
         gap = CUBE_MIN_GAP_M
         for _ in range(10_000):
             xy = self.rng.uniform(-CUBE_RANGE_M, CUBE_RANGE_M, 2)
@@ -314,9 +312,7 @@ class FaultHook:
 
     A "slip" waits (up to the end of that call) until the gripper actually holds a block."""
 
-    def __init__(
-        self, kind: str, at_call: int, at_step: int = 1, block: str | None = None
-    ) -> None:
+    def __init__(self, kind: str, at_call: int, at_step: int = 1, block: str | None = None) -> None:
         if kind not in FAULTS:
             raise ValueError(f"fault `kind` must be one of {FAULTS}. Got {kind!r}.")
         if at_call < 0 or at_step < 1:
@@ -338,5 +334,3 @@ class FaultHook:
 
 def _round(values: Sequence[float], ndigits: int = 3) -> list[float]:
     return [round(float(v), ndigits) for v in values]
-
-

@@ -67,7 +67,13 @@ def test_check_args_types() -> None:
 # -- registry and listings ---------------------------------------------------------------------
 def test_registry_is_a_mapping_that_swaps_implementations(registry: SkillRegistry) -> None:
     assert set(registry) == {
-        "move_to", "open_gripper", "close_gripper", "pick", "place", "place_at", "push",
+        "move_to",
+        "open_gripper",
+        "close_gripper",
+        "pick",
+        "place",
+        "place_at",
+        "push",
     }
     own = SkillRegistry(registry.values())
     with pytest.raises(ValueError, match="already registered"):

@@ -97,8 +97,9 @@ def test_preconditions_refuse_without_moving(stack: SimWorld, registry: SkillReg
     registry.call(stack, "place", "red_block", "blue_block")
     assert not registry["pick"].precondition(stack, obj="blue_block")
     assert "red_block rests on blue_block" in registry.call(stack, "pick", "blue_block").error
-    assert not registry["push"].precondition(stack, obj="red_block", direction="left",
-                                             distance=0.05)
+    assert not registry["push"].precondition(
+        stack, obj="red_block", direction="left", distance=0.05
+    )
 
 
 def test_queries_read_the_world(stack: SimWorld, registry: SkillRegistry) -> None:
