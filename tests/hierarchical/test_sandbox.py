@@ -354,6 +354,32 @@ def test_parent_survives_a_child_that_breaks_the_protocol(attack, limit):
     assert log == []
 
 
+def _frame(message: str) -> str:
+    """Escaped code that writes one well-formed frame straight onto the channel."""
+    return f"os.write(4, len({message!r}).to_bytes(4, 'big') + {message!r}.encode())\n"
+
+
+def test_parent_kills_a_child_that_announces_itself_twice():
+    ready = '{"op": "ready", "isolation": ["none"]}'
+    result, _ = _run_unchecked(ESCAPE + _frame(ready) + "x = 1\n" * 3, SandboxLimits(wall_s=2.0))
+    assert result.killed and result.limit == "protocol"
+    assert "unexpected message" in result.error
+
+
+def test_parent_never_blocks_on_a_child_that_stops_reading_replies():
+    """Calls sent without waiting: the replies fill the pipe; the parent stops at the deadline
+    instead of hanging in a write."""
+    log: list = []
+    api = SandboxAPI([ApiFunction("scene", (), lambda args: log.append(1) or "x" * 4000)])
+    call = '{"op": "call", "name": "scene", "args": [], "kwargs": {}}'
+    code = ESCAPE + "for i in range(60):\n    " + _frame(call) + "while True:\n    pass\n"
+    limits = SandboxLimits(cpu_s=2, wall_s=1.0)
+    result = _Session(api, limits).run(compile(code, FILENAME, "exec"))
+    assert result.killed and result.limit == "protocol"
+    assert result.error == "the sandbox child misbehaved: the child stopped reading its replies"
+    assert 10 < len(log) < 60  # about 64 KB of replies fit in the pipe
+
+
 def test_child_that_dies_is_reported_with_its_exit():
     result, _ = _run_unchecked(ESCAPE + "os._exit(3)")
     assert not result.ok and result.limit is None

@@ -18,8 +18,13 @@ class ProtocolError(Exception):
     """The other side broke the framing or sent a message that is too large."""
 
 
+def frame_bytes(payload: bytes) -> bytes:
+    return _LENGTH.pack(len(payload)) + payload
+
+
 def send_frame(fd: int, payload: bytes) -> None:
-    data = memoryview(_LENGTH.pack(len(payload)) + payload)
+    """Blocking write of one whole frame."""
+    data = memoryview(frame_bytes(payload))
     while data:
         data = data[os.write(fd, data) :]
 

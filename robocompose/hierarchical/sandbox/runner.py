@@ -12,7 +12,9 @@ import ast
 import contextlib
 import json
 import marshal
+import math
 import os
+import select
 import selectors
 import signal
 import subprocess
@@ -30,7 +32,12 @@ from robocompose.hierarchical.sandbox.limits import (
     ProgramResult,
     SandboxLimits,
 )
-from robocompose.hierarchical.sandbox.protocol import FrameReader, ProtocolError, send_frame
+from robocompose.hierarchical.sandbox.protocol import (
+    FrameReader,
+    ProtocolError,
+    frame_bytes,
+    send_frame,
+)
 
 _ROOT = str(Path(__file__).resolve().parents[3])  # the directory holding `robocompose`
 _BOOT = (
@@ -88,6 +95,7 @@ class _Session:
         self.isolation: tuple[str, ...] = ()
         self.kill_reason: tuple[str, str] | None = None  # (limit, message) when the parent kills
         self.calls_exceeded = False
+        self.deadline = math.inf  # the wall clock's end, pushed back by time spent in API calls
 
     def run(self, compiled: Any, with_numpy: bool = True) -> ProgramResult:
         to_child_r, to_child_w = os.pipe()
@@ -114,6 +122,7 @@ class _Session:
             }
             send_frame(to_child_w, json.dumps(setup).encode())
             send_frame(to_child_w, marshal.dumps(compiled))
+            os.set_blocking(to_child_w, False)  # replies: see _reply
             self._serve(proc, from_child_r)
         except BrokenPipeError:
             pass  # the child died early; its exit status and stderr explain it below
@@ -130,12 +139,12 @@ class _Session:
         reader = FrameReader(self.limits.max_message_bytes)
         os.set_blocking(channel_fd, False)
         os.set_blocking(proc.stderr.fileno(), False)
-        deadline = time.monotonic() + self.limits.wall_s
+        self.deadline = time.monotonic() + self.limits.wall_s
         with selectors.DefaultSelector() as selector:
             selector.register(channel_fd, selectors.EVENT_READ, "channel")
             selector.register(proc.stderr.fileno(), selectors.EVENT_READ, "stderr")
             while self.report is None:
-                left = deadline - time.monotonic()
+                left = self.deadline - time.monotonic()
                 if left <= 0:
                     self.kill_reason = (
                         "wall",
@@ -153,29 +162,28 @@ class _Session:
                         return  # the child exited or died without a report
                     try:
                         for frame in reader.feed(data):
-                            deadline += self._handle(frame)
+                            self._handle(frame)
                     except ProtocolError as e:
                         self.kill_reason = ("protocol", f"the sandbox child misbehaved: {e}")
                         return
 
-    def _handle(self, frame: bytes) -> float:
-        """Act on one message; returns the seconds spent running API calls (not charged)."""
+    def _handle(self, frame: bytes) -> None:
+        """Act on one message; anything but the four kinds the child sends is a violation."""
         try:
             message = json.loads(frame)
         except (ValueError, RecursionError) as e:
             raise ProtocolError(f"a message is not JSON ({e})") from None
         op = message.get("op") if isinstance(message, dict) else None
         if op == "call":
-            return self._call(message)
-        if op == "print" and isinstance(message.get("text"), str):
+            self._call(message)
+        elif op == "print" and isinstance(message.get("text"), str):
             self._print(_text(message["text"], limit=None))
-        elif op == "ready" and isinstance(message.get("isolation"), list):
+        elif op == "ready" and isinstance(message.get("isolation"), list) and not self.isolation:
             self.isolation = tuple(str(layer) for layer in message["isolation"])
         elif op == "done" and isinstance(message.get("ok"), bool):
             self.report = message
         else:
             raise ProtocolError(f"unexpected message {str(message)[:200]}")
-        return 0.0
 
     def _print(self, text: str) -> None:
         self.stdout_chars += len(text)
@@ -183,7 +191,7 @@ class _Session:
             raise ProtocolError("the child sent more output than `max_stdout_chars`")
         self.stdout.append(text)
 
-    def _call(self, message: dict[str, Any]) -> float:
+    def _call(self, message: dict[str, Any]) -> None:
         name, args, kwargs = message.get("name"), message.get("args"), message.get("kwargs")
         if not (isinstance(name, str) and isinstance(args, list) and isinstance(kwargs, dict)):
             raise ProtocolError("a call message lacks a str name, a list args or a dict kwargs")
@@ -193,11 +201,13 @@ class _Session:
         if len(self.calls) >= self.limits.max_calls:
             self.calls_exceeded = True
             error = f"the program made more than {self.limits.max_calls} API calls"
-            return self._refuse(name, raw, error)
+            self._refuse(name, raw, error)
+            return
         try:
             checked = self.api.validate(name, args, kwargs)
         except ValueError as e:
-            return self._refuse(name, raw, str(e))
+            self._refuse(name, raw, str(e))
+            return
         record = CallRecord(name, checked, executed=True)
         self.calls.append(record)
         start = time.monotonic()
@@ -207,18 +217,26 @@ class _Session:
         except Exception as e:  # the skill's failure goes back to the program as its error
             record.error = f"{name}() failed: {type(e).__name__}: {e}"
             reply = {"ok": False, "error": record.error}
-        spent = time.monotonic() - start
+        self.deadline += time.monotonic() - start  # the robot's time is not the program's
         self._reply(reply)
-        return spent
 
-    def _refuse(self, name: str, raw: dict[str, Any], error: str) -> float:
+    def _refuse(self, name: str, raw: dict[str, Any], error: str) -> None:
         self.calls.append(CallRecord(name, raw, executed=False, error=error))
         self._reply({"ok": False, "error": error})
-        return 0.0
 
     def _reply(self, reply: dict[str, Any]) -> None:
-        with contextlib.suppress(BrokenPipeError):  # a gone child: its pipe's end shows next
-            send_frame(self.to_child, json.dumps(reply).encode())
+        """Write without ever blocking past the deadline: a child that stops reading its replies
+        must not hang the parent."""
+        data = memoryview(frame_bytes(json.dumps(reply).encode()))
+        while data:
+            try:
+                data = data[os.write(self.to_child, data) :]
+            except BlockingIOError:
+                left = self.deadline - time.monotonic()
+                if left <= 0 or not select.select([], [self.to_child], [], left)[1]:
+                    raise ProtocolError("the child stopped reading its replies") from None
+            except BrokenPipeError:
+                return  # the child is gone; the end of its pipe shows next
 
     def _drain_stderr(self, proc: subprocess.Popen) -> None:
         try:
