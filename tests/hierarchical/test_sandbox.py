@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 import pytest
 
@@ -282,10 +285,18 @@ def _run_unchecked(code: str, limits: SandboxLimits = FAST):
     return _Session(make_api(log), limits).run(compile(code, FILENAME, "exec")), log
 
 
-def test_escaped_program_cannot_fork_or_write_files(tmp_path):
-    folder = tmp_path / "open"
-    folder.mkdir(mode=0o777)
+@pytest.fixture
+def open_folder():
+    """A world-writable folder straight under /tmp: no permission stands in the program's way,
+    only the sandbox (pytest's own tmp_path sits under a folder only root may enter)."""
+    folder = Path(tempfile.mkdtemp(prefix="sandbox-open-"))
     folder.chmod(0o777)
+    yield folder
+    shutil.rmtree(folder)
+
+
+def test_escaped_program_cannot_fork_or_write_files(open_folder):
+    folder = open_folder
     canary = folder / "canary.txt"
     canary.write_text("untouched")
     canary.chmod(0o666)
