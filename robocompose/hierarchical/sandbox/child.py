@@ -21,6 +21,7 @@ import os
 import resource
 import sys
 from collections.abc import Callable, Iterable, Iterator
+from types import CodeType
 from typing import Any
 
 from robocompose.hierarchical.sandbox.ast_check import FILENAME, ITER, TICK
@@ -213,7 +214,7 @@ def isolate(limits: dict[str, Any], keep_fds: tuple[int, ...]) -> list[str]:
     return layers
 
 
-def run(code: Any, namespace: dict[str, Any], limits: dict[str, Any]) -> dict[str, Any]:
+def run(code: CodeType, namespace: dict[str, Any], limits: dict[str, Any]) -> dict[str, Any]:
     """Execute the program; the report says how it ended."""
     sys.setrecursionlimit(_depth() + limits["max_recursion"] + RECURSION_MARGIN)
     try:

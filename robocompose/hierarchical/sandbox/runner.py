@@ -22,6 +22,7 @@ import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
+from types import CodeType
 from typing import Any
 
 from robocompose.hierarchical.sandbox.api import SandboxAPI, to_plain
@@ -97,7 +98,7 @@ class _Session:
         self.calls_exceeded = False
         self.deadline = math.inf  # the wall clock's end, pushed back by time spent in API calls
 
-    def run(self, compiled: Any, with_numpy: bool = True) -> ProgramResult:
+    def run(self, compiled: CodeType, with_numpy: bool = True) -> ProgramResult:
         to_child_r, to_child_w = os.pipe()
         from_child_r, from_child_w = os.pipe()
         boot = _BOOT.format(root=_ROOT, read_fd=to_child_r, write_fd=from_child_w)
