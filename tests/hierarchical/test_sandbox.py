@@ -295,7 +295,7 @@ def open_folder():
     shutil.rmtree(folder)
 
 
-def test_escaped_program_cannot_fork_or_write_files(open_folder):
+def test_escaped_program_cannot_fork_or_open_files(open_folder):
     folder = open_folder
     canary = folder / "canary.txt"
     canary.write_text("untouched")
@@ -311,11 +311,12 @@ def test_escaped_program_cannot_fork_or_write_files(open_folder):
         f"attempt('write', lambda: os.open({str(canary)!r}, os.O_WRONLY))\n"
         f"attempt('create', lambda: os.open({str(folder / 'new')!r}, os.O_CREAT | os.O_WRONLY))\n"
         "attempt('setuid', lambda: os.setuid(0))\n"
+        "attempt('read', lambda: os.open('/etc/passwd', os.O_RDONLY))\n"
     )
     result, log = _run_unchecked(code)
     assert result.ok, result.error
     assert result.stdout.split("\n")[:-1] == [
-        "fork blocked", "write blocked", "create blocked", "setuid blocked"
+        "fork blocked", "write blocked", "create blocked", "setuid blocked", "read blocked"
     ]  # fmt: skip
     assert canary.read_text() == "untouched" and sorted(os.listdir(folder)) == ["canary.txt"]
 
