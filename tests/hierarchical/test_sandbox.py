@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -198,6 +199,28 @@ def test_time_spent_running_skills_is_not_charged_to_the_program():
     result = run_program("slow()\nslow()", api, SandboxLimits(cpu_s=1, wall_s=1.5))
     assert result.ok, result.error
     assert result.wall_s > 1.5  # longer than the wall limit, yet not stopped
+
+
+def test_concurrent_runs_keep_their_calls_apart_and_leak_nothing():
+    logs: dict[int, list] = {i: [] for i in range(3)}
+    results: dict[int, list] = {}
+    fds_before = len(os.listdir("/proc/self/fd"))
+
+    def worker(i: int) -> None:
+        api = make_api(logs[i])
+        code = f"for k in range({i + 2}):\n    pick({OBJECTS[i]!r})\nprint({i})"
+        results[i] = [run_program(code, api, FAST), run_program("pick('x')", api, FAST)]
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in logs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for i, (good, bad) in results.items():
+        assert good.ok and good.stdout == f"{i}\n"
+        assert logs[i] == [("pick", {"obj": OBJECTS[i]})] * (i + 2)
+        assert not bad.ok and "`pick` argument `obj` must be one of" in bad.error
+    assert len(os.listdir("/proc/self/fd")) == fds_before
 
 
 @pytest.mark.parametrize(
