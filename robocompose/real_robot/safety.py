@@ -56,6 +56,7 @@ from robocompose.real_robot.safety_limits import SafetyLimits
 logger = logging.getLogger(__name__)
 
 MAX_HISTORY = 10_000
+QUIET_CLIP_M = 1e-6  # box clips smaller than this (a float32 bound's rounding) are not reported
 
 
 def _scale_to(vec: np.ndarray, max_norm: float) -> np.ndarray:
@@ -348,7 +349,7 @@ class SafetyLayer(Arm):
         self, point: np.ndarray, raw: np.ndarray, events: list[SafetyEvent]
     ) -> np.ndarray:
         clipped = np.clip(point, self._low, self._high)
-        if not np.array_equal(clipped, point):
+        if np.max(np.abs(clipped - point)) > QUIET_CLIP_M:
             self._event(events, "workspace", "target outside the workspace box", raw, clipped)
         return clipped
 

@@ -75,6 +75,13 @@ def test_workspace_box_clips_every_axis(manual: TwinArm) -> None:
     assert event.raw == [0.5, -0.5, 0.0] and event.sent == [0.1, -0.1, 0.05]
 
 
+def test_float32_rounding_of_a_bound_is_clipped_without_an_event(manual: TwinArm) -> None:
+    layer = layer_on(manual)
+    result = layer.command_ee(np.array([0.0, 0.0, 0.015], dtype=np.float32))  # 0.01499999966
+    assert result.sent and result.events == ()
+    assert result.target[2] == 0.015
+
+
 def test_step_clamp_limits_the_move_per_command(manual: TwinArm) -> None:
     layer = layer_on(manual, max_step_m=0.02)
     result = layer.command_ee([0.1, 0.0, 0.1])
