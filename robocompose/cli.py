@@ -274,6 +274,23 @@ def _deploy_option(path: str) -> str:
     return file.stem
 
 
+def _plan(overrides: list[str]) -> None:
+    from robocompose.hierarchical.api import Runner, describe
+    from robocompose.hierarchical.corrections import read_lines_into
+
+    config = load_verb_config("plan", overrides)
+    runner = Runner(config)
+    print(f"{runner.item.task}: {runner.item.instruction!r} ({config.planner} planner)")
+    if config.corrections:
+        read_lines_into(sys.stdin, runner.queue)
+        print("type a correction and Enter while it runs (\"a bit more to the left\", \"stop\")")
+    try:
+        result = runner.run()
+    finally:
+        runner.close()
+    print(describe(result))
+
+
 def _task_name(tree: dict[str, Any]) -> dict[str, Any]:
     """DemoConfig names its task; configs/demo.yaml takes it from the task/ group, as every
     verb does, so `task=PickPlace` means the same everywhere."""
@@ -417,6 +434,14 @@ VERBS: dict[str, Verb] = {
             Shorthand("--seed", "seed", int, "the episode to plot (default: the first)"),
             Shorthand("--out", "out", help="plots folder (default: <log folder>/plots)"),
         ),
+    ),
+    "plan": Verb(
+        "plan an instruction with an LLM (code, skills or saycan) and run it in sim, with "
+        "repair and corrections typed on stdin",
+        "robocompose.hierarchical.api:PlanConfig",
+        _plan,
+        positional=Shorthand("", "instruction", help="the instruction, quoted"),
+        flags=(OUT,),
     ),
 }
 

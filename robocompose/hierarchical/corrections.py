@@ -255,9 +255,9 @@ def nudge(call: SkillCall, skill: Skill, offset_m: Sequence[float]) -> SkillCall
         if name not in moved:
             continue
         if axis is None:
-            moved[name] = [float(moved[name][0]) + offset_m[0], float(moved[name][1]) + offset_m[1]]
+            moved[name] = [round(float(moved[name][i]) + offset_m[i], 6) for i in (0, 1)]
             continue
-        value = float(moved[name]) + offset_m[axis]
+        value = round(float(moved[name]) + offset_m[axis], 6)  # no float dust in the log
         low, high = params[name].low, params[name].high
         moved[name] = min(high, max(low, value)) if low is not None and high is not None else value
     return None if moved == call.args else replace(call, args=moved)
@@ -342,8 +342,8 @@ class CorrectionLog:
         plan_before: Sequence[SkillCall],
         plan_after: Sequence[SkillCall],
     ) -> dict[str, Any]:
-        """One correction as a JSON-able record: what was said, read, and changed."""
-        return {
+        """One correction as a plain JSON record: what was said, read, and changed."""
+        record = {
             "time": received_s,
             "text": text,
             "edit": asdict(edit) if edit else None,
@@ -352,6 +352,7 @@ class CorrectionLog:
             "plan_before": [str(c) for c in plan_before],
             "plan_after": [str(c) for c in plan_after],
         }
+        return json.loads(json.dumps(record, default=_jsonable))
 
 
 def _jsonable(value: Any) -> Any:

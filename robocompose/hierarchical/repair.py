@@ -50,7 +50,8 @@ class RepairRecord:
 
     @property
     def valid_first_plan(self) -> bool:
-        return bool(self.rounds) and self.rounds[0].outcome != "invalid_plan"
+        """Round 0 gave a plan that the planner's checks and the sandbox or registry took."""
+        return bool(self.rounds) and self.rounds[0].outcome not in ("invalid_plan", "refused")
 
     @property
     def success_first_round(self) -> bool:

@@ -1,0 +1,248 @@
+"""Hierarchical planning: LLM planners on the long-horizon tasks, and repair after injected faults.
+
+Parts (each episode appended to a JSONL under --out-dir as it ends; a rerun skips what is there,
+and the LLM disk cache makes repeated planning calls free):
+- plans/<model>/<planner>: every phrasing of stack_three and sort_by_colour planned by the skill
+  planner (JSON under the registry's grammar) or the code planner (a program run in the
+  sandbox), then up to --repair-rounds repairs. Without repair = round 0; with repair = the end.
+  A valid plan = round 0's output was a plan the registry or the sandbox accepts.
+- faults/<model>: the fixed reference program of an item, with a fault injected while it runs
+  ("slip": the first placed block falls from the gripper while it is carried; "move": after the
+  first place, that block is moved elsewhere while the next block is picked); the code planner
+  repairs from the state the fault left. Recovery = task success after repair, over the
+  episodes where the reference program failed.
+- Per planning call: prompt and completion tokens and seconds (calls answered by the cache
+  are counted for tokens only).
+
+Success rates come with their episode counts and Wilson 95% intervals; every planner and model
+runs the same items (same scenes and seeds).
+
+    python benchmarks/hierarchical.py [--parts plans,faults] [--models smollm2,qwen2.5-coder-1.5b]
+        [--planners skills,code] [--items-per-task 24] [--repair-rounds 2] [--n-threads 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+from robocompose.hierarchical.api import make_planner
+from robocompose.hierarchical.executor import Executor
+from robocompose.hierarchical.llm import make_backend
+from robocompose.hierarchical.repair import RepairRecord, run_with_repair
+from robocompose.hierarchical.skills import build_registry
+from robocompose.hierarchical.tasks import (
+    LongHorizonItem,
+    long_horizon_tasks,
+    make_world,
+    reference_plan,
+    reference_program,
+)
+from robocompose.hierarchical.world import FaultHook
+from robocompose.stats import success_rate
+
+RESULTS = Path(__file__).parent / "results" / "hierarchical.json"
+MODELS = ("smollm2", "qwen2.5-coder-1.5b")
+PLANNERS = ("skills", "code")
+PARTS = ("plans", "faults")
+FAULTS = ("slip", "move")
+STEP_BUDGET = 2000
+
+
+def _rate(flags: list[bool]) -> dict[str, Any]:
+    rate = success_rate(sum(flags), len(flags))
+    return {"rate": rate.rate, "ci95": [rate.ci_low, rate.ci_high], "n": len(flags),
+            "text": str(rate)}  # fmt: skip
+
+
+def _items(per_task: int) -> list[tuple[int, LongHorizonItem]]:
+    """The first `per_task` phrasings of each task, with their index within the task."""
+    out = []
+    for task in ("stack_three", "sort_by_colour"):
+        out += list(enumerate(long_horizon_tasks([task])))[:per_task]
+    return out
+
+
+def _done(path: Path) -> dict[str, dict[str, Any]]:
+    if not path.is_file():
+        return {}
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return {row["key"]: row for row in rows}
+
+
+def _append(path: Path, row: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as f:
+        f.write(json.dumps(row, default=str) + "\n")
+
+
+def _calls(record: RepairRecord) -> list[dict[str, Any]]:
+    return [r.planning for r in record.rounds if r.planning.get("llm_calls")]
+
+
+def plan_episode(llm: Any, item: LongHorizonItem, planner: str, rounds: int) -> dict[str, Any]:
+    """One phrasing planned and run, with up to `rounds` repairs."""
+    world = make_world(item, step_budget=STEP_BUDGET)
+    registry = build_registry(world)
+    executor = Executor(world, registry)
+    start = time.perf_counter()
+    record = run_with_repair(
+        item.instruction, make_planner(planner, llm, registry, world), executor, max_rounds=rounds
+    )
+    world.close()
+    return {
+        "valid_plan": record.valid_first_plan,
+        "success_no_repair": record.success_first_round,
+        "success": record.success,
+        "outcomes": [r.outcome for r in record.rounds],
+        "first_error": record.rounds[0].error,
+        "first_plan": record.rounds[0].plan,
+        "calls": _calls(record),
+        "seconds": round(time.perf_counter() - start, 2),
+    }
+
+
+def fault_episode(llm: Any, item: LongHorizonItem, fault: str, rounds: int) -> dict[str, Any]:
+    """The item's reference program with `fault` injected, repaired by the code planner."""
+    world = make_world(item, step_budget=STEP_BUDGET)
+    first = reference_plan(item)[1]["args"]["obj"]  # the block the first place puts down
+    hook = (
+        FaultHook("slip", at_call=1, at_step=3)  # carried by place: falls from the gripper
+        if fault == "slip"
+        else FaultHook("move", at_call=2, at_step=3, block=first)  # placed, then moved away
+    )
+    world.add_hook(hook)
+    registry = build_registry(world)
+    executor = Executor(world, registry)
+    record = run_with_repair(
+        item.instruction, make_planner("code", llm, registry, world), executor,
+        max_rounds=rounds, first_plan=reference_program(item),
+    )  # fmt: skip
+    world.close()
+    return {
+        "injected": hook.record is not None,
+        "fault": hook.record,
+        "failed_without_repair": not record.success_first_round,
+        "success": record.success,
+        "outcomes": [r.outcome for r in record.rounds],
+        "repair_plans": [r.plan for r in record.rounds[1:]],
+        "calls": _calls(record),
+    }
+
+
+def _call_stats(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    calls = [c for row in rows for c in row["calls"]]
+    fresh = [c for c in calls if not c.get("cached")]
+    tokens = [c["prompt_tokens"] + c["completion_tokens"] for c in calls]
+    return {
+        "planning_calls": len(calls),
+        "mean_prompt_tokens": round(statistics.mean(c["prompt_tokens"] for c in calls), 1)
+        if calls else None,
+        "mean_completion_tokens": round(statistics.mean(c["completion_tokens"] for c in calls), 1)
+        if calls else None,
+        "mean_tokens": round(statistics.mean(tokens), 1) if tokens else None,
+        "timed_calls": len(fresh),  # answered by the model, not the cache
+        "mean_seconds": round(statistics.mean(c["seconds"] for c in fresh), 2) if fresh else None,
+        "median_seconds": round(statistics.median(c["seconds"] for c in fresh), 2)
+        if fresh else None,
+    }  # fmt: skip
+
+
+def summarize(out_dir: Path, settings: dict[str, Any]) -> dict[str, Any]:
+    """Every part's rates from its JSONL (whatever has run so far)."""
+    summary: dict[str, Any] = {"settings": settings, "plans": {}, "faults": {}}
+    for path in sorted(out_dir.glob("plans_*.jsonl")):
+        rows = list(_done(path).values())
+        model, planner = rows[0]["model"], rows[0]["planner"]
+        entry: dict[str, Any] = {}
+        for task in ("stack_three", "sort_by_colour", "all"):
+            sel = [r for r in rows if task in ("all", r["task"])]
+            if sel:
+                entry[task] = {
+                    "valid_plan": _rate([r["valid_plan"] for r in sel]),
+                    "success_no_repair": _rate([r["success_no_repair"] for r in sel]),
+                    "success_with_repair": _rate([r["success"] for r in sel]),
+                }
+        entry["per_call"] = _call_stats(rows)
+        entry["repair_rounds"] = sorted({r["repair_rounds"] for r in rows})
+        summary["plans"].setdefault(model, {})[planner] = entry
+    for path in sorted(out_dir.glob("faults_*.jsonl")):
+        rows = list(_done(path).values())
+        model = rows[0]["model"]
+        entry = {}
+        for fault in FAULTS:
+            sel = [r for r in rows if r["fault_kind"] == fault and r["injected"]]
+            failed = [r for r in sel if r["failed_without_repair"]]
+            if sel:
+                entry[fault] = {
+                    "reference_success_despite_fault": _rate([not r["failed_without_repair"]
+                                                              for r in sel]),
+                    "recovery": _rate([r["success"] for r in failed]),
+                    "success_with_repair": _rate([r["success"] for r in sel]),
+                }  # fmt: skip
+        entry["per_call"] = _call_stats(rows)
+        entry["repair_rounds"] = sorted({r["repair_rounds"] for r in rows})
+        summary["faults"][model] = entry
+    return summary
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--parts", default=",".join(PARTS))
+    parser.add_argument("--models", default=",".join(MODELS))
+    parser.add_argument("--planners", default=",".join(PLANNERS))
+    parser.add_argument("--items-per-task", type=int, default=24, help="phrasings per task")
+    parser.add_argument("--fault-items-per-task", type=int, default=6)
+    parser.add_argument("--repair-rounds", type=int, default=2)
+    parser.add_argument("--n-threads", type=int, default=1, help="1 holds up on a busy CPU")
+    parser.add_argument("--out-dir", default="benchmarks/results/hierarchical")
+    parser.add_argument("--cache-dir", default="", help="LLM cache (default: the user cache)")
+    parser.add_argument("--results", default=str(RESULTS))
+    args = parser.parse_args()
+    parts, models = args.parts.split(","), args.models.split(",")
+    out_dir, results = Path(args.out_dir), Path(args.results)
+    settings = {k: v for k, v in vars(args).items() if k not in ("out_dir", "results")}
+    for model in models:
+        llm = make_backend("local", model=model, n_threads=args.n_threads,
+                           cache_dir=args.cache_dir)  # fmt: skip
+        slug = model.replace(".", "_")
+        if "faults" in parts:
+            path = out_dir / f"faults_{slug}.jsonl"
+            done = _done(path)
+            for index, item in _items(args.fault_items_per_task):
+                for fault in FAULTS:
+                    key = f"{item.task}/{index}/{fault}"
+                    if key in done:
+                        continue
+                    row = fault_episode(llm, item, fault, args.repair_rounds)
+                    _append(path, {"key": key, "model": model, "task": item.task,
+                                   "phrasing": index, "fault_kind": fault,
+                                   "repair_rounds": args.repair_rounds, **row})  # fmt: skip
+                    print(f"faults {model} {key}: {row['outcomes']}", flush=True)
+                    results.write_text(json.dumps(summarize(out_dir, settings), indent=1))
+        if "plans" in parts:
+            for planner in args.planners.split(","):
+                path = out_dir / f"plans_{slug}_{planner}.jsonl"
+                done = _done(path)
+                for index, item in _items(args.items_per_task):
+                    key = f"{item.task}/{index}"
+                    if key in done:
+                        continue
+                    row = plan_episode(llm, item, planner, args.repair_rounds)
+                    _append(path, {"key": key, "model": model, "planner": planner,
+                                   "task": item.task, "phrasing": index,
+                                   "instruction": item.instruction,
+                                   "repair_rounds": args.repair_rounds, **row})  # fmt: skip
+                    print(f"plans {model} {planner} {key}: {row['outcomes']} "
+                          f"{row['seconds']} s", flush=True)  # fmt: skip
+                    results.write_text(json.dumps(summarize(out_dir, settings), indent=1))
+    results.write_text(json.dumps(summarize(out_dir, settings), indent=1))
+    print(f"wrote {results}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,279 @@
+"""Plan with an LLM and run the plan in sim, from Python or from `robocompose plan`.
+
+    from robocompose.hierarchical.api import plan_and_run
+    run = plan_and_run("put green on red then blue on green", planner="skills")
+    run.record.success, run.record.rounds[0].traces, run.video, run.record_path
+
+    runner = Runner(PlanConfig(instruction="...", planner="code"))
+    threading.Timer(3.0, runner.correct, ["pick the blue one instead"]).start()
+    result = runner.run()          # corrections may arrive from any thread while it runs
+
+The scene is one of the long-horizon tasks' items: task=Stack (stack three blocks in a named
+order) or task=SortBins (blocks into the bins of their colour), and `phrasing` picks which item
+(its instruction, scene and seed); a typed `instruction` replaces the text, `order` the Stack
+order the success check wants. The planner (code | skills | saycan) talks to a local GGUF model
+or an OpenAI-compatible endpoint, and failures are repaired up to `repair_rounds` times.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from robocompose.hierarchical.corrections import CorrectionLog, CorrectionQueue
+from robocompose.hierarchical.executor import Corrections, Executor, StepwisePlan
+from robocompose.hierarchical.repair import MAX_ROUNDS, RepairRecord, run_with_repair
+from robocompose.hierarchical.tasks import (
+    STACK_BLOCKS,
+    STACK_TASK,
+    TASK_ENVS,
+    LongHorizonItem,
+    long_horizon_tasks,
+    make_world,
+)
+from robocompose.jobs import TaskConfig
+
+PLANNERS = ("code", "skills", "saycan")
+LONG_TASKS = {env: task for task, env in TASK_ENVS.items()}  # "Stack" -> "stack_three"
+BACKENDS = ("local", "openai")
+
+
+@dataclass(kw_only=True)
+class PlanConfig:
+    """`robocompose plan`: an instruction, the scene it runs in, the planner and its LLM."""
+
+    instruction: str = ""  # "" -> the phrasing's own instruction
+    task: TaskConfig | str = "Stack"  # the scene's env (task/ group): Stack | SortBins
+    phrasing: int = 0  # which of the task's items: its scene, seed and default instruction
+    order: list[str] = field(default_factory=list)  # stack_three: bottom to top ([] -> item's)
+    seed: int | None = None  # the scene's seed (None -> the item's)
+    planner: str = "code"  # code | skills | saycan
+    backend: str = "local"  # local (GGUF via llama.cpp) | openai (any compatible endpoint)
+    model: str = ""  # local: qwen2.5-coder-1.5b (default) | smollm2 | a .gguf path
+    base_url: str = ""  # openai: "" -> $ROBOCOMPOSE_LLM_BASE_URL or $OPENAI_BASE_URL
+    n_threads: int = 2  # local: CPU threads (1 is faster on a busy machine)
+    llm_cache: bool = True  # completions cached on disk: reruns are cheap and identical
+    repair_rounds: int = 2
+    skills: dict[str, str] = field(default_factory=dict)  # e.g. {place_in: policy:<ckpt>}
+    step_budget: int = 2000  # env steps for the whole run
+    video: bool = True
+    corrections: bool = True  # the CLI reads corrections from stdin, one per line
+    out: str = "runs/plan"
+
+    def __post_init__(self) -> None:
+        _choice("task", self.env_name, tuple(LONG_TASKS))
+        _choice("planner", self.planner, PLANNERS)
+        _choice("backend", self.backend, BACKENDS)
+        count = len(long_horizon_tasks([self.long_task]))
+        if not 0 <= self.phrasing < count:
+            raise ValueError(
+                f"`phrasing` must be in [0, {count - 1}] for {self.env_name}. Got {self.phrasing}."
+            )
+        stack = self.long_task == STACK_TASK
+        if self.order and (not stack or sorted(self.order) != sorted(STACK_BLOCKS)):
+            raise ValueError(
+                f"`order` applies to task=Stack and must list {list(STACK_BLOCKS)} bottom to "
+                f"top. Got {self.order} for task={self.env_name}."
+            )
+        if not 0 <= self.repair_rounds <= MAX_ROUNDS:
+            raise ValueError(
+                f"`repair_rounds` must be in [0, {MAX_ROUNDS}]. Got {self.repair_rounds}."
+            )
+        if self.step_budget < 1:
+            raise ValueError(f"`step_budget` must be >= 1. Got {self.step_budget}.")
+        if self.backend == "local" and self.base_url:
+            raise ValueError("`base_url` applies to backend=openai only.")
+
+    @property
+    def env_name(self) -> str:
+        return self.task if isinstance(self.task, str) else self.task.name
+
+    @property
+    def long_task(self) -> str:
+        """The long-horizon task on this env (Stack: stack_three, SortBins: sort_by_colour)."""
+        return LONG_TASKS.get(self.env_name, "")
+
+    def item(self) -> LongHorizonItem:
+        """The task item the run uses: scene, seed and instruction, with the overrides."""
+        item = long_horizon_tasks([self.long_task])[self.phrasing]
+        env_kwargs = dict(item.env_kwargs)
+        if self.order:
+            env_kwargs["order"] = tuple(self.order)
+        return LongHorizonItem(
+            item.task,
+            self.instruction.strip() or item.instruction,
+            env_kwargs,
+            item.seed if self.seed is None else self.seed,
+        )
+
+
+def _choice(name: str, value: str, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise ValueError(f"`{name}` must be one of {list(choices)}. Got {value!r}.")
+
+
+def make_llm(config: PlanConfig) -> Any:
+    """The planner's LLM backend, behind the disk cache unless `llm_cache` is off."""
+    from robocompose.hierarchical.llm import make_backend
+
+    settings: dict[str, Any] = {"model": config.model, "cache": config.llm_cache}
+    if config.backend == "local":
+        settings["n_threads"] = config.n_threads
+    else:
+        settings["base_url"] = config.base_url
+    return make_backend(config.backend, **settings)
+
+
+class SayCanRounds:
+    """SayCan behind the planners' `plan(...)`: each round is a closed-loop run that scores the
+    next call in the world as it is (feedback is not needed: it sees the failed state)."""
+
+    def __init__(self, saycan: Any, world: Any) -> None:
+        self.saycan, self.world = saycan, world
+
+    def plan(self, instruction: str, world_summary: Any, feedback: str | None = None) -> Any:
+        return StepwisePlan(
+            lambda history: self.saycan.step(instruction, history, self.world).call,
+            max_steps=self.saycan.config.max_steps,
+        )
+
+
+def make_planner(kind: str, llm: Any, registry: Any, world: Any) -> Any:
+    """A planner with `plan(instruction, world_summary, feedback)` for `kind`."""
+    _choice("planner", kind, PLANNERS)
+    if kind == "code":
+        from robocompose.hierarchical.code_planner import CodePlanner
+
+        return CodePlanner(llm, registry)
+    if kind == "skills":
+        from robocompose.hierarchical.skill_planner import SkillPlanner, SkillPlannerConfig
+
+        constrain = "grammar" if type(_unwrapped(llm)).__name__ == "LocalLLM" else "json_schema"
+        return SkillPlanner(llm, registry, SkillPlannerConfig(constrain=constrain))
+    from robocompose.hierarchical.saycan import SayCanPlanner
+
+    return SayCanRounds(SayCanPlanner(llm, registry), world)
+
+
+def _unwrapped(llm: Any) -> Any:
+    return getattr(llm, "backend", llm)
+
+
+@dataclass
+class RunResult:
+    """A finished run: the repair record, and where its record, video and corrections went."""
+
+    record: RepairRecord
+    record_path: Path
+    video: Path | None
+    corrections_path: Path
+    item: LongHorizonItem
+
+    @property
+    def success(self) -> bool:
+        return self.record.success
+
+
+class Runner:
+    """One instruction in one scene: build world, skills, LLM and planner, then `run()`.
+
+    `correct(text)` may be called from any thread while `run()` is going: the running skill
+    picks it up at its next control step."""
+
+    def __init__(self, config: PlanConfig, llm: Any = None) -> None:
+        from robocompose.hierarchical.learned_skills import registry_for
+
+        self.config = config
+        self.item = config.item()
+        render = "rgb_array" if config.video else None
+        self.world = make_world(self.item, step_budget=config.step_budget, render_mode=render)
+        self.registry = registry_for(self.world, config.skills)
+        self.llm = llm if llm is not None else make_llm(config)
+        self.planner = make_planner(config.planner, self.llm, self.registry, self.world)
+        self.out = Path(config.out)
+        self.queue = CorrectionQueue()
+        corrections = Corrections(
+            self.queue, CorrectionLog(self.out / "corrections.jsonl"), self.llm
+        )
+        self.executor = Executor(
+            self.world, self.registry, corrections=corrections, frame_every=1 if config.video else 0
+        )
+
+    def correct(self, text: str) -> None:
+        """A language correction for the running plan ("a bit more to the left", "stop")."""
+        self.queue.put(text)
+
+    def run(self) -> RunResult:
+        """Plan, run, repair; write the JSON record (and the video) to `out`."""
+        start = time.perf_counter()
+        record = run_with_repair(
+            self.item.instruction, self.planner, self.executor, max_rounds=self.config.repair_rounds
+        )
+        stem = f"{self.item.task}_{self.config.planner}_{time.strftime('%Y%m%d-%H%M%S')}"
+        video = self.executor.save_video(self.out / f"{stem}.mp4") if self.config.video else None
+        path = self.out / f"{stem}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        payload = {
+            "config": dataclasses.asdict(self.config),
+            "item": self.item._asdict(),
+            "model": getattr(self.llm, "model", ""),
+            "seconds": round(time.perf_counter() - start, 3),
+            "video": str(video) if video else None,
+            **record.to_json(),
+        }
+        path.write_text(json.dumps(payload, indent=1, default=str))
+        return RunResult(record, path, video, self.out / "corrections.jsonl", self.item)
+
+    def close(self) -> None:
+        self.executor.close()
+        self.world.close()
+
+
+def _trace_row(trace: Any) -> str:
+    args = ", ".join(f"{k}={v!r}" for k, v in trace.args.items())
+    status = "ok" if trace.error is None else trace.error
+    return f"| {trace.skill}({args}) | {status} | {trace.steps} | {trace.seconds:.2f} |"
+
+
+def show_plan(plan: str | list[str]) -> str:
+    """A program as is, a skill list one call a line."""
+    return plan if isinstance(plan, str) else "\n".join(plan)
+
+
+def describe(result: RunResult) -> str:
+    """Every round's plan and trace table, then the outcome and where the files went."""
+    lines = []
+    for r in result.record.rounds:
+        lines.append(f"\n## round {r.index}: {r.outcome}" + (f" ({r.error})" if r.error else ""))
+        stats = r.planning
+        if stats.get("llm_calls"):
+            tokens = stats.get("prompt_tokens", 0) + stats.get("completion_tokens", 0)
+            lines.append(
+                f"planning: {stats['llm_calls']} LLM call(s), {tokens} tokens, "
+                f"{stats['seconds']:.1f} s"
+            )
+        if r.plan is not None:
+            lines.append(show_plan(r.plan))
+        if r.traces:
+            lines += ["| call | result | steps | s |", "|---|---|---|---|"]
+            lines += [_trace_row(t) for t in r.traces]
+    verdict = "success" if result.success else "failed"
+    lines.append(
+        f"\n{verdict} after {len(result.record.rounds)} round(s); record: "
+        f"{result.record_path}" + (f"; video: {result.video}" if result.video else "")
+    )
+    return "\n".join(lines)
+
+
+def plan_and_run(instruction: str = "", llm: Any = None, **settings: Any) -> RunResult:
+    """Plan `instruction` with an LLM and run it in sim; `settings` are `PlanConfig` fields
+    (task, phrasing, planner, backend, model, repair_rounds, seed, video, out, ...)."""
+    runner = Runner(PlanConfig(instruction=instruction, **settings), llm)
+    try:
+        return runner.run()
+    finally:
+        runner.close()
