@@ -201,10 +201,22 @@ def test_time_spent_running_skills_is_not_charged_to_the_program():
     assert result.wall_s > 1.5  # longer than the wall limit, yet not stopped
 
 
+def _open_pipes() -> set[str]:
+    pipes = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except FileNotFoundError:  # the listing's own descriptor
+            continue
+        if target.startswith("pipe:"):
+            pipes.add(f"{fd}->{target}")
+    return pipes
+
+
 def test_concurrent_runs_keep_their_calls_apart_and_leak_nothing():
     logs: dict[int, list] = {i: [] for i in range(3)}
     results: dict[int, list] = {}
-    fds_before = len(os.listdir("/proc/self/fd"))
+    pipes_before = _open_pipes()
 
     def worker(i: int) -> None:
         api = make_api(logs[i])
@@ -220,7 +232,7 @@ def test_concurrent_runs_keep_their_calls_apart_and_leak_nothing():
         assert good.ok and good.stdout == f"{i}\n"
         assert logs[i] == [("pick", {"obj": OBJECTS[i]})] * (i + 2)
         assert not bad.ok and "`pick` argument `obj` must be one of" in bad.error
-    assert len(os.listdir("/proc/self/fd")) == fds_before
+    assert _open_pipes() == pipes_before  # every child's pipe ends were closed
 
 
 @pytest.mark.parametrize(
