@@ -23,6 +23,7 @@ import random
 import re
 import socket
 import struct
+import sys
 import threading
 import time
 from dataclasses import replace
@@ -34,6 +35,7 @@ from robocompose.real_robot.base import ArmStoppedError
 from robocompose.real_robot.drivers import make_arm
 from robocompose.real_robot.safety import SafetyLayer
 from robocompose.real_robot.safety_limits import limits_for
+from robocompose.real_robot.twin import TwinArm
 
 
 def loopback_host() -> str:
@@ -617,3 +619,12 @@ def test_franka_unreachable_robot_raises_with_the_real_sdk() -> None:
     host = loopback_host()
     with pytest.raises(ConnectionError, match=re.escape(host)):
         make_arm("franka", host=host, realtime=False)
+
+
+def test_make_arm_builds_the_twin_and_names_a_missing_sdk(monkeypatch) -> None:
+    twin = make_arm("twin", task="PushT", realtime=False)
+    assert isinstance(twin, TwinArm) and twin.spec.name == "PushT"
+    twin.close()
+    monkeypatch.setitem(sys.modules, "franky", None)  # as if franky-control were not installed
+    with pytest.raises(ImportError, match=r"'franky-control' SDK is not installed.*\[arms\]"):
+        make_arm("franka", host="172.16.0.2")
