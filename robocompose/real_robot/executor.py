@@ -222,10 +222,6 @@ class ChunkExecutor:
         done, _ = wait([self._request.future], timeout=timeout_s)
         return bool(done)
 
-    @property
-    def in_flight(self) -> bool:
-        return self._request is not None
-
     # ---- per tick ---------------------------------------------------------------------------
 
     def act(self, tick: int, frame: dict[str, np.ndarray], deadline_s: float) -> Decision:
@@ -233,10 +229,16 @@ class ChunkExecutor:
         (time.monotonic) when the tick's time is up: with nothing to run, wait for an answer in
         flight until then."""
         events: list[dict[str, Any]] = []
-        new_frame = self.history.push(tick, frame, self.step_ticks)
+        problem = self._check_frame(frame)
+        if problem:  # a bad reading: keep the history and the queued actions, ask nothing
+            events.append({"event": "observation_refused", "reason": problem})
+            new_frame = False
+        else:
+            frame = {k: np.asarray(frame[k], dtype=ks.dtype) for k, ks in self.spec.obs.items()}
+            new_frame = self.history.push(tick, frame, self.step_ticks)
         latency = self._collect(tick, events)
         self._chunks = [c for c in self._chunks if c.end > tick]
-        if self._should_request(tick):
+        if not problem and self.history.frames and self._should_request(tick):
             if not new_frame:
                 self.history.refresh(tick, frame)
             self._submit(tick, events)
@@ -255,6 +257,18 @@ class ChunkExecutor:
             events.append({"event": "resume", "waited_ticks": tick - self._waiting_since_tick})
             self._waiting_since_tick = None
         return Decision(action, events, waiting, latency)
+
+    def _check_frame(self, frame: dict[str, Any]) -> str | None:
+        """Why an observation frame cannot go to the policy (key, shape, NaN), or None."""
+        for key, spec in self.spec.obs.items():
+            if key not in frame:
+                return f"observation has no `{key}` (has {sorted(frame)})"
+            value = np.asarray(frame[key])
+            if value.shape != spec.shape:
+                return f"`{key}` must have shape {spec.shape}. Got {value.shape}."
+            if value.dtype.kind == "f" and not np.all(np.isfinite(value)):
+                return f"`{key}` holds NaN or inf"
+        return None
 
     def _wait_reason(self) -> str:
         if self._request is not None:
@@ -276,10 +290,7 @@ class ChunkExecutor:
         return since_steps >= self.n_action_steps
 
     def _submit(self, tick: int, events: list[dict[str, Any]]) -> None:
-        obs: dict[str, Any] = {
-            k: np.asarray(v, dtype=self.spec.obs[k].dtype) if k in self.spec.obs else v
-            for k, v in self.history.stacked().items()
-        }
+        obs: dict[str, Any] = self.history.stacked()
         obs[SEED_KEY], obs[CHUNK_INDEX_KEY] = self._seed, self._requests_sent
         prefix = self._prefix(tick) if self.config.mode == "async" and self.config.rtc else None
         if prefix is not None:

@@ -208,3 +208,19 @@ def test_history_repeats_the_first_frame_and_keeps_one_frame_per_step():
     assert not history.push(3, {"x": np.array([3.0])}, step_ticks=5)
     assert history.push(5, {"x": np.array([5.0])}, step_ticks=5)
     np.testing.assert_array_equal(history.stacked()["x"][:, 0], [0, 0, 5])
+
+
+def test_a_bad_observation_is_refused_and_the_queued_actions_keep_running():
+    policy = GatedRamp(gated=False)
+    executor = make("async", policy)
+    executor.act(0, frame(0), deadline_s=time.monotonic() + 5)
+    for bad, reason in [
+        ({"y": np.zeros(1)}, "observation has no `x`"),
+        ({"x": np.zeros(2)}, r"`x` must have shape \(1,\). Got \(2,\)."),
+        ({"x": np.array([np.nan])}, "`x` holds NaN or inf"),
+    ]:
+        decision = executor.act(1, bad, deadline_s=time.monotonic())
+        assert re.search(reason, decision.events[0]["reason"])
+        assert decision.action[0] == 1  # the chunk planned at tick 0
+    assert len(policy.requests) == 1
+    np.testing.assert_array_equal(executor.history.stacked()["x"][:, 0], [0, 0])
