@@ -4,16 +4,28 @@ the config's errors, and the fixed-rate ticker."""
 from __future__ import annotations
 
 import json
+import threading
 import time
 
 import numpy as np
 import pytest
 
 from robocompose.cli import load_verb_config, main
-from robocompose.real_robot.deploy import DeployConfig, DeployPolicyConfig, Ticker
+from robocompose.real_robot.deploy import (
+    DeployConfig,
+    DeployLoop,
+    DeployPolicyConfig,
+    Ticker,
+    twin_observer,
+)
+from robocompose.real_robot.executor import ChunkExecutor, ExecutorConfig
+from robocompose.real_robot.faults import RecordingArm
 from robocompose.real_robot.replay import read_log, summarize
+from robocompose.real_robot.safety import SafetyLayer
 from robocompose.real_robot.safety_limits import twin_limits
-from robocompose.real_robot.steplog import done_seeds
+from robocompose.real_robot.serving import load_served_policy
+from robocompose.real_robot.steplog import JsonlWriter, done_seeds
+from robocompose.real_robot.twin import TwinArm
 from robocompose.shipped import shipped_path
 
 POLICY = DeployPolicyConfig(checkpoint=str(shipped_path("PickPlace", "flow_mlp")))
@@ -114,16 +126,9 @@ def test_deploy_on_the_twin_logs_every_step_resumes_and_replays(tmp_path, capsys
         main(["replay", str(out / "steps.jsonl"), "--seed", "7"])
 
 
-def test_each_episode_starts_from_its_seed_behind_a_wrapped_arm(tmp_path):
-    """The loop resets the twin it is given even when the arm it commands wraps it."""
-    from robocompose.real_robot.deploy import DeployLoop, twin_observer
-    from robocompose.real_robot.executor import ChunkExecutor, ExecutorConfig
-    from robocompose.real_robot.faults import RecordingArm
-    from robocompose.real_robot.safety import SafetyLayer
-    from robocompose.real_robot.serving import load_served_policy
-    from robocompose.real_robot.steplog import JsonlWriter
-    from robocompose.real_robot.twin import TwinArm
-
+@pytest.fixture
+def wrapped(tmp_path):
+    """A deploy loop on the twin behind a RecordingArm, the flow MLP in-process, 2x real time."""
     served = load_served_policy(POLICY.checkpoint)
     twin = TwinArm("PickPlace", time_scale=2.0)
     arm = RecordingArm(twin)
@@ -133,12 +138,16 @@ def test_each_episode_starts_from_its_seed_behind_a_wrapped_arm(tmp_path):
     )
     log = JsonlWriter(tmp_path / "steps.jsonl")
     loop = DeployLoop(arm, layer, executor, twin_observer(twin), log, time_scale=2.0, twin=twin)
-    try:
-        records = [loop.run_episode(seed, 0.5) for seed in (100_000, 100_001)]
-    finally:
-        executor.close()
-        layer.close()
-        log.close()
+    yield loop, arm
+    executor.close()
+    layer.close()
+    log.close()
+
+
+def test_each_episode_starts_from_its_seed_behind_a_wrapped_arm(wrapped, tmp_path):
+    """The loop resets the twin it is given even when the arm it commands wraps it."""
+    loop, _ = wrapped
+    records = [loop.run_episode(seed, 0.5) for seed in (100_000, 100_001)]
     expected = {}
     for seed in (100_000, 100_001):
         fresh = TwinArm("PickPlace", realtime=False)
@@ -149,3 +158,17 @@ def test_each_episode_starts_from_its_seed_behind_a_wrapped_arm(tmp_path):
         first = next(s for s in steps if s["seed"] == seed)
         np.testing.assert_allclose(first["obs"]["state"], expected[seed], atol=2e-3)
     assert [r["ticks"] for r in records] == [5, 5] and not any(r["success"] for r in records)
+
+
+def test_estop_ends_the_episode_and_nothing_reaches_the_arm_after_it(wrapped):
+    loop, arm = wrapped
+    stopper = threading.Timer(0.5, loop.layer.estop, args=("test e-stop",))
+    stopper.start()
+    record = loop.run_episode(100_000, 10.0)
+    stopper.join()
+    kinds = [entry[0] for entry in arm.received]
+    assert record["estop"] and record["ticks"] < 100
+    assert "stop" in kinds and "ee" not in kinds[kinds.index("stop") :]
+    assert record["events"]["safety:estop_engaged"] == 1
+    # the next episode re-arms the twin and runs again
+    assert not loop.run_episode(100_001, 0.3)["estop"]
