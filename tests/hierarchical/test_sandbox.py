@@ -27,6 +27,7 @@ from robocompose.hierarchical.sandbox import (
     validate_args,
 )
 from robocompose.hierarchical.sandbox.ast_check import FILENAME
+from robocompose.hierarchical.sandbox.names import MATH_MEMBERS, NUMPY_LINALG_MEMBERS, NUMPY_MEMBERS
 from robocompose.hierarchical.sandbox.runner import _ROOT, _Session
 
 FAST = SandboxLimits(cpu_s=2, wall_s=5.0)
@@ -100,6 +101,48 @@ def test_valid_program_runs_and_its_calls_arrive_in_order():
         (n, a) for n, a in log if n in ("pick", "place")
     ]
     assert result.cpu_s > 0 and result.wall_s > 0
+
+
+EVERY_MEMBER = """
+a = np.array([[1.0, 2.0], [3.0, 4.0]])
+v = np.asarray([3.0, 4.0])
+arrays = [
+    np.abs(v), np.all(v), np.allclose(v, v), np.any(v), np.arange(3), np.arccos(0.5),
+    np.arcsin(0.5), np.arctan(1.0), np.arctan2(1.0, 1.0), np.argmax(v), np.argmin(v),
+    np.argsort(v), np.ceil(v), np.clip(v, 0, 1), np.concatenate([v, v]), np.cos(v),
+    np.cross([1, 0, 0], [0, 1, 0]), np.cumsum(v), np.deg2rad(90), np.degrees(1.0), np.diff(v),
+    np.dot(v, v), np.e, np.exp(v), np.eye(2), np.floor(v), np.full(2, 1.0), np.hstack([v, v]),
+    np.hypot(3, 4), np.inf, np.interp(0.5, [0, 1], [0, 10]), np.isclose(v, v), np.isfinite(v),
+    np.linspace(0, 1, 3), np.log(v), np.max(v), np.maximum(v, 3.5), np.mean(v), np.median(v),
+    np.min(v), np.minimum(v, 3.5), np.nan, np.ones(2), np.pi, np.prod(v), np.rad2deg(1.0),
+    np.radians(90), np.round(v, 1), np.sign(v), np.sin(v), np.sort(v), np.sqrt(v), np.square(v),
+    np.stack([v, v]), np.std(v), np.sum(v), np.tan(v), np.vstack([v, v]), np.where(v > 3, 1, 0),
+    np.zeros(2), np.linalg.norm(v), np.linalg.det(a), np.linalg.inv(a), np.linalg.solve(a, v),
+    numpy.pi,
+]
+numbers = [
+    math.acos(0.5), math.asin(0.5), math.atan(1), math.atan2(1, 1), math.ceil(1.2),
+    math.copysign(1, -1), math.cos(1), math.degrees(1), math.dist([0, 0], [3, 4]), math.e,
+    math.exp(1), math.fabs(-1), math.floor(1.5), math.fmod(5, 3), math.fsum([1, 2]),
+    math.hypot(3, 4), math.inf, math.isclose(1, 1), math.isfinite(1), math.isinf(1),
+    math.isnan(1), math.log(2), math.log10(10), math.log2(8), math.nan, math.pi, math.pow(2, 3),
+    math.prod([2, 3]), math.radians(90), math.sin(1), math.sqrt(4), math.tan(1), math.tau,
+    math.trunc(1.5),
+]
+print(len(arrays), len(numbers), np.median(v), np.linalg.solve(a, v).tolist(), a)
+"""
+
+
+def test_every_member_of_the_math_and_numpy_views_works_inside_the_sandbox():
+    """Each name names.py promises is called after isolation, where a lazy import would fail."""
+    promised = [f"np.{m}" for m in NUMPY_MEMBERS if m != "linalg"]
+    promised += [f"np.linalg.{m}" for m in NUMPY_LINALG_MEMBERS]
+    promised += [f"math.{m}" for m in MATH_MEMBERS]
+    used = [n for n in promised if f"{n}(" in EVERY_MEMBER or f"{n}," in EVERY_MEMBER]
+    assert used == promised
+    result = run_program(EVERY_MEMBER, make_api([]), FAST)
+    assert result.ok, result.error
+    assert result.stdout == "65 34 3.5 [-2.0, 2.5] [[1. 2.]\n [3. 4.]]\n"
 
 
 def test_large_output_arrives_whole_and_safe_to_print():

@@ -149,6 +149,7 @@ def build_namespace(
     sources = {"math": math}
     if with_numpy:
         import numpy
+        import numpy.ma  # np.median imports it on first use, when no file can be opened any more
 
         sources["np"] = sources["numpy"] = numpy
     namespace: dict[str, Any] = {"__builtins__": safe, TICK: steps.tick, ITER: steps.counted}
