@@ -359,7 +359,7 @@ def run_fault(
     policy: Any = served
     if fault in ("nan_actions", "out_of_range_actions"):
         policy = CorruptingPolicy(served, fault.removesuffix("_actions"))
-    log_path = Path(out_dir) / f"{fault}_steps.jsonl"
+    log_path = Path(out_dir) / f"{fault}_{seed}_steps.jsonl"
     log_path.unlink(missing_ok=True)
     rig = open_rig(
         policy,

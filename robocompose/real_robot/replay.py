@@ -19,6 +19,8 @@ import numpy as np
 from robocompose.stats import success_rate
 
 AXES = ("x", "y", "z", "gripper")
+# executor and link events worth a row in the events plot (chunks and requests are routine)
+NOTABLE_EVENTS = ("request_failed", "reconnect", "observation_refused", "chunk_stale", "discard")
 
 
 def read_log(path: str | Path) -> list[dict[str, Any]]:
@@ -139,15 +141,20 @@ def plot(lines: list[dict[str, Any]], out_dir: str | Path, seed: int | None = No
     paths.append(_save(fig, out_dir / f"commanded_vs_executed_seed{seed}.png"))
 
     fig, ax = plt.subplots(figsize=(9, 3.5))
-    kinds = sorted({e["kind"] for s in episode for e in s["safety"]})
-    for row, kind in enumerate(kinds):
-        times = [s["t_s"] - t0 for s in episode for e in s["safety"] if e["kind"] == kind]
+    rows: dict[str, list[float]] = {}
+    for s in episode:
+        for e in s["safety"]:
+            rows.setdefault(f"safety: {e['kind']}", []).append(s["t_s"] - t0)
+        for e in s["events"]:
+            if e["event"] in NOTABLE_EVENTS:
+                rows.setdefault(e["event"], []).append(s["t_s"] - t0)
+        if s["waiting"]:
+            rows.setdefault("waiting for a chunk", []).append(s["t_s"] - t0)
+    for row, times in enumerate(rows.values()):
         ax.plot(times, [row] * len(times), "|", markersize=12)
-    waiting = [s["t_s"] - t0 for s in episode if s["waiting"]]
-    ax.plot(waiting, [len(kinds)] * len(waiting), "|", color="tab:gray", markersize=12)
-    ax.set_yticks(range(len(kinds) + 1), [*kinds, "waiting for a chunk"])
+    ax.set_yticks(range(len(rows)), list(rows))
     ax.set_xlabel("time since episode start (s, wall clock)")
-    ax.set_title(f"seed {seed}: safety events and waits")
+    ax.set_title(f"seed {seed}: safety events, link events and waits")
     paths.append(_save(fig, out_dir / f"events_seed{seed}.png"))
 
     fig, ax = plt.subplots(figsize=(6, 3.5))
