@@ -239,7 +239,10 @@ def _serve(overrides: list[str]) -> None:
 def _deploy(overrides: list[str]) -> None:
     from robocompose.real_robot.deploy import run_deploy
 
-    summary = run_deploy(load_verb_config("deploy", overrides))
+    try:
+        summary = run_deploy(load_verb_config("deploy", overrides))
+    except (ConnectionError, ImportError) as e:  # no server, no arm, or no vendor SDK
+        raise SystemExit(f"robocompose deploy: error: {e}") from None
     print(f"success {summary['success_text']}; step log {summary['steps_log']}")
 
 

@@ -62,6 +62,8 @@ def test_cli_refuses_a_bad_rate_and_a_file_outside_configs(tmp_path):
         main(["deploy", "configs/deploy/twin.yaml", "--rate-hz", "5"])
     with pytest.raises(SystemExit, match="pass `--config-dir"):
         main(["deploy", str(tmp_path / "deploy" / "cell.yaml")])
+    with pytest.raises(SystemExit, match="could not reach the policy server at ws://127.0.0.1:9"):
+        main(["deploy", "twin", "--server", "ws://127.0.0.1:9", "connect_timeout_s=0.3"])
 
 
 def test_ticker_keeps_the_grid_and_skips_missed_ticks():
