@@ -1,0 +1,95 @@
+"""`robocompose plan` and its Python API: a tiny-budget smoke run with the real SmolLM2 prints the
+plan and the trace and writes the record and the video; bad settings name the field; a
+correction given through the API reaches the running plan."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from robocompose.cli import load_verb_config, main
+from robocompose.hierarchical.api import PlanConfig, Runner, plan_and_run
+
+pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed: make setup-all")
+
+
+@pytest.mark.smollm2
+def test_plan_verb_smoke_run(smollm2_path, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("ROBOCOMPOSE_LLM_CACHE", str(tmp_path / "llm"))
+    main(
+        [
+            "plan",
+            "put green on red then blue on green",
+            "planner=skills",
+            "model=smollm2",
+            "repair_rounds=0",
+            "step_budget=40",
+            "corrections=false",
+            "--out",
+            str(tmp_path / "run"),
+        ]
+    )
+    printed = capsys.readouterr().out
+    assert "'put green on red then blue on green' (skills planner)" in printed
+    assert "## round 0" in printed and "| call | result | steps | s |" in printed
+    (record_path,) = (tmp_path / "run").glob("stack_three_skills_*.json")
+    record = json.loads(record_path.read_text())
+    assert record["instruction"] == "put green on red then blue on green"
+    assert record["model"] == "smollm2" and len(record["rounds"]) == 1
+    first = record["rounds"][0]
+    assert first["plan"] and first["traces"][0]["skill"] == first["plan"][0].split("(")[0]
+    assert record["video"] and Path(record["video"]).stat().st_size > 0
+
+
+def test_plan_config_from_the_command_line(capsys):
+    config = load_verb_config("plan", ["instruction='sort them'", "task=SortBins", "phrasing=3"])
+    assert config.env_name == "SortBins" and config.long_task == "sort_by_colour"
+    assert config.item().instruction == "sort them"
+    main(["plan", "planner=saycan", "order=[blue,green,red]", "--cfg"])
+    printed = capsys.readouterr().out
+    assert "planner: saycan" in printed and "name: Stack" in printed
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["planner=skill"], r"`planner` must be one of \['code', 'skills', 'saycan'\]"),
+        (["task=PushT"], r"`task` must be one of \['Stack', 'SortBins'\]. Got 'PushT'"),
+        (["phrasing=99"], r"`phrasing` must be in \[0, 23\] for Stack. Got 99"),
+        (["order=[red,red,blue]"], r"`order` applies to task=Stack and must list"),
+        (["repair_rounds=7"], r"`repair_rounds` must be in \[0, 5\]. Got 7"),
+        (["base_url=http://x"], r"`base_url` applies to backend=openai only"),
+        (["backend=ollama"], r"`backend` must be one of \['local', 'openai'\]"),
+    ],
+)
+def test_bad_settings_name_the_field(overrides, message):
+    with pytest.raises(SystemExit, match=message):
+        main(["plan", *overrides])
+
+
+@pytest.mark.smollm2
+def test_api_runs_and_takes_a_correction(smollm2, tmp_path):
+    from robocompose.hierarchical.cache import CachedLLM
+
+    llm = CachedLLM(smollm2, tmp_path / "llm")
+    result = plan_and_run(
+        "put green on red then blue on green",
+        llm=llm,
+        planner="skills",
+        repair_rounds=0,
+        video=False,
+        out=str(tmp_path / "api"),
+    )
+    assert result.record_path.exists() and result.video is None
+    assert result.record.rounds[0].traces  # the plan ran in the world
+
+    runner = Runner(PlanConfig(planner="skills", repair_rounds=0, video=False,
+                               out=str(tmp_path / "stop")), llm)  # fmt: skip
+    runner.correct("stop")  # waiting on the queue: the first control step takes it
+    stopped = runner.run()
+    runner.close()
+    assert stopped.record.rounds[0].outcome == "stopped"
+    logged = json.loads(stopped.corrections_path.read_text().splitlines()[0])
+    assert logged["text"] == "stop" and logged["edit"]["kind"] == "stop"
