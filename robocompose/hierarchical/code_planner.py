@@ -37,6 +37,7 @@ from robocompose.hierarchical.prompts import (
     define_messages,
     scene_summary,
     skill_list,
+    usable_define_examples,
     usable_examples,
 )
 
@@ -233,6 +234,9 @@ class CodePlanner:
         self.examples = (
             usable_examples(self.skills, self.api_names) if self.config.examples else []
         )
+        self.define_examples = (
+            usable_define_examples(self.api_names) if self.config.examples else []
+        )
         self._known = self.api_names | BUILTIN_NAMES | MODULE_NAMES
 
     def plan(
@@ -281,7 +285,7 @@ class CodePlanner:
         queue = [(name, site, 1) for name, site in undefined_calls(ast.parse(main), main, known)]
         while queue:
             name, site, depth = queue.pop(0)
-            if name in known:
+            if name in known or name in gen.undefined:
                 continue
             if depth > self.config.max_depth:
                 gen.undefined.append(name)
@@ -311,7 +315,8 @@ class CodePlanner:
     def _ask_definition(self, name: str, site: str, gen: _Generation) -> str | None:
         """The new top-level function definitions of the LLM's reply, or None (problem noted)."""
         completion = self.backend.chat(
-            define_messages(self.listing, name, site), max_tokens=self.config.define_max_tokens
+            define_messages(self.listing, self.define_examples, name, site),
+            max_tokens=self.config.define_max_tokens,
         )
         gen.completions.append(completion)
         try:
@@ -321,7 +326,11 @@ class CodePlanner:
             return None
         tree = ast.parse(source)
         taken = self.api_names | set(gen.defined)
-        defs = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name not in taken]
+        defs: list[ast.FunctionDef] = []
+        for node in tree.body:  # the first definition of each new name
+            if isinstance(node, ast.FunctionDef) and node.name not in taken:
+                taken.add(node.name)
+                defs.append(node)
         if name not in {d.name for d in defs}:
             gen.problems.append(
                 f"defining `{name}`: the reply defines no function `{name}` "

@@ -82,7 +82,7 @@ def api_listing(skills: Sequence[Skill], queries: Iterable[Any] = ()) -> str:
 
 # -- scene ------------------------------------------------------------------------------------
 def _xyz(values: Sequence[float]) -> str:
-    return "(" + ", ".join(f"{v:.3f}" for v in values) + ")"
+    return "(" + ", ".join(f"{v:.2f}" for v in values) + ")"  # cm: position() is exact
 
 
 def scene_summary(world_summary: str | Mapping[str, Any]) -> str:
@@ -123,18 +123,18 @@ class Example:
 
 EXAMPLES = (
     Example(
-        scene="purple_block at (0.100, 0.050, 0.020) on table\n"
-        "orange_block at (-0.080, 0.120, 0.020) on table\n"
-        "yellow_block at (0.020, -0.110, 0.020) on table\nholding: nothing",
+        scene="purple_block at (0.10, 0.05, 0.02) on table\n"
+        "orange_block at (-0.08, 0.12, 0.02) on table\n"
+        "yellow_block at (0.02, -0.11, 0.02) on table\nholding: nothing",
         instruction="set the orange cube on top of the yellow one",
         code='pick("orange_block")\nplace("orange_block", "yellow_block")',
         calls=(("pick", {"obj": "orange_block"}),
                ("place", {"obj": "orange_block", "target": "yellow_block"})),
     ),
     Example(
-        scene="purple_block at (0.060, -0.030, 0.020) on table\n"
-        "orange_block at (-0.120, 0.040, 0.020) on table\n"
-        "yellow_bin at (0.120, 0.120, 0.000)\nholding: nothing",
+        scene="purple_block at (0.06, -0.03, 0.02) on table\n"
+        "orange_block at (-0.12, 0.04, 0.02) on table\n"
+        "yellow_bin at (0.12, 0.12, 0.00)\nholding: nothing",
         instruction="drop every block into the yellow bin",
         code='for block in objects():\n    pick(block)\n    place(block, "yellow_bin")',
         calls=(("pick", {"obj": "purple_block"}),
@@ -169,25 +169,48 @@ def usable_examples(
 
 
 # -- messages ---------------------------------------------------------------------------------
+# The listing opens every system message, so a local backend reuses its evaluated prefix across
+# the code, definition and skill-list calls.
 CODE_SYSTEM = (
-    "You write short Python programs that control a robot arm. Call only the functions listed "
-    "below, plain Python, `math` and `np`; no imports. You may define helper functions. "
-    "Reply with code only.\n\n"
-)
-DEFINE_SYSTEM = (
-    "You write one Python function for a robot arm. Call only the functions listed below, plain "
-    "Python, `math` and `np`; no imports. Reply with the function definition only.\n\n"
+    "The functions above are a robot arm's whole API. Write Python that calls only them, "
+    "plain Python, `math` and `np`; no imports. Reply with code only."
 )
 SKILL_SYSTEM = (
-    "You plan for a robot arm. Reply with a JSON list of skill calls, "
-    '[{"skill": name, "args": {...}}, ...], using only the skills below with all their '
-    "arguments.\n\n"
+    "The skills above are a robot arm's whole API. Reply with a JSON list of skill calls, "
+    '[{"skill": name, "args": {...}}, ...], each with all of its arguments.'
 )
-DEFINE_EXAMPLE = (
-    "# the program calls: put_on(\"orange_block\", \"purple_block\")\n"
-    "# define: put_on",
-    'def put_on(top, bottom):\n    pick(top)\n    place(top, bottom)',
+
+
+@dataclass(frozen=True)
+class DefineExample:
+    """A worked definition request: a call site, the function's name, its definition."""
+
+    call_site: str
+    name: str
+    code: str
+
+
+DEFINE_EXAMPLES = (
+    DefineExample(
+        'put_on("orange_block", "purple_block")', "put_on",
+        "def put_on(top, bottom):\n    pick(top)\n    place(top, bottom)",
+    ),
+    DefineExample(
+        'clear_table(["purple_block", "orange_block"], "yellow_bin")', "clear_table",
+        "def clear_table(blocks, bin_name):\n    for block in blocks:\n        pick(block)\n"
+        "        place(block, bin_name)",
+    ),
 )
+
+
+def usable_define_examples(api_names: Iterable[str]) -> list[DefineExample]:
+    """Definition examples that call only `api_names` (and builtins)."""
+    api = set(api_names) | BUILTIN_NAMES
+    return [ex for ex in DEFINE_EXAMPLES if called_names(ex.code) <= api]
+
+
+def _system(listing: str, role: str) -> Message:
+    return {"role": "system", "content": f"{listing}\n\n{role}"}
 
 
 def task_text(scene: str, instruction: str) -> str:
@@ -212,7 +235,7 @@ def code_messages(
     feedback: str | None = None,
 ) -> list[Message]:
     """Chat for the main program: the API as system text, examples as user/assistant turns."""
-    messages: list[Message] = [{"role": "system", "content": CODE_SYSTEM + listing}]
+    messages = [_system(listing, CODE_SYSTEM)]
     for ex in examples:
         messages.append({"role": "user", "content": task_text(ex.scene, ex.instruction)})
         messages.append({"role": "assistant", "content": ex.code})
@@ -222,15 +245,20 @@ def code_messages(
     return messages
 
 
-def define_messages(listing: str, name: str, call_site: str) -> list[Message]:
+def _define_request(call_site: str, name: str) -> str:
+    return f"# the program calls: {call_site.strip()}\n# define the function `{name}`"
+
+
+def define_messages(
+    listing: str, examples: Sequence[DefineExample], name: str, call_site: str
+) -> list[Message]:
     """Chat asking for the definition of `name`, shown where the program calls it."""
-    question, answer = DEFINE_EXAMPLE
-    return [
-        {"role": "system", "content": DEFINE_SYSTEM + listing},
-        {"role": "user", "content": question},
-        {"role": "assistant", "content": answer},
-        {"role": "user", "content": f"# the program calls: {call_site.strip()}\n# define: {name}"},
-    ]
+    messages = [_system(listing, CODE_SYSTEM)]
+    for ex in examples:
+        messages.append({"role": "user", "content": _define_request(ex.call_site, ex.name)})
+        messages.append({"role": "assistant", "content": ex.code})
+    messages.append({"role": "user", "content": _define_request(call_site, name)})
+    return messages
 
 
 def calls_json(calls: Iterable[tuple[str, Mapping[str, Any]]]) -> str:
@@ -242,7 +270,7 @@ def skill_messages(
     feedback: str | None = None,
 ) -> list[Message]:
     """Chat for a JSON skill list; the examples answer with JSON."""
-    messages: list[Message] = [{"role": "system", "content": SKILL_SYSTEM + listing}]
+    messages = [_system(listing, SKILL_SYSTEM)]
     for ex in examples:
         messages.append({"role": "user", "content": task_text(ex.scene, ex.instruction)})
         messages.append({"role": "assistant", "content": calls_json(ex.calls)})

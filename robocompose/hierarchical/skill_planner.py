@@ -154,7 +154,7 @@ def validate_call(skills: Mapping[str, Skill], item: Any, index: int = 0) -> Ski
 
 
 def parse_json_list(text: str) -> list[Any]:
-    """The JSON list in a reply (the first one when prose surrounds it)."""
+    """The first JSON list in a reply: prose around it and a wrapping object are ignored."""
     stripped = text.strip()
     start = stripped.find("[")
     if start < 0:
@@ -163,15 +163,14 @@ def parse_json_list(text: str) -> list[Any]:
         data, _ = json.JSONDecoder().raw_decode(stripped, start)
     except json.JSONDecodeError as e:
         raise PlanError(f"the reply is not valid JSON ({e.msg} at char {e.pos}).") from e
-    if not isinstance(data, list):
-        raise PlanError(f"the plan must be a JSON list of calls. Got {type(data).__name__}.")
     return data
 
 
 def validate_plan(
-    skills: Mapping[str, Skill], text: str, max_calls: int
+    registry: Registry, text: str, max_calls: int
 ) -> tuple[tuple[SkillCall, ...], tuple[str, ...]]:
     """(calls, ()) for a valid reply, else ((), problems): every bad call named."""
+    skills = {s.name: s for s in skill_list(registry)}
     try:
         items = parse_json_list(text)
     except PlanError as e:
