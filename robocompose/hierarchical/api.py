@@ -252,9 +252,9 @@ def describe(result: RunResult) -> str:
         stats = r.planning
         if stats.get("llm_calls"):
             tokens = stats.get("prompt_tokens", 0) + stats.get("completion_tokens", 0)
+            counted = f", {tokens} tokens" if "prompt_tokens" in stats else ""
             lines.append(
-                f"planning: {stats['llm_calls']} LLM call(s), {tokens} tokens, "
-                f"{stats['seconds']:.1f} s"
+                f"planning: {stats['llm_calls']} LLM call(s){counted}, {stats['seconds']:.1f} s"
             )
         if r.plan is not None:
             lines.append(show_plan(r.plan))

@@ -97,6 +97,19 @@ def _call_line(trace: SkillTrace) -> str:
     return f"{trace.skill}({args}): FAILED: {trace.error}"
 
 
+def _facts(state: dict[str, Any]) -> str:
+    """What holds what and what rests where, in a few words (the planner misses it in
+    coordinates: after a slip it would place a block it no longer holds)."""
+    held = state.get("holding")
+    facts = [f"the gripper holds {held or 'nothing'}"]
+    for name, obj in state.get("objects", {}).items():
+        if name == held:
+            continue
+        where = f"in {obj['in_bin']}" if obj.get("in_bin") else f"on {obj.get('on') or 'nothing'}"
+        facts.append(f"{name} {where}")
+    return "; ".join(facts)
+
+
 def summarize(result: ExecutionResult) -> str:
     """The monitor's report for the planner: the calls that ran (the failed one last) and why
     the plan failed. The scene itself reaches the planner as its world summary."""
@@ -109,7 +122,10 @@ def summarize(result: ExecutionResult) -> str:
         lines += [f"  {_call_line(t)}" for t in shown]
     if result.stdout:
         lines.append(f"The program printed: {result.stdout.strip()[-300:]}")
-    lines.append("The scene above is the state now; do only what is still needed.")
+    state = next((t.state_after for t in reversed(result.traces) if t.state_after), None)
+    if state:
+        lines.append(f"Now: {_facts(state)}.")
+    lines.append("The scene above is the state now; plan only what is still needed from it.")
     return "\n".join(lines)
 
 

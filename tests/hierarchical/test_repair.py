@@ -37,8 +37,9 @@ def test_summary_names_the_failed_call_and_why():
     text = summarize(result)
     assert "pick(obj='green_block'): done" in text
     assert "place(obj='green_block', target='red_block'): FAILED: green_block did not" in text
+    assert "Now: the gripper holds nothing; red_block on table; green_block on table" in text
     assert "The scene above is the state now" in text
-    assert "blue_block" not in text  # the calls after the failure never ran
+    assert "pick(obj='blue_block')" not in text  # the calls after the failure never ran
 
 
 def test_rounds_are_bounded():
