@@ -225,6 +225,19 @@ class SkillCall:
         return f"{self.skill}({', '.join(f'{k}={v!r}' for k, v in self.args.items())})"
 
 
+def as_calls(items: Sequence[Any]) -> list[SkillCall]:
+    """Skill calls from `SkillCall`s or the planners' JSON shape {"skill": ..., "args": {...}}."""
+    calls = []
+    for i, item in enumerate(items):
+        if isinstance(item, SkillCall):
+            calls.append(item)
+        elif isinstance(item, dict) and isinstance(item.get("skill"), str):
+            calls.append(SkillCall(item["skill"], dict(item.get("args") or {})))
+        else:
+            raise ValueError(f"plan item {i} must be {{'skill': str, 'args': {{}}}}. Got {item!r}.")
+    return calls
+
+
 def object_params(skill: Skill, objects: Iterable[str]) -> list[str]:
     """Names of `skill`'s parameters that take an object of the scene."""
     scene = set(objects)
@@ -299,6 +312,15 @@ class CorrectionQueue:
             return self._items.get_nowait()
         except queue.Empty:
             return None
+
+
+@dataclass
+class Corrections:
+    """Where corrections come from and go: the queue, the optional LLM fallback, the log."""
+
+    queue: CorrectionQueue = field(default_factory=CorrectionQueue)
+    log: CorrectionLog | None = None
+    llm: Any = None  # LLMBackend for corrections the rules do not read
 
 
 def read_lines_into(stream: TextIO, corrections: CorrectionQueue) -> threading.Thread:

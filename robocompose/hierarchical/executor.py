@@ -23,8 +23,9 @@ from robocompose.hierarchical.corrections import (
     CorrectionEdit,
     CorrectionLog,
     CorrectionNotUnderstood,
-    CorrectionQueue,
+    Corrections,
     SkillCall,
+    as_calls,
     nudge,
     object_in_use,
     parse_correction,
@@ -76,15 +77,6 @@ class ExecutionResult:
 
 
 @dataclass
-class Corrections:
-    """Where corrections come from and go: the queue, the optional LLM fallback, the log."""
-
-    queue: CorrectionQueue = field(default_factory=CorrectionQueue)
-    log: CorrectionLog | None = None
-    llm: Any = None  # LLMBackend for corrections the rules do not read
-
-
-@dataclass
 class StepwisePlan:
     """A plan decided one call at a time in closed loop (SayCan): `next_call(history)` returns
     the next call after the executed `history`, or None when the task is done."""
@@ -95,19 +87,6 @@ class StepwisePlan:
     seconds: float = 0.0  # spent choosing
     ok: bool = True
     problems: tuple[str, ...] = ()
-
-
-def as_calls(items: Sequence[Any]) -> list[SkillCall]:
-    """Skill calls from `SkillCall`s or the planners' JSON shape {"skill": ..., "args": {...}}."""
-    calls = []
-    for i, item in enumerate(items):
-        if isinstance(item, SkillCall):
-            calls.append(item)
-        elif isinstance(item, dict) and isinstance(item.get("skill"), str):
-            calls.append(SkillCall(item["skill"], dict(item.get("args") or {})))
-        else:
-            raise ValueError(f"plan item {i} must be {{'skill': str, 'args': {{}}}}. Got {item!r}.")
-    return calls
 
 
 class Executor:
@@ -163,35 +142,45 @@ class Executor:
         return self.run_calls(as_calls(plan))
 
     def run_steps(self, plan: StepwisePlan) -> ExecutionResult:
-        """Ask for one call at a time and run it, until done, `max_steps`, a failure or a stop."""
+        """Ask for one call at a time and run it, until done, `max_steps`, a failure or a stop
+        (out of steps, the task's check decides)."""
         start, traces, history = time.perf_counter(), [], []
-        self._remaining, self._log, self._rewrites = [], [], []
-        self._in_program = False
-        try:
+        self._begin([], in_program=False)
+
+        def body() -> None:
             for _ in range(plan.max_steps):
                 t0 = time.perf_counter()
                 call = plan.next_call(history)
                 plan.seconds += time.perf_counter() - t0
                 if call is None:
-                    return self._result(traces, None, None, start)
+                    return
                 plan.chosen.append(call)
                 self.call(call, traces)
                 history.append(call)
-        except CallFailed as e:
-            return self._result(traces, e.outcome, str(e), start)
-        except StopRequested as e:
-            self.hold()
-            return self._result(traces, "stopped", str(e), start)
-        return self._result(traces, None, None, start)  # out of steps: the task check decides
+
+        return self._guarded(body, traces, start)
 
     def run_calls(self, calls: Sequence[SkillCall]) -> ExecutionResult:
         """Run a skill list in order until it ends, a call fails, or a stop arrives."""
         start, traces = time.perf_counter(), []
-        self._remaining, self._log, self._rewrites = list(calls), [], []
-        self._in_program = False
-        try:
+        self._begin(calls, in_program=False)
+
+        def body() -> None:
             while self._remaining:
                 self.call(self._remaining.pop(0), traces)
+
+        return self._guarded(body, traces, start)
+
+    def _begin(self, calls: Sequence[SkillCall], in_program: bool) -> None:
+        self._remaining, self._log, self._rewrites = list(calls), [], []
+        self._in_program = in_program
+
+    def _guarded(
+        self, body: Callable[[], None], traces: list[SkillTrace], start: float
+    ) -> ExecutionResult:
+        """Run `body`; a failed call or a stop ends it (a stop holds the arm first)."""
+        try:
+            body()
         except CallFailed as e:
             return self._result(traces, e.outcome, str(e), start)
         except StopRequested as e:
@@ -202,8 +191,7 @@ class Executor:
     def run_program(self, code: str) -> ExecutionResult:
         """Run `code` in the sandbox; each skill call it sends is executed (and traced) here."""
         start, traces = time.perf_counter(), []
-        self._remaining, self._log, self._rewrites = [], [], []
-        self._in_program = True
+        self._begin([], in_program=True)
         failure: list[CallFailed | StopRequested] = []
 
         def execute(name: str, args: dict[str, Any]) -> bool:
