@@ -128,13 +128,23 @@ def test_qwen_defines_an_undefined_function(qwen, scene, tmp_path):
 def test_definitions_stay_within_their_bounds(smollm2, scene, tmp_path):
     registry, snapshot = scene
     backend = CachedLLM(smollm2, tmp_path / "cache")
-    config = CodePlannerConfig(max_depth=1, max_define_calls=1, define_max_tokens=128)
+    known = set(registry) | set(registry.queries) | BUILTIN_NAMES
+
+    deep = CodePlanner(backend, registry, config=CodePlannerConfig(max_depth=1))
+    plan = deep.complete("move_all_blocks(objects())")  # SmolLM2's helper calls a helper
+    assert len(plan.completions) == 1  # only the main program's call was asked about
+    left = [name for name, _ in undefined_calls(ast.parse(plan.code), plan.code, known)]
+    assert left == list(plan.undefined)
+    assert all(any(f"`{name}`" in p for p in plan.problems) for name in left)
+
+    config = CodePlannerConfig(max_depth=3, max_define_calls=1, define_max_tokens=128)
     planner = CodePlanner(backend, registry, config=config)
     plan = planner.complete("sort_blocks()\nbuild_tower()")
     assert len(plan.completions) == 1  # one definition asked, the budget allows no more
     assert "build_tower" in plan.undefined
     assert any("budget of 1 definition requests is used up" in p for p in plan.problems)
     ast.parse(plan.code)
+
     full = planner.plan("put the green block on the red block", snapshot)
     assert 1 <= len(full.completions) <= 2
     assert all(c.completion_tokens > 0 for c in full.completions)
