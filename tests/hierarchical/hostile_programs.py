@@ -117,7 +117,7 @@ HOSTILE = [
     Hostile("np-huge", "x = np.zeros((10**6, 10**6))", "memory", "MB"),
     Hostile("str-repeat", "s = 'a' * 10**11", "memory", "MB"),
     Hostile(
-        "fill-then-fail", "x = [0] * (55 * 10**6)\ny = [0] * (55 * 10**6)", "memory", "line 2"
+        "fill-then-fail", "x = [0] * (35 * 10**6)\ny = [0] * (35 * 10**6)", "memory", "line 2"
     ),  # fmt: skip
     Hostile(
         "doubling",

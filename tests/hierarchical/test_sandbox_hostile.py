@@ -19,7 +19,7 @@ from robocompose.hierarchical.sandbox import ApiFunction, SandboxAPI, SandboxLim
 from robocompose.hierarchical.sandbox.api import validate_args
 from tests.hierarchical.hostile_programs import HOSTILE, Hostile
 
-LIMITS = SandboxLimits(cpu_s=1, wall_s=3.0, max_calls=20, max_stdout_chars=2000)
+LIMITS = SandboxLimits(cpu_s=1, wall_s=5.0, max_calls=20, max_stdout_chars=2000)
 NOBODY = 65534
 SHARED_TMP = ("/tmp", "/var/tmp", "/dev/shm")  # where the `nobody` user could write
 CHILD_CWD = "/"
