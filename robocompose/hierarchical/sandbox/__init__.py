@@ -19,9 +19,9 @@
 Layers, outermost first: AST allow-list (ast_check.py) -> step budget instrumented into every
 loop and call -> child process (child.py) with its own process group, no network namespace, the
 `nobody` user when started as root, rlimits on CPU, address space, processes, files -> the
-parent's wall clock and message checks (runner.py). Costs (benchmarks/sandbox.py, measured on
-2 shared cores at load 12): the check 0.3 ms, a run 0.17 s (0.34 s when the program names `np`,
-which the child then imports), 0.13 ms per API call.
+parent's wall clock and message checks (runner.py). Costs (benchmarks/sandbox.py, 2 shared
+cores): the check 0.3 ms; a run 0.05 s at load 5, 0.17 s at load 12, twice that when the program
+names `np` (the child imports numpy only then); an API call 0.05-0.13 ms.
 """
 
 from robocompose.hierarchical.sandbox.api import ApiFunction, SandboxAPI, validate_args
