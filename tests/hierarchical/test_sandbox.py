@@ -373,6 +373,12 @@ def test_malformed_parameter_specs_fail_when_the_api_is_built(param, message):
         ApiFunction("f", (param,), lambda args: None)
 
 
+@pytest.mark.parametrize("name", ["print", "np", "open", "_hidden", "two words"])
+def test_api_names_must_be_free_public_identifiers(name):
+    with pytest.raises(ValueError, match=f"`name` .*{name!r}"):
+        ApiFunction(name, (), lambda args: None)
+
+
 def test_run_program_names_a_wrong_argument():
     with pytest.raises(TypeError, match="`api` must be a SandboxAPI. Got function."):
         run_program("x = 1", lambda name, args: None)

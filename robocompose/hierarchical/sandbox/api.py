@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from robocompose.hierarchical.base import Param, Skill
+from robocompose.hierarchical.sandbox.names import FORBIDDEN_NAMES, MODULES, SAFE_BUILTINS
 
 PARAM_TYPES = ("str", "float", "int", "vec2")
 
@@ -32,6 +33,11 @@ class ApiFunction:
     def __post_init__(self) -> None:
         if not self.name.isidentifier() or self.name.startswith("_"):
             raise ValueError(f"`name` must be a public identifier. Got {self.name!r}.")
+        if self.name in SAFE_BUILTINS or self.name in MODULES or self.name in FORBIDDEN_NAMES:
+            raise ValueError(
+                f"`name` {self.name!r} is taken by the sandbox (a builtin, module or refused "
+                "name); rename the function."
+            )
         for p in self.params:
             _check_param(self.name, p)
         names = [p.name for p in self.params]
