@@ -1,7 +1,8 @@
 """The skill layer's figures: the SortBins expert, each primitive, the long-horizon reference plans,
 and place_in run by scripts, by shipped PickPlace policies and by their composition.
 
-Parts (each episode appended to a JSONL under --out-dir as it finishes; a rerun resumes):
+Parts (each episode appended to a JSONL under --out-dir, runs/benchmarks/skills by default, as
+it finishes; a rerun resumes):
 - sort_bins_expert: the scripted SortBins expert over `--seeds` seeds (env success).
 - primitives: pick, place (on a block), place_at, push (each direction) on seeded Stack scenes.
 - reference_plans: every long-horizon item's reference plan with the scripted skills.
@@ -11,7 +12,7 @@ Parts (each episode appended to a JSONL under --out-dir as it finishes; a rerun 
 
 Success rates come with their episode counts and Wilson 95% intervals.
 
-    python benchmarks/skills.py [--seeds 50] [--parts all] [--implementations scripted,...]
+    python benchmarks/skills.py [--seeds 50] [--parts all] [--implementations "scripted;..."]
 
 A part's figures replace its old ones in skills.json; place_in's are kept per implementation, so
 slow implementations can run on fewer seeds in a separate call.
@@ -41,6 +42,7 @@ from robocompose.sim.tasks import get_task, make_env, make_expert
 from robocompose.stats import success_rate
 
 RESULTS = Path(__file__).parent / "results" / "skills.json"
+EPISODES = Path(__file__).resolve().parent.parent / "runs" / "benchmarks" / "skills"  # resumable
 IMPLEMENTATIONS = (
     "scripted",
     "policy:PickPlace_flow_mlp",
@@ -194,9 +196,11 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=50)
     parser.add_argument("--parts", default="all", help=f"comma list of {PARTS} or 'all'")
     parser.add_argument(
-        "--implementations", default=",".join(IMPLEMENTATIONS), help="place_in implementations"
+        "--implementations",
+        default=";".join(IMPLEMENTATIONS),
+        help="place_in implementations, ';'-separated (composed specs hold commas)",
     )
-    parser.add_argument("--out-dir", type=Path, default=RESULTS.parent / "skills")
+    parser.add_argument("--out-dir", type=Path, default=EPISODES)
     args = parser.parse_args()
     parts = PARTS if args.parts == "all" else tuple(args.parts.split(","))
     unknown = [p for p in parts if p not in PARTS]
@@ -213,7 +217,7 @@ def main() -> None:
         elif part == "reference_plans":
             result[part] = reference_plans(args.out_dir)
         else:
-            for impl in args.implementations.split(","):
+            for impl in args.implementations.split(";"):
                 result.setdefault(part, {})[impl] = place_in(seeds, args.out_dir, impl)
                 RESULTS.write_text(json.dumps(result, indent=2) + "\n")
         print(part, f"{time.perf_counter() - start:.0f} s", json.dumps(result[part]), flush=True)
