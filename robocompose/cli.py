@@ -278,7 +278,7 @@ def _deploy_option(path: str) -> str:
 
 
 def _plan(overrides: list[str]) -> None:
-    from robocompose.hierarchical.api import Runner, describe
+    from robocompose.hierarchical.api import Runner, describe, show_plan
     from robocompose.hierarchical.corrections import read_lines_into
 
     config = load_verb_config("plan", overrides)
@@ -286,12 +286,12 @@ def _plan(overrides: list[str]) -> None:
     print(f"{runner.item.task}: {runner.item.instruction!r} ({config.planner} planner)")
     if config.corrections:
         read_lines_into(sys.stdin, runner.queue)
-        print("type a correction and Enter while it runs (\"a bit more to the left\", \"stop\")")
+        print('type a correction and Enter while it runs ("a bit more to the left", "stop")')
     try:
-        result = runner.run()
+        result = runner.run(lambda i, plan: print(f"\nround {i}:\n{show_plan(plan)}", flush=True))
     finally:
         runner.close()
-    print(describe(result))
+    print(describe(result, plans=False))
 
 
 def _task_name(tree: dict[str, Any]) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -207,11 +208,16 @@ class Runner:
         """A language correction for the running plan ("a bit more to the left", "stop")."""
         self.queue.put(text)
 
-    def run(self) -> RunResult:
-        """Plan, run, repair; write the JSON record (and the video) to `out`."""
+    def run(self, on_plan: Callable[[int, str | list[str]], None] | None = None) -> RunResult:
+        """Plan, run, repair; write the JSON record (and the video) to `out`. `on_plan(round,
+        plan)` sees each plan before it runs."""
         start = time.perf_counter()
         record = run_with_repair(
-            self.item.instruction, self.planner, self.executor, max_rounds=self.config.repair_rounds
+            self.item.instruction,
+            self.planner,
+            self.executor,
+            max_rounds=self.config.repair_rounds,
+            on_plan=on_plan,
         )
         stem = f"{self.item.task}_{self.config.planner}_{time.strftime('%Y%m%d-%H%M%S')}"
         video = self.executor.save_video(self.out / f"{stem}.mp4") if self.config.video else None
@@ -240,12 +246,15 @@ def _trace_row(trace: Any) -> str:
 
 
 def show_plan(plan: str | list[str]) -> str:
-    """A program as is, a skill list one call a line."""
-    return plan if isinstance(plan, str) else "\n".join(plan)
+    """A program as is, a skill list one call a line (SayCan's chooses as it goes)."""
+    if isinstance(plan, str):
+        return plan
+    return "\n".join(plan) if plan else "(chosen one call at a time as it runs)"
 
 
-def describe(result: RunResult) -> str:
-    """Every round's plan and trace table, then the outcome and where the files went."""
+def describe(result: RunResult, plans: bool = True) -> str:
+    """Every round's plan (unless `plans` is off) and trace table, then the outcome and where
+    the files went."""
     lines = []
     for r in result.record.rounds:
         lines.append(f"\n## round {r.index}: {r.outcome}" + (f" ({r.error})" if r.error else ""))
@@ -256,7 +265,7 @@ def describe(result: RunResult) -> str:
             lines.append(
                 f"planning: {stats['llm_calls']} LLM call(s){counted}, {stats['seconds']:.1f} s"
             )
-        if r.plan is not None:
+        if plans and r.plan is not None:
             lines.append(show_plan(r.plan))
         if r.traces:
             lines += ["| call | result | steps | s |", "|---|---|---|---|"]

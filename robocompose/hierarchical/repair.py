@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -175,13 +176,15 @@ def run_with_repair(
     *,
     max_rounds: int = 2,
     first_plan: str | list[Any] | None = None,
+    on_plan: Callable[[int, str | list[str]], None] | None = None,
 ) -> RepairRecord:
     """Plan, run, and on failure replan from the current state, at most `max_rounds` times.
 
     `planner.plan(instruction, world_summary, feedback)` returns a plan with `ok`, `problems`
     and `code` (CodePlanner), `calls` (SkillPlanner), or a `StepwisePlan` (SayCan).
     `first_plan` (a fixed program or call list) replaces round 0's planning call: the repair
-    benchmark injects faults into such reference plans."""
+    benchmark injects faults into such reference plans. `on_plan(round, plan)` sees each
+    plan before it runs (the CLI prints it, so a person knows what to correct)."""
     if not 0 <= max_rounds <= MAX_ROUNDS:
         raise ValueError(f"`max_rounds` must be in [0, {MAX_ROUNDS}]. Got {max_rounds}.")
     rounds: list[Round] = []
@@ -207,6 +210,8 @@ def run_with_repair(
             feedback = _invalid_feedback(tuple(plan.problems))
             continue
         body = plan_body(plan)
+        if on_plan is not None:
+            on_plan(index, _plan_text(body))
         result = executor.run_plan(body)
         rounds.append(
             Round(

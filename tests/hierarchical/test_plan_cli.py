@@ -33,6 +33,7 @@ def test_plan_verb_smoke_run(smollm2_path, tmp_path, monkeypatch, capsys):
     )
     printed = capsys.readouterr().out
     assert "'put green on red then blue on green' (skills planner)" in printed
+    assert "round 0:\n" in printed  # the plan, shown before it runs
     assert "## round 0" in printed and "| call | result | steps | s |" in printed
     (record_path,) = (tmp_path / "run").glob("stack_three_skills_*.json")
     record = json.loads(record_path.read_text())
