@@ -6,7 +6,9 @@
 
 The reply must be `[{"skill": name, "args": {...}}, ...]`. Decoding is constrained by the
 registry (`grammar.py`): "grammar" sends a GBNF grammar (llama.cpp backends), "json_schema" a
-JSON schema (OpenAI-compatible servers), "none" nothing. Whatever the constraint, the reply is
+JSON schema (OpenAI-compatible servers; llama.cpp's schema converter keeps names, objects and
+types but drops a float's minimum / maximum, so only the grammar makes ranges exact), "none"
+nothing. Whatever the constraint, the reply is
 validated here: unknown skill, missing / extra / mistyped / out-of-range arguments, objects not
 in the scene (a `str` parameter's `choices`) and too many calls each give a clear problem naming
 the call. A plan with problems has no calls: it goes back to the LLM, never half to the robot.

@@ -112,6 +112,18 @@ def test_smollm2_under_the_grammar_always_validates(smollm2, scene, tmp_path):
         assert plan.completions[0].completion_tokens <= planner.config.token_budget
 
 
+@pytest.mark.smollm2
+def test_smollm2_under_the_schema_gets_names_and_types_right(smollm2, scene, tmp_path):
+    registry, snapshot = scene
+    backend = CachedLLM(smollm2, tmp_path / "cache")
+    config = SkillPlannerConfig(max_calls=4, constrain="json_schema")
+    planner = SkillPlanner(backend, registry, config)
+    for instruction in INSTRUCTIONS[1:]:
+        plan = planner.plan(instruction, snapshot)
+        assert isinstance(json.loads(plan.text), list)
+        assert all(" must be in [" in p for p in plan.problems), plan.problems  # ranges only
+
+
 @pytest.mark.qwen
 def test_qwen_plans_the_two_step_stack(qwen, scene, tmp_path):
     registry, snapshot = scene
