@@ -14,6 +14,9 @@ Success rates come with their episode counts and Wilson 95% intervals.
 
     python benchmarks/skills.py [--seeds 50] [--parts all] [--implementations "scripted;..."]
 
+On a busy machine run it with OMP_NUM_THREADS=1: with torch's default threads the diffusion
+UNet's place_in took ~95 s per scene here under load, ~3 s with one thread.
+
 A part's figures replace its old ones in skills.json; place_in's are kept per implementation, so
 slow implementations can run on fewer seeds in a separate call.
 """
