@@ -46,8 +46,7 @@ from robocompose.composition.search import (
     successive_halving,
 )
 from robocompose.policies.checkpoint import load_policy
-from robocompose.shipped import parent_pair
-from robocompose.sim.tasks import TASKS
+from robocompose.shipped import PARENT_PAIRS, parent_pair
 
 OUT = ROOT / "runs" / "benchmarks" / "composition"
 SEED_START = 100_000
@@ -272,7 +271,7 @@ def search_cost(task: str, episodes: int, first_slice: int, replays: int) -> dic
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--part", default="all", choices=["all", "quality", "latency", "search"])
-    parser.add_argument("--tasks", default=",".join(TASKS))
+    parser.add_argument("--tasks", default=",".join(PARENT_PAIRS))
     parser.add_argument("--episodes", type=int, default=200)
     parser.add_argument("--first-slice", type=int, default=25)
     parser.add_argument("--operator-episodes", type=int, default=200)
