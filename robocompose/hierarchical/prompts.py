@@ -16,17 +16,18 @@ stay short: the local models have 2-4k tokens of context.
 from __future__ import annotations
 
 import ast
-import builtins
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from robocompose.hierarchical.base import Message, Param, Skill
+from robocompose.hierarchical.sandbox.names import MODULES, SAFE_BUILTINS
 
 Registry = Mapping[str, Skill] | Iterable[Skill]
-BUILTIN_NAMES = frozenset(dir(builtins))
-MODULE_NAMES = frozenset({"math", "np"})  # modules the sandbox puts in scope
+# what the sandbox lets a program name without defining it: anything else is asked of the LLM
+BUILTIN_NAMES = frozenset(SAFE_BUILTINS)
+MODULE_NAMES = frozenset(MODULES)
 
 
 def skill_list(registry: Registry) -> list[Skill]:
