@@ -151,17 +151,15 @@ def make_planner(kind: str, llm: Any, registry: Any, world: Any) -> Any:
 
         return CodePlanner(llm, registry)
     if kind == "skills":
+        from robocompose.hierarchical.llm import LocalLLM
         from robocompose.hierarchical.skill_planner import SkillPlanner, SkillPlannerConfig
 
-        constrain = "grammar" if type(_unwrapped(llm)).__name__ == "LocalLLM" else "json_schema"
+        local = isinstance(getattr(llm, "backend", llm), LocalLLM)  # behind the cache or not
+        constrain = "grammar" if local else "json_schema"
         return SkillPlanner(llm, registry, SkillPlannerConfig(constrain=constrain))
     from robocompose.hierarchical.saycan import SayCanPlanner
 
     return SayCanRounds(SayCanPlanner(llm, registry), world)
-
-
-def _unwrapped(llm: Any) -> Any:
-    return getattr(llm, "backend", llm)
 
 
 @dataclass

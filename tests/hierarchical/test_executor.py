@@ -124,14 +124,15 @@ def test_skill_planner_end_to_end_with_smollm2(scene, smollm2, tmp_path):
 
 
 @pytest.mark.qwen
-def test_code_planner_end_to_end_with_qwen(scene, qwen, tmp_path):
+def test_code_planner_end_to_end_with_qwen(qwen, tmp_path):
     from robocompose.hierarchical.code_planner import CodePlanner
 
-    world, registry = scene
-    plan = CodePlanner(CachedLLM(qwen, tmp_path), registry).plan(
-        STACK.instruction, world.snapshot()
-    )
+    item = long_horizon_tasks(["stack_three"])[7]  # blue onto red, then green on blue
+    world = make_world(item)
+    registry = build_registry(world)
+    plan = CodePlanner(CachedLLM(qwen, tmp_path), registry).plan(item.instruction, world.snapshot())
     assert plan.ok, plan.problems
     result = Executor(world, registry).run_plan(plan.code)
     assert result.outcome == "success", (plan.code, result.error)
     assert [t.skill for t in result.traces] == ["pick", "place", "pick", "place"]
+    assert world.on_top_of("green_block") == "blue_block"
