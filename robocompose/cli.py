@@ -443,6 +443,7 @@ VERBS: dict[str, Verb] = {
         "repair and corrections typed on stdin",
         "robocompose.hierarchical.api:PlanConfig",
         _plan,
+        ("task",),
         positional=Shorthand("", "instruction", help="the instruction, quoted"),
         flags=(OUT,),
     ),
