@@ -26,6 +26,27 @@ class Completion:
     finish_reason: str = ""  # "stop" | "length" (hit max_tokens) | "" when the backend won't say
 
 
+class PlanCost:
+    """What every planner's result reports: whether it has problems, and what the LLM cost.
+
+    Mixed into the planners' frozen dataclasses, which hold `completions` and `problems`."""
+
+    completions: tuple[Completion, ...]
+    problems: tuple[str, ...]
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    @property
+    def tokens(self) -> int:
+        return sum(c.prompt_tokens + c.completion_tokens for c in self.completions)
+
+    @property
+    def seconds(self) -> float:
+        return sum(c.seconds for c in self.completions)
+
+
 class LLMBackend(ABC):
     """Chat with optional constrained output. Temperature 0 unless asked otherwise."""
 

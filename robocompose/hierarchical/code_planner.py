@@ -27,7 +27,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from robocompose.hierarchical.base import Completion, LLMBackend
+from robocompose.hierarchical.base import Completion, LLMBackend, PlanCost
 from robocompose.hierarchical.prompts import (
     BUILTIN_NAMES,
     MODULE_NAMES,
@@ -72,7 +72,7 @@ class CodePlannerConfig:
 
 
 @dataclass(frozen=True)
-class CodePlan:
+class CodePlan(PlanCost):
     """A program for the sandbox, the functions the LLM defined for it, and every completion."""
 
     code: str
@@ -80,18 +80,6 @@ class CodePlan:
     completions: tuple[Completion, ...] = ()
     problems: tuple[str, ...] = ()
     undefined: tuple[str, ...] = ()
-
-    @property
-    def ok(self) -> bool:
-        return not self.problems
-
-    @property
-    def tokens(self) -> int:
-        return sum(c.prompt_tokens + c.completion_tokens for c in self.completions)
-
-    @property
-    def seconds(self) -> float:
-        return sum(c.seconds for c in self.completions)
 
 
 # -- extracting code from a reply --------------------------------------------------------------

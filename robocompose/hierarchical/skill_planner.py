@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from robocompose.hierarchical.base import Completion, LLMBackend, Param, Skill
+from robocompose.hierarchical.base import Completion, LLMBackend, Param, PlanCost, Skill
 from robocompose.hierarchical.corrections import SkillCall
 from robocompose.hierarchical.grammar import gbnf, json_schema
 from robocompose.hierarchical.prompts import (
@@ -66,25 +66,13 @@ class SkillPlannerConfig:
 
 
 @dataclass(frozen=True)
-class SkillPlan:
+class SkillPlan(PlanCost):
     """Validated calls (empty when there are problems), the raw reply, and every completion."""
 
     calls: tuple[SkillCall, ...]
     text: str = ""
     completions: tuple[Completion, ...] = ()
     problems: tuple[str, ...] = ()
-
-    @property
-    def ok(self) -> bool:
-        return not self.problems
-
-    @property
-    def tokens(self) -> int:
-        return sum(c.prompt_tokens + c.completion_tokens for c in self.completions)
-
-    @property
-    def seconds(self) -> float:
-        return sum(c.seconds for c in self.completions)
 
 
 # -- validation -------------------------------------------------------------------------------
