@@ -19,6 +19,10 @@ runs the same items (same scenes and seeds).
 
     python benchmarks/hierarchical.py [--parts plans,faults] [--models smollm2,qwen2.5-coder-1.5b]
         [--planners skills,code] [--items-per-task 24] [--repair-rounds 2] [--n-threads 1]
+    python benchmarks/hierarchical.py --summarize   # the JSON from the episodes run so far
+
+Parts may run in separate processes (one per model or part, each with its own --results); a
+final --summarize writes the JSON from every episode file.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from robocompose.hierarchical import code_planner, skill_planner  # noqa: F401 (loaded up front)
 from robocompose.hierarchical.api import make_planner
 from robocompose.hierarchical.executor import Executor
 from robocompose.hierarchical.llm import make_backend
@@ -202,11 +207,13 @@ def main() -> None:
     parser.add_argument("--out-dir", default="benchmarks/results/hierarchical")
     parser.add_argument("--cache-dir", default="", help="LLM cache (default: the user cache)")
     parser.add_argument("--results", default=str(RESULTS))
+    parser.add_argument("--summarize", action="store_true", help="only rewrite the JSON")
     args = parser.parse_args()
     parts, models = args.parts.split(","), args.models.split(",")
     out_dir, results = Path(args.out_dir), Path(args.results)
-    settings = {k: v for k, v in vars(args).items() if k not in ("out_dir", "results")}
-    for model in models:
+    skip = ("out_dir", "results", "summarize")
+    settings = {k: v for k, v in vars(args).items() if k not in skip}
+    for model in [] if args.summarize else models:
         llm = make_backend("local", model=model, n_threads=args.n_threads,
                            cache_dir=args.cache_dir)  # fmt: skip
         slug = model.replace(".", "_")
