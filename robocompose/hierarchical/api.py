@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from robocompose.hierarchical.corrections import CorrectionLog, CorrectionQueue
-from robocompose.hierarchical.executor import Corrections, Executor, StepwisePlan
+from robocompose.hierarchical.corrections import CorrectionLog, CorrectionQueue, Corrections
+from robocompose.hierarchical.executor import Executor, StepwisePlan
 from robocompose.hierarchical.repair import MAX_ROUNDS, RepairRecord, run_with_repair
 from robocompose.hierarchical.tasks import (
     STACK_BLOCKS,

@@ -15,13 +15,14 @@ from robocompose.hierarchical.corrections import (
     CorrectionLog,
     CorrectionNotUnderstood,
     CorrectionQueue,
+    Corrections,
     SkillCall,
     parse_correction,
     parse_rules,
     read_lines_into,
     resolve_object,
 )
-from robocompose.hierarchical.executor import Corrections, Executor
+from robocompose.hierarchical.executor import Executor
 from robocompose.hierarchical.skills import build_registry
 from robocompose.hierarchical.tasks import long_horizon_tasks, make_world
 
