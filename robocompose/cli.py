@@ -41,14 +41,34 @@ class Shorthand:
 
     def override(self, value: str | list[str]) -> str:
         """`key=value` in Hydra's grammar; a list (positional arguments) parses item by item."""
-        if self.group:
-            return f"{self.key}={self.parse(value)}"
-        parsed = [self.parse(v) for v in value] if isinstance(value, list) else self.parse(value)
-        return f"{self.key}={hydra_value(parsed)}"
+        try:
+            if self.group:
+                return f"{self.key}={self.parse(value)}"
+            values = value if isinstance(value, list) else [value]
+            parsed = [self.parse(v) for v in values]
+        except ValueError as e:
+            where = self.flag or "the positional argument"
+            expects = getattr(self.parse, "expects", None) or EXPECTS.get(self.parse, "")
+            raise ValueError(
+                f"{where} {value!r}: expected {expects or 'a valid value'} ({e})."
+            ) from None
+        return f"{self.key}={hydra_value(parsed if isinstance(value, list) else parsed[0])}"
+
+
+EXPECTS: dict[Callable[[str], Any], str] = {
+    int: "an integer",
+    float: "a number",
+    json.loads: "JSON",
+}
 
 
 def _csv(kind: Callable[[str], Any]) -> Callable[[str], list]:
-    return lambda text: [kind(v) for v in text.split(",") if v]
+    def parse(text: str) -> list:
+        return [kind(v) for v in text.split(",") if v]
+
+    plural = {int: "integers", float: "numbers"}.get(kind, "values")
+    parse.expects = f"comma-separated {plural}, e.g. 1,2"  # type: ignore[attr-defined]
+    return parse
 
 
 EPISODES = Shorthand("--episodes", "episodes", int)
@@ -518,8 +538,10 @@ def _show(name: str, verb: Verb, overrides: list[str]) -> str:
     if name == "sweep":
         from robocompose.sweep.config import plan
 
-        sweep_plan = plan(overrides)
+        sweep_plan = plan(overrides, require_axes=False)
         head = f"# {len(sweep_plan.cells)} cells over axes {sweep_plan.axes}\n"
+        if not sweep_plan.axes:
+            head = "# no axes yet: add one to run, e.g. composition=convex,or or sweep=operators\n"
         return head + OmegaConf.to_yaml(sweep_plan.tree)
     return OmegaConf.to_yaml(to_tree(compose_all(name, verb.config_class(), [overrides])[0]))
 

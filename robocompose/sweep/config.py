@@ -110,8 +110,12 @@ def _values(override: Override) -> list[str]:
     return list(override.sweep_string_iterator())
 
 
-def plan(overrides: Sequence[str]) -> SweepPlan:
-    """Compose the base config, collect the axes, and build every cell's job."""
+def plan(overrides: Sequence[str], require_axes: bool = True) -> SweepPlan:
+    """Compose the base config, collect the axes, and build every cell's job.
+
+    Without any axis a sweep cannot run; `require_axes=False` (for `--cfg`) returns the base
+    config with no axes and no cells instead of raising.
+    """
     parsed = _parse(overrides)
     plain = [o for o in parsed if not o.is_sweep_override()]
     plain_lines = [str(o.input_line) for o in plain]
@@ -122,6 +126,8 @@ def plan(overrides: Sequence[str]) -> SweepPlan:
     preset = [f"{key}={text}" for key, text in base.sweep.axes.items() if key not in pinned]
     for override in _parse(preset) + [o for o in parsed if o.is_sweep_override()]:
         axes[override.get_key_element()] = _values(override)
+    if not axes and not require_axes:
+        return SweepPlan(base, [], [], tree)
     if not axes:
         raise ConfigError(
             "a sweep needs at least one axis: e.g. `robocompose sweep -m composition=convex,or "
