@@ -60,6 +60,12 @@ class CompositionConfig:
 
     def __post_init__(self) -> None:
         self.weights = [float(w) for w in self.weights]
+        if not all(math.isfinite(w) for w in self.weights):
+            raise ValueError(f"`weights` must be finite numbers. Got {self.weights}.")
+        if self.low_weights is not None:
+            self.low_weights = [float(w) for w in self.low_weights]
+            if not all(math.isfinite(w) for w in self.low_weights):
+                raise ValueError(f"`low_weights` must be finite numbers. Got {self.low_weights}.")
         if self.operator not in POLICY_OPERATORS:
             raise ValueError(
                 f"`operator` must be one of {POLICY_OPERATORS}. Got {self.operator!r}."

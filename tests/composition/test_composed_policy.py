@@ -213,3 +213,11 @@ def test_fused_parents_equal_parents_run_one_by_one(families, scale_b: float, op
 def test_parents_of_different_architectures_are_not_fused() -> None:
     a, b = tiny_policy(0), tiny_policy(1, hidden=16)
     assert ComposedPolicy([a, b], CompositionConfig()).fused is None
+
+
+@pytest.mark.parametrize("field", ["weights", "low_weights"])
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_non_finite_weights_are_refused_and_named(field: str, bad: float) -> None:
+    with pytest.raises(ValueError, match=rf"`{field}` must be finite numbers. Got \[{bad}, 1.0\]"):
+        fields = {"weights": (0.5, 0.5), "low_weights": (0.5, 0.5)} | {field: (bad, 1.0)}
+        CompositionConfig(operator="schedule", **fields)
