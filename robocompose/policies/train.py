@@ -135,6 +135,7 @@ def train(config: TrainConfig, progress: bool = True, stop_at_step: int | None =
     if config.torch_threads:
         torch.set_num_threads(config.torch_threads)
     out = Path(config.out)
+    _refuse_fewer_steps(out, config.steps)
     policy, windows, metadata = prepare(config)
     params = dict(policy.named_parameters())
     optimizer = torch.optim.AdamW(params.values(), lr=config.lr, weight_decay=config.weight_decay)
@@ -170,6 +171,19 @@ def train(config: TrainConfig, progress: bool = True, stop_at_step: int | None =
             _save_state(out, config, policy, optimizer, ema, sampler, step, elapsed)
     bar.close()
     return out
+
+
+def _refuse_fewer_steps(out: Path, steps: int) -> None:
+    """A run already past `steps` would return its later checkpoint as if trained to `steps`."""
+    if not (out / STATE_JSON).exists():
+        return
+    done = int(json.loads((out / STATE_JSON).read_text())["step"])
+    if done > steps:
+        raise ValueError(
+            f"{out} is already trained to step {done}, past the asked `steps`={steps}: nothing "
+            f"to train. Ask for more than {done} steps to continue it, or use another `out` "
+            f"folder to train {steps} steps afresh."
+        )
 
 
 def _update_ema(
