@@ -15,6 +15,7 @@ import json
 import math
 import os
 import time
+import warnings
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -116,7 +117,9 @@ def evaluate(
         max_episode_steps: time limit (overrides a registered one).
         stop_on_success: end an episode at its first reported success (robomimic's rollout).
         video_seeds: seeds (run in this call) to save as `video_dir/seed_{seed}.mp4`; an id is
-            made with render_mode="rgb_array", a factory must do that itself.
+            made with render_mode="rgb_array", a factory must do that itself. A video is never
+            overwritten: if that file exists, the next free `seed_{seed}-2.mp4`, `-3`... is
+            written instead, with a warning naming both.
         env_id: name for the records and summary; default the id or the factory's name.
         policy_id: stored in every record; resuming from an `out` file written by another
             policy_id (say, the checkpoint was retrained since) is refused with an error.
@@ -301,7 +304,7 @@ class _Rollouts:
         seed = self.seed[i]
         assert seed is not None
         if self.frames[i] and self.video_dir is not None:
-            _save_video(self.video_dir / f"seed_{seed}.mp4", self.frames[i], self.fps)
+            _save_video(_free_path(self.video_dir / f"seed_{seed}.mp4"), self.frames[i], self.fps)
             self.frames[i] = []
         score = self.score[i]
         return {
@@ -466,6 +469,18 @@ def _read_records(path: Path, env_id: str, policy_id: str | None) -> dict[int, d
         with path.open("ab") as f:
             f.write(b"\n")
     return records
+
+
+def _free_path(path: Path) -> Path:
+    """`path` if no file is there, else the first free `<stem>-<n><suffix>`, with a warning:
+    another run's video in the same folder is kept, never overwritten."""
+    if not path.exists():
+        return path
+    n = 2
+    while (free := path.with_name(f"{path.stem}-{n}{path.suffix}")).exists():
+        n += 1
+    warnings.warn(f"{path} exists (kept); this video goes to {free}", stacklevel=2)
+    return free
 
 
 def _save_video(path: Path, frames: list[np.ndarray], fps: float) -> None:

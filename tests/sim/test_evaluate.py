@@ -206,6 +206,21 @@ def test_video_written_for_video_seed(tmp_path) -> None:
     reader.close()
 
 
+def test_video_of_a_second_run_in_the_same_folder_gets_a_new_name(tmp_path) -> None:
+    run(SEEDS[:2], video_seeds=[1], video_dir=tmp_path)
+    first = (tmp_path / "seed_1.mp4").read_bytes()
+    with pytest.warns(UserWarning, match=r"seed_1\.mp4 exists \(kept\); .*seed_1-2\.mp4"):
+        run(SEEDS[:2], video_seeds=[1], video_dir=tmp_path)
+    with pytest.warns(UserWarning, match=r"seed_1-3\.mp4"):
+        run(SEEDS[:2], video_seeds=[1], video_dir=tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "seed_1-2.mp4",
+        "seed_1-3.mp4",
+        "seed_1.mp4",
+    ]
+    assert (tmp_path / "seed_1.mp4").read_bytes() == first
+
+
 def test_async_matches_sync() -> None:
     seeds = SEEDS[:3]
     kwargs = {"raise_seeds": (1,)}
