@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from robocompose.policies.base import GenerativePolicy
@@ -100,7 +102,7 @@ def load_policy(
     weights_path = Path(folder) / WEIGHTS
     if not weights_path.is_file():
         raise CheckpointError(f"{folder}: missing {WEIGHTS}.")
-    weights = load_file(str(weights_path))
+    weights = load_weights(weights_path, document.get("metadata", {}).get("task"))
     own = policy.state_dict()
     missing, unexpected = sorted(set(own) - set(weights)), sorted(set(weights) - set(own))
     if missing or unexpected:
@@ -119,8 +121,34 @@ def load_policy(
     return policy.eval()
 
 
+def load_weights(path: Path, task: str | None = None) -> dict[str, torch.Tensor]:
+    """Read a safetensors file; a truncated or empty one is named with how to get it back."""
+    try:
+        return load_file(str(path))
+    except SafetensorError as e:
+        match = re.fullmatch(r"robocompose/(\w+)-v\d+", task or "")
+        target = f"train-{match.group(1)}" if match else "train-<task>"
+        raise CheckpointError(
+            f"{path}: not a readable safetensors file ({e}); it is truncated or corrupt. "
+            f"Retrain it (`make {target}`) or download it again (for a shipped checkpoint: "
+            f"`git checkout -- {path}`)."
+        ) from None
+
+
 def write_atomic(path: Path, write) -> None:
-    """Write to a temporary file then rename, so a kill never leaves half a checkpoint."""
+    """Write to a temporary file then rename, so a kill never leaves half a checkpoint.
+
+    The file gets the mode a plain `open` would give (0666 less the umask): some writers
+    (safetensors) create theirs private, which hides checkpoints from other users.
+    """
     tmp = path.with_name(path.name + ".tmp")
     write(tmp)
+    tmp.chmod(0o666 & ~_umask())
     os.replace(tmp, path)
+
+
+def _umask() -> int:
+    """The process umask (reading it means setting it, so it is set straight back)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
