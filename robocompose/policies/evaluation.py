@@ -6,6 +6,8 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
+import gymnasium as gym
+
 from robocompose.policies.checkpoint import load_policy
 from robocompose.policies.runner import ChunkPredictor, PolicyPredictor, PolicyRunner
 from robocompose.sim.evaluate import EvalResult, evaluate
@@ -65,6 +67,7 @@ def evaluate_predictor(
     """Any chunk predictor (one policy or a composition) on `env_id` through the harness;
     records are named "<env_id>:<label>"."""
     register_tasks()
+    check_observations(predictor, env_id, env_kwargs)
     return evaluate(
         env_id,
         PolicyRunner(predictor),
@@ -78,3 +81,33 @@ def evaluate_predictor(
         env_id=f"{env_id}:{label}",
         policy_id=predictor.fingerprint(),
     )
+
+
+def check_observations(predictor: ChunkPredictor, env_id: str, env_kwargs: dict) -> None:
+    """Refuse before running when `env_id` does not give the observations the checkpoint(s)
+    were trained on (say, a Stack checkpoint on PushT), naming the key and both shapes: the
+    rollout would otherwise fail deep in the network with a bare tensor-size error."""
+    policies = getattr(predictor, "parents", None) or [getattr(predictor, "policy", None)]
+    expected = {
+        key: (tuple(policy.config.obs_shapes[key]), policy.metadata.get("task"))
+        for policy in policies
+        if policy is not None
+        for key in policy.config.obs_keys
+    }
+    if not expected:
+        return
+    env = gym.make(env_id, **env_kwargs)
+    try:
+        space = env.observation_space
+    finally:
+        env.close()
+    got = dict(space.spaces) if isinstance(space, gym.spaces.Dict) else {}
+    for key, (shape, trained_on) in expected.items():
+        where = f"the checkpoint (trained on {trained_on}) expects observation `{key}`"
+        if key not in got:
+            raise ValueError(f"{where} of shape {shape}; {env_id} gives only {sorted(got)}.")
+        if tuple(got[key].shape) != shape:
+            raise ValueError(
+                f"{where} of shape {shape}; {env_id} gives shape {tuple(got[key].shape)}. "
+                "Evaluate a checkpoint on the task it was trained on."
+            )
