@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 from tqdm import tqdm
 
+from robocompose.interrupt import Interrupted
 from robocompose.sim.dataset import DemoWriter
 from robocompose.sim.tasks import get_task, make_env, make_expert
 from robocompose.stats import SuccessRate, success_rate
@@ -71,7 +73,8 @@ def collect(
 
     Seeds run upwards from `seed_start`; each demo stores its seed. Rerunning with the same `out`
     appends until the file holds `episodes` demos, skipping seeds already in it, so an interrupted
-    collection resumes. Returns the expert's success rate over the episodes attempted in this call.
+    collection resumes. Missing parent folders of `out` are made. Returns the expert's success
+    rate over the episodes attempted in this call.
     """
     if episodes < 1:
         raise ValueError(f"`episodes` must be >= 1. Got {episodes}.")
@@ -81,6 +84,7 @@ def collect(
     expert = make_expert(spec.name, **(expert_config or {}))
     max_attempts = max_attempts or 3 * episodes
     attempted = successes = 0
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
     with DemoWriter(out, spec.env_id, env_kwargs, append=True) as writer:
         done_seeds = {int(a["seed"]) for a in writer.demo_attrs if "seed" in a}
         bar = tqdm(
@@ -89,22 +93,25 @@ def collect(
             desc=f"collect {spec.name}",
             disable=not progress,
         )
-        seed = seed_start
-        while len(writer.demo_attrs) < episodes and attempted < max_attempts:
-            if seed not in done_seeds:
-                episode = run_expert_episode(env, expert, seed)
-                attempted += 1
-                if episode.success:
-                    successes += 1
-                    writer.add_episode(
-                        episode.obs,
-                        episode.actions,
-                        episode.rewards,
-                        attrs={"seed": seed, "score": episode.score},
-                    )
-                    bar.update()
-                bar.set_postfix(expert_success=f"{successes}/{attempted}")
-            seed += 1
+        try:
+            seed = seed_start
+            while len(writer.demo_attrs) < episodes and attempted < max_attempts:
+                if seed not in done_seeds:
+                    episode = run_expert_episode(env, expert, seed)
+                    attempted += 1
+                    if episode.success:
+                        successes += 1
+                        writer.add_episode(
+                            episode.obs,
+                            episode.actions,
+                            episode.rewards,
+                            attrs={"seed": seed, "score": episode.score},
+                        )
+                        bar.update()
+                    bar.set_postfix(expert_success=f"{successes}/{attempted}")
+                seed += 1
+        except KeyboardInterrupt:
+            raise Interrupted(len(writer.demo_attrs), out, "demos") from None
         bar.close()
         if len(writer.demo_attrs) < episodes:
             raise RuntimeError(

@@ -113,7 +113,7 @@ class DemoWriter:
         if append and os.path.exists(self.path):
             self._file = _open_for_append(self.path, json.loads(env_args_json))
             self._data = self._file["data"]
-            for name in _demo_names(self._file, None):
+            for name in _demo_names(self._file, None, allow_empty=True):
                 demo = self._data[name]
                 self._lengths.append(int(demo.attrs["num_samples"]))
                 self.demo_attrs.append(dict(demo.attrs))
@@ -232,7 +232,25 @@ def _open_for_append(path: str, env_args: dict[str, Any]) -> h5py.File:
                 f"{path}: `env_args.{key}` is {stored.get(key)!r}, cannot append demos of "
                 f"{env_args[key]!r}. Write to a new file."
             )
+    for name in _demo_names(f, None, allow_empty=True):
+        problems = _demo_problems(f["data"][name])
+        if problems:
+            f.close()
+            raise DatasetError(
+                f"{path}: cannot append: `data/{name}` {'; '.join(problems)}, so this is not a "
+                "demo file written by `robocompose collect`. Write to a new file."
+            )
     return f
+
+
+def _demo_problems(demo: h5py.Group) -> list[str]:
+    """What a demo lacks of the parts `DemoWriter` reads back when it appends."""
+    problems = [f"has no `{k}`" for k in ("actions", "obs") if k not in demo]
+    if "obs" in demo and not isinstance(demo["obs"], h5py.Group):
+        problems.append("has `obs` that is not a group of per-key datasets")
+    if "num_samples" not in demo.attrs:
+        problems.append("has no `num_samples` attribute")
+    return problems
 
 
 def _open(path: str | os.PathLike[str]) -> h5py.File:
@@ -252,12 +270,17 @@ def read_env_args(path: str | os.PathLike[str]) -> dict[str, Any]:
         return json.loads(f["data"].attrs["env_args"])
 
 
-def _demo_names(f: h5py.File, filter_key: str | None) -> list[str]:
-    """Demo names in numeric order (demo_2 < demo_10), optionally those in `mask/<filter_key>`."""
+def _demo_names(
+    f: h5py.File, filter_key: str | None, *, allow_empty: bool = False
+) -> list[str]:
+    """Demo names in numeric order (demo_2 < demo_10), optionally those in `mask/<filter_key>`.
+
+    `allow_empty` for appending: a collection killed before its first demo leaves none.
+    """
     if "data" not in f:
         raise DatasetError(f"{f.filename}: no `data` group. Top-level keys: {sorted(f.keys())}.")
     names = [k for k in f["data"] if _DEMO_NAME.fullmatch(k)]
-    if not names:
+    if not names and not allow_empty:
         raise DatasetError(f"{f.filename}: `data` has no demo_<i> groups.")
     if filter_key is not None:
         masks = sorted(f["mask"].keys()) if "mask" in f else []

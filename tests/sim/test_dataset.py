@@ -117,6 +117,39 @@ def test_append_refuses_other_env(tmp_path: Path) -> None:
         DemoWriter(path, "robocompose/PushT-v0", {"max_steps": 100}, append=True)
 
 
+@pytest.mark.parametrize(
+    ("drop", "missing"),
+    [
+        ("data/demo_1/actions", r"`data/demo_1` has no `actions`"),
+        ("data/demo_1/obs", r"`data/demo_1` has no `obs`"),
+        ("num_samples", r"`data/demo_1` has no `num_samples` attribute"),
+    ],
+)
+def test_append_to_a_foreign_file_names_what_is_missing(
+    tmp_path: Path, drop: str, missing: str
+) -> None:
+    path = tmp_path / "theirs.hdf5"
+    _write(path, [4, 5])
+    with h5py.File(path, "a") as f:
+        if drop == "num_samples":
+            del f["data/demo_1"].attrs["num_samples"]
+        else:
+            del f[drop]
+    with pytest.raises(DatasetError, match=missing) as info:
+        DemoWriter(path, "robocompose/PushT-v0", {"max_steps": 300}, append=True)
+    assert str(path) in str(info.value)
+    assert "not a demo file written by `robocompose collect`" in str(info.value)
+
+
+def test_append_resumes_a_file_killed_before_its_first_demo(tmp_path: Path) -> None:
+    path = tmp_path / "demos.hdf5"
+    _write(path, [])
+    with DemoWriter(path, "robocompose/PushT-v0", {"max_steps": 300}, append=True) as writer:
+        assert writer.demo_attrs == []
+        writer.add_episode(**_episode(4, seed=0))
+    assert [len(e) for e in load_demos(path)] == [4]
+
+
 def test_interrupted_writer_keeps_finished_demos(tmp_path: Path) -> None:
     path = tmp_path / "demos.hdf5"
     with pytest.raises(KeyboardInterrupt), DemoWriter(path, "env") as writer:
