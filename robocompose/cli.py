@@ -149,16 +149,20 @@ def _eval(overrides: list[str]) -> None:
 
     config = load_verb_config("eval", overrides)
     eval_dir = Path(config.out).parent if config.out else Path(config.checkpoint) / "eval"
+    episodes = Path(config.out) if config.out else eval_dir / "episodes.jsonl"
+    # one folder per checkpoint: evaluations of other checkpoints into one --out keep theirs
+    videos = eval_dir / "videos" / Path(config.checkpoint).resolve().name
     result = evaluate_checkpoint(
         config.checkpoint,
         config.seeds(),
-        out=config.out or eval_dir / "episodes.jsonl",
+        out=episodes,
         steps=config.steps,
         num_envs=config.num_envs,
         video_seeds=config.video_seeds,
-        video_dir=eval_dir / "videos" if config.video_seeds else None,
+        video_dir=videos if config.video_seeds else None,
     )
     print(result.summary())
+    _print_outputs(episodes, videos if config.video_seeds else None)
 
 
 def _experts(overrides: list[str]) -> None:
@@ -197,17 +201,26 @@ def _compose(overrides: list[str]) -> None:
 
     config = load_verb_config("compose", overrides)
     label = config.label()
+    episodes, videos = Path(config.out) / f"{label}.jsonl", Path(config.out) / "videos" / label
     result = evaluate(
         config.policy(),
         config.seeds(),
         steps=config.composition.steps,
         label=label,
-        out=Path(config.out) / f"{label}.jsonl",
+        out=episodes,
         num_envs=config.num_envs,
         video_seeds=config.video_seeds,
-        video_dir=Path(config.out) / "videos",
+        video_dir=videos,
     )
     print(result.summary())
+    _print_outputs(episodes, videos if config.video_seeds else None)
+
+
+def _print_outputs(episodes: Path, videos: Path | None) -> None:
+    """Where eval/compose put their results, so nobody has to guess the default folders."""
+    print(f"episodes: {episodes}")
+    if videos is not None:
+        print(f"videos: {videos}/")
 
 
 def _search(overrides: list[str]) -> None:
