@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from robocompose.config import CONFIGS, compose_all, hydra_value, load, to_tree
+from robocompose.interrupt import Interrupted
 
 
 @dataclass(frozen=True)
@@ -578,6 +579,10 @@ def main(argv: list[str] | None = None) -> None:
         verb.run(overrides)
     except (ValueError, FileNotFoundError) as e:
         raise SystemExit(f"robocompose {name}: error: {e}") from None
+    except KeyboardInterrupt as e:  # Ctrl-C: what is saved (an `Interrupted`), no traceback
+        print(f"\nrobocompose {name}: {e if isinstance(e, Interrupted) else 'interrupted'}",
+              file=sys.stderr)
+        raise SystemExit(130) from None
 
 
 if __name__ == "__main__":

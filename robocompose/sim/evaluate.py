@@ -30,6 +30,7 @@ from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, Vecto
 from gymnasium.wrappers import TimeLimit
 from tqdm import tqdm
 
+from robocompose.interrupt import Interrupted
 from robocompose.stats import SuccessRate, success_rate
 
 __all__ = ["EvalResult", "evaluate"]
@@ -174,6 +175,10 @@ def evaluate(
                 os.fsync(sink.fileno())
             bar.update()
             bar.set_postfix_str(f"success {sum(r['success'] for r in records.values())}")
+    except KeyboardInterrupt:
+        if path is None:
+            raise
+        raise Interrupted(len(records), path) from None
     finally:
         bar.close()
         envs.close()

@@ -19,6 +19,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from robocompose.config import ConfigError
+from robocompose.interrupt import Interrupted
 from robocompose.sweep.config import Cell, SweepPlan, plan
 from robocompose.sweep.launchers import Task, launch
 from robocompose.sweep.table import EpisodeTable, plot_axes, summary
@@ -131,6 +132,8 @@ def run_sweep(overrides: Sequence[str], progress: bool = True) -> SweepReport:
             table.append({**r, **values, "episode_seed": r["seed"]} for r in records)
             ran += len(records)
             bar.update(len(records))
+    except KeyboardInterrupt:
+        raise Interrupted(total - remaining + ran, table.path) from None
     finally:
         bar.close()
 
