@@ -12,16 +12,16 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 CLI = [sys.executable, "-c", "from robocompose.cli import main; main()"]
 
 
 def _run(args: list[str], **kwargs) -> subprocess.Popen:
     env = os.environ | {"MUJOCO_GL": "egl"}
-    return subprocess.Popen(
-        [*CLI, *args], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True, **kwargs,
-    )
+    pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE} | kwargs
+    return subprocess.Popen([*CLI, *args], cwd=ROOT, env=env, text=True, **pipes)
 
 
 def _interrupt_when(process: subprocess.Popen, ready: Callable[[], bool]) -> tuple[str, str]:
@@ -56,3 +56,29 @@ def test_ctrl_c_during_eval_says_what_is_saved_and_a_rerun_resumes(tmp_path: Pat
     # the saved episodes were reused, not rerun: one new record appended
     assert [r["seed"] for r in records] == list(range(first, first + saved + 1))
     assert f"(n={saved + 1})" in rerun.stdout
+
+
+def test_ctrl_c_during_collect_says_what_is_saved_and_a_rerun_resumes(tmp_path: Path) -> None:
+    h5py = pytest.importorskip("h5py")
+    out, log = tmp_path / "demos.hdf5", tmp_path / "stderr.txt"
+    args = ["collect", "PickPlace", "--out", str(out)]
+    with log.open("w") as err_file:
+        process = _run([*args, "--episodes", "100000"], stderr=err_file)
+        _interrupt_when(process, lambda: "expert_success=" in log.read_text())
+    assert process.returncode == 130
+    err = log.read_text()
+    assert "Traceback" not in err
+    with h5py.File(out, "r") as f:
+        saved = len(f["data"])
+    assert saved >= 1
+    assert err.strip().splitlines()[-1] == (
+        f"robocompose collect: interrupted: {saved} demos saved to {out}, rerun to resume"
+    )
+
+    rerun = subprocess.run(
+        [*CLI, *args, "--episodes", str(saved + 1)], cwd=ROOT, capture_output=True, text=True,
+        env=os.environ | {"MUJOCO_GL": "egl"}, timeout=120, check=True,
+    )
+    assert "(n=1)" in rerun.stdout  # one expert episode this run: the saved demos were kept
+    with h5py.File(out, "r") as f:
+        assert len(f["data"]) == saved + 1

@@ -111,6 +111,7 @@ def collect(
                     bar.set_postfix(expert_success=f"{successes}/{attempted}")
                 seed += 1
         except KeyboardInterrupt:
+            bar.close()  # before the message, not after it when collected
             raise Interrupted(len(writer.demo_attrs), out, "demos") from None
         bar.close()
         if len(writer.demo_attrs) < episodes:
