@@ -82,3 +82,28 @@ def test_ctrl_c_during_collect_says_what_is_saved_and_a_rerun_resumes(tmp_path: 
     assert "(n=1)" in rerun.stdout  # one expert episode this run: the saved demos were kept
     with h5py.File(out, "r") as f:
         assert len(f["data"]) == saved + 1
+
+
+def test_ctrl_c_during_sweep_says_what_is_saved_and_a_rerun_resumes(tmp_path: Path) -> None:
+    table = tmp_path / "episodes.csv"
+    args = [
+        "sweep", "-m", "task=PickPlace", "composition=convex,or", "episodes=8",
+        "launcher.episodes_per_task=4", f"sweep.dir={tmp_path}",
+    ]
+    process = _run(args)
+    _, err = _interrupt_when(
+        process, lambda: table.exists() and len(table.read_text().splitlines()) > 1
+    )
+    assert process.returncode == 130
+    assert "Traceback" not in err
+    saved = len(table.read_text().splitlines()) - 1  # the header
+    assert 1 <= saved < 16
+    assert err.strip().splitlines()[-1] == (
+        f"robocompose sweep: interrupted: {saved} episodes saved to {table}, rerun to resume"
+    )
+
+    rerun = subprocess.run(
+        [*CLI, *args], cwd=ROOT, capture_output=True, text=True,
+        env=os.environ | {"MUJOCO_GL": "egl"}, timeout=120, check=True,
+    )
+    assert f"(16 episodes, {16 - saved} run now)" in rerun.stdout
