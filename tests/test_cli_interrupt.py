@@ -18,10 +18,19 @@ ROOT = Path(__file__).resolve().parents[1]
 CLI = [sys.executable, "-c", "from robocompose.cli import main; main()"]
 
 
+def _default_sigint() -> None:
+    """A job started in the background of a non-interactive shell (as CI may run us) inherits
+    SIGINT ignored, and Python then keeps it ignored: give the child the default a terminal
+    user has, so Ctrl-C reaches it as KeyboardInterrupt."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _run(args: list[str], **kwargs) -> subprocess.Popen:
     env = os.environ | {"MUJOCO_GL": "egl"}
     pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE} | kwargs
-    return subprocess.Popen([*CLI, *args], cwd=ROOT, env=env, text=True, **pipes)
+    return subprocess.Popen(
+        [*CLI, *args], cwd=ROOT, env=env, text=True, preexec_fn=_default_sigint, **pipes
+    )
 
 
 def _interrupt_when(process: subprocess.Popen, ready: Callable[[], bool]) -> tuple[str, str]:
