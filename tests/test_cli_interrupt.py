@@ -34,13 +34,19 @@ def _run(args: list[str], **kwargs) -> subprocess.Popen:
 
 
 def _interrupt_when(process: subprocess.Popen, ready: Callable[[], bool]) -> tuple[str, str]:
-    deadline = time.monotonic() + 60
-    while not ready():
-        assert process.poll() is None, process.communicate()
-        assert time.monotonic() < deadline, "nothing saved within 60 s"
-        time.sleep(0.05)
-    process.send_signal(signal.SIGINT)
-    return process.communicate(timeout=60)
+    """SIGINT once `ready()`; the child never outlives the test, whatever fails."""
+    try:
+        deadline = time.monotonic() + 60
+        while not ready():
+            assert process.poll() is None, process.communicate()
+            assert time.monotonic() < deadline, "nothing saved within 60 s"
+            time.sleep(0.05)
+        process.send_signal(signal.SIGINT)
+        return process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
 
 
 def test_ctrl_c_during_eval_says_what_is_saved_and_a_rerun_resumes(tmp_path: Path) -> None:
