@@ -6,7 +6,8 @@ velocity); the policy around it decides that. Both backbones share one contract:
     forward(x: (B, H, A), timestep: (B,) float, global_cond: (B, C)) -> (B, H, A)
 
 `timestep` is a float so a denoiser adapter can query a discrete-time model between its training
-steps (k-diffusion style, see DESIGN.md section 2).
+steps (k-diffusion style: the timestep for a sigma is interpolated in log-sigma between the two
+training steps around it; see `robocompose.policies.denoiser`).
 
 | name   | class               | what it is                                                  |
 |--------|---------------------|-------------------------------------------------------------|

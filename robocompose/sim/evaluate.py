@@ -1,4 +1,4 @@
-"""Evaluate a policy on a gymnasium env over a fixed seed list (DESIGN.md section 5).
+"""Evaluate a policy on a gymnasium env over a fixed seed list.
 
 Every episode runs on exactly its seed, whatever `num_envs` is: the vector env never autoresets;
 a finished slot is reset with the next seed from the queue. Each episode is appended to a JSONL
