@@ -19,6 +19,7 @@ from pathlib import Path
 
 from robocompose.composition.api import candidate_label, compose, evaluate, load, search
 from robocompose.composition.search import plot_search
+from robocompose.devices import check_device
 from robocompose.shipped import parent_pair
 
 EVAL_SEED_START = 100_000  # far from the demonstration seeds (0, 1, ...)
@@ -32,6 +33,10 @@ class DemoConfig:
     first_slice: int = 10
     out: str = "runs/demo"
     num_envs: int = 10
+    device: str = "auto"  # auto (CUDA if present), cpu, cuda, cuda:N or mps
+
+    def __post_init__(self) -> None:
+        check_device(self.device)
 
 
 def run_demo(config: DemoConfig) -> dict:

@@ -14,6 +14,7 @@ from typing import Any
 
 from robocompose.composition.api import AnyPolicy, candidate_label, compose, task_of
 from robocompose.composition.policy import CompositionConfig
+from robocompose.devices import check_device
 from robocompose.policies.base import GenerativePolicy
 from robocompose.policies.checkpoint import load_policy
 from robocompose.shipped import parent_pair
@@ -67,8 +68,10 @@ class EpisodesConfig:
     episodes: int = 50
     seed: int = 0
     seed_start: int = 100_000  # far from the demonstration seeds (0, 1, ...)
+    device: str = "auto"  # auto (CUDA if present), cpu, cuda, cuda:N or mps
 
     def __post_init__(self) -> None:
+        check_device(self.device)
         if not 1 <= self.episodes <= SEED_STRIDE:
             raise ValueError(f"`episodes` must be in [1, {SEED_STRIDE}]. Got {self.episodes}.")
         if self.seed < 0:

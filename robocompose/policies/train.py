@@ -20,6 +20,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from tqdm import tqdm
 
+from robocompose.devices import check_device
 from robocompose.policies.base import GenerativePolicy, is_image_shape
 from robocompose.policies.checkpoint import build_policy, save_policy, write_atomic
 from robocompose.policies.config import PolicyConfig
@@ -53,8 +54,10 @@ class TrainConfig:
     torch_threads: int | None = None
     # the inference checkpoint's weight dtype: float16 halves what the repo ships
     checkpoint_dtype: str = "float32"
+    device: str = "auto"  # auto (CUDA if present), cpu, cuda, cuda:N or mps
 
     def __post_init__(self) -> None:
+        check_device(self.device)
         for name in ("steps", "batch_size", "checkpoint_every"):
             if getattr(self, name) < 1:
                 raise ValueError(f"`{name}` must be >= 1. Got {getattr(self, name)}.")
@@ -231,7 +234,7 @@ def _load_state(
     document = json.loads((out / STATE_JSON).read_text())
     saved = document["config"]
     now = config.to_dict()
-    free = ("steps", "checkpoint_every", "torch_threads", "out")  # may change between sessions
+    free = ("steps", "checkpoint_every", "torch_threads", "out", "device")  # may change
     changed = [k for k in now if k not in free and saved.get(k) != now[k]]
     if changed:
         raise ValueError(

@@ -1,0 +1,44 @@
+"""Which torch device a verb runs on: `device=auto|cpu|cuda|cuda:N|mps` in every verb config.
+
+`auto` takes CUDA when present, then Apple's MPS, else the CPU, so the same command runs on a
+laptop, a GPU box and a cluster node. Naming a device that is absent is an error, not a silent
+fallback: a run that believes it used the GPU and did not is worse than one that stops.
+"""
+
+from __future__ import annotations
+
+import re
+
+DEVICE_PATTERN = re.compile(r"auto|cpu|cuda(:\d+)?|mps|meta")
+
+
+def check_device(name: str, field: str = "device") -> str:
+    """`name` if it is a device this project knows how to ask for; importing torch is not needed."""
+    if not DEVICE_PATTERN.fullmatch(name):
+        raise ValueError(f"`{field}` must be auto, cpu, cuda, cuda:N or mps. Got {name!r}.")
+    return name
+
+
+def resolve_device(name: str = "auto", field: str = "device"):
+    """The `torch.device` for `name`; an absent accelerator is named with what is present."""
+    import torch
+
+    check_device(name, field)
+    if name == "auto":
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        if torch.backends.mps.is_available():
+            return torch.device("mps")
+        return torch.device("cpu")
+    device = torch.device(name)
+    if device.type == "cuda":
+        count = torch.cuda.device_count()
+        index = device.index or 0
+        if index >= count:
+            raise ValueError(
+                f"`{field}`={name!r}: this machine has {count} CUDA device(s); "
+                "use device=auto or device=cpu."
+            )
+    if device.type == "mps" and not torch.backends.mps.is_available():
+        raise ValueError(f"`{field}`='mps': MPS is not available here; use device=auto or cpu.")
+    return device
