@@ -2,11 +2,49 @@
 
 from __future__ import annotations
 
+import math
+
+import numpy as np
 import torch
 from torch.nn import functional as F
 
 from robocompose.policies.base import GenerativePolicy
-from robocompose.policies.denoiser import FlowDenoiser
+from robocompose.policies.denoiser import BoundNet, DenoiserOutput, NetworkDenoiser
+
+
+class FlowDenoiser(NetworkDenoiser):
+    """A rectified-flow network: x_t = (1 - t) a0 + t n, v_hat ~ n - a0, t in [0, 1].
+
+    The network is fed `t * time_scale` so its time embedding sees the same range as a DDPM's.
+    """
+
+    sigma_min = 0.0
+    sigma_max = math.inf
+
+    def __init__(self, net: BoundNet, horizon: int, action_dim: int, time_scale: float) -> None:
+        self.net = net
+        self.horizon, self.action_dim = horizon, action_dim
+        self.time_scale = time_scale
+
+    def sigmas(self, steps: int) -> list[float]:
+        """Uniform in t from 1 to 0 (the flow's own Euler grid), as sigma = t / (1 - t)."""
+        ts = np.linspace(1.0, 0.0, steps + 1)
+        return [math.inf if t >= 1.0 else float(t / (1.0 - t)) for t in ts]
+
+    @staticmethod
+    def time(sigma: float) -> float:
+        return 1.0 if math.isinf(sigma) else sigma / (1.0 + sigma)
+
+    def net_input(self, x: torch.Tensor, sigma: float) -> tuple[torch.Tensor, torch.Tensor]:
+        x_t = x if math.isinf(sigma) else x / (1.0 + sigma)  # at inf x holds x_1, the noise
+        tt = self.time(sigma) * self.time_scale
+        return x_t, torch.full((x.shape[0],), tt, dtype=x.dtype, device=x.device)
+
+    def from_net_output(
+        self, x_in: torch.Tensor, sigma: float, out: torch.Tensor
+    ) -> DenoiserOutput:
+        t = self.time(sigma)
+        return DenoiserOutput(x_in - t * out, x_in + (1.0 - t) * out)
 
 
 class FlowPolicy(GenerativePolicy):

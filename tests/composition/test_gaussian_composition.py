@@ -23,12 +23,9 @@ from robocompose.composition.samplers import (
     sample_euler,
     sample_heun,
 )
-from robocompose.policies.denoiser import (
-    Denoiser,
-    DenoiserOutput,
-    DiscreteDiffusionDenoiser,
-    FlowDenoiser,
-)
+from robocompose.policies.denoiser import Denoiser, DenoiserOutput
+from robocompose.policies.diffusion import DiscreteDiffusionDenoiser
+from robocompose.policies.flow import FlowDenoiser
 
 SIGMA_MAX = 80.0
 

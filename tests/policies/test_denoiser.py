@@ -10,7 +10,8 @@ import torch
 from diffusers import DDIMScheduler, DDPMScheduler
 
 from robocompose.composition.samplers import sample_euler
-from robocompose.policies.denoiser import DiscreteDiffusionDenoiser, FlowDenoiser
+from robocompose.policies.diffusion import DiscreteDiffusionDenoiser
+from robocompose.policies.flow import FlowDenoiser
 
 H, A, B = 16, 2, 4
 
