@@ -8,9 +8,10 @@ from __future__ import annotations
 import difflib
 import importlib
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import gymnasium as gym
+if TYPE_CHECKING:  # imported where used: naming and checking tasks needs no gymnasium
+    import gymnasium as gym
 
 NAMESPACE = "robocompose"
 
@@ -72,6 +73,8 @@ TASKS: dict[str, TaskSpec] = {
 
 def register_tasks() -> None:
     """Register every task id with gymnasium (lazy entry points; idempotent)."""
+    import gymnasium as gym
+
     for spec in TASKS.values():
         if spec.env_id not in gym.registry:
             gym.register(
@@ -97,6 +100,8 @@ def get_task(name: str) -> TaskSpec:
 
 def make_env(name: str, **kwargs: Any) -> gym.Env:
     """`gym.make` of a suite task by short name or id, with env kwargs."""
+    import gymnasium as gym
+
     register_tasks()
     return gym.make(get_task(name).env_id, **kwargs)
 
