@@ -16,7 +16,7 @@ TASK_NAMES = list(TASKS)
 
 @pytest.mark.parametrize("name", TASK_NAMES)
 def test_check_env(name: str) -> None:
-    env = gym.make(get_task(name).env_id)
+    env = make_env(name)
     check_env(env.unwrapped, skip_render_check=True)
     env.close()
 
