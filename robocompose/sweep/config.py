@@ -41,16 +41,19 @@ class LauncherConfig:
     """Where rollouts run: "local" (this process) or "ray" (Ray tasks, one CPU each)."""
 
     name: str = "local"
-    address: str | None = None  # ray: a cluster ("auto", "ray://host:10001"); None: start one
+    address: str | None = None  # ray: a cluster ("HEAD:6379", "auto"); None: start one here
     num_cpus: int | None = None  # ray without address: CPUs of the local Ray (None: all)
     temp_dir: str | None = None  # ray without address: its session folder (None: Ray's default)
     episodes_per_task: int = 8  # episodes of one cell per task: a kill loses at most these
+    max_retries: int = 3  # ray: reruns of a task whose worker or node died
 
     def __post_init__(self) -> None:
         if self.name not in LAUNCHERS:
             raise ValueError(f"`name` must be one of {LAUNCHERS}. Got {self.name!r}.")
         if self.episodes_per_task < 1:
             raise ValueError(f"`episodes_per_task` must be >= 1. Got {self.episodes_per_task}.")
+        if self.max_retries < 0:
+            raise ValueError(f"`max_retries` must be >= 0. Got {self.max_retries}.")
         if self.num_cpus is not None and self.num_cpus < 1:
             raise ValueError(f"`num_cpus` must be >= 1 or null. Got {self.num_cpus}.")
         if self.address and (self.num_cpus or self.temp_dir):

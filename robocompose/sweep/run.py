@@ -91,9 +91,11 @@ def _key(row: dict[str, str], axes: Sequence[str]) -> tuple[tuple[str, ...], int
     return tuple(row[a] for a in axes), int(row["episode_seed"])
 
 
-def _tasks(cells: Sequence[Cell], todo: dict[int, list[int]], per_task: int) -> list[Task]:
+def _tasks(
+    cells: Sequence[Cell], axes: Sequence[str], todo: dict[int, list[int]], per_task: int
+) -> list[Task]:
     return [
-        Task(i, cells[i].job, seeds[start : start + per_task])
+        Task(i, cells[i].name(axes), cells[i].job, seeds[start : start + per_task])
         for i, seeds in todo.items()
         for start in range(0, len(seeds), per_task)
     ]
@@ -115,7 +117,7 @@ def run_sweep(overrides: Sequence[str], progress: bool = True) -> SweepReport:
         seeds = [s for s in cells[i].job.seeds() if (cells[i].values, s) not in done]
         if seeds:
             todo[i] = seeds
-    tasks = _tasks(cells, todo, base.launcher.episodes_per_task)
+    tasks = _tasks(cells, axes, todo, base.launcher.episodes_per_task)
     total = sum(len(cells[i].job.seeds()) for i in applicable)
     remaining = sum(len(s) for s in todo.values())
     bar = tqdm(
