@@ -251,8 +251,12 @@ def _search(overrides: list[str]) -> None:
 
 def _sweep(overrides: list[str]) -> None:
     from robocompose.sweep import run_sweep
+    from robocompose.sweep.launchers import WorkersLost
 
-    report = run_sweep(overrides)
+    try:
+        report = run_sweep(overrides)
+    except WorkersLost as e:
+        raise SystemExit(f"robocompose sweep: error: {e}") from None
     print(f"\n{report.summary}\n")
     print(f"table: {report.table} ({report.rows} episodes, {report.ran} run now)")
     for plot in report.plots:
