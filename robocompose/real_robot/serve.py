@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from robocompose.jobs import CompositionSpec
-from robocompose.real_robot.rtc import GUIDANCE_MODES, PrefixGuidance
 
-if TYPE_CHECKING:  # the server needs the `robot` extra; the config does not
+if TYPE_CHECKING:  # the server needs the `robot` extra and torch; the config neither
+    from robocompose.real_robot.rtc import PrefixGuidance
     from robocompose.real_robot.server import PolicyServer
     from robocompose.real_robot.serving import DenoiserServedPolicy
 
@@ -60,11 +60,15 @@ class ServeConfig:
             raise ValueError(f"`steps` must be >= 1 or None. Got {self.steps}.")
         if self.control_hz is not None and self.control_hz <= 0:
             raise ValueError(f"`control_hz` must be > 0. Got {self.control_hz}.")
+        from robocompose.real_robot.rtc import GUIDANCE_MODES
+
         if self.rtc_mode not in GUIDANCE_MODES:
             raise ValueError(f"`rtc_mode` must be one of {GUIDANCE_MODES}. Got {self.rtc_mode!r}.")
         self.guidance()  # validates rtc_prefix_weight
 
     def guidance(self) -> PrefixGuidance:
+        from robocompose.real_robot.rtc import PrefixGuidance
+
         return PrefixGuidance(self.rtc_mode, self.rtc_prefix_weight)
 
     def key(self) -> str | None:
