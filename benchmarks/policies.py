@@ -32,7 +32,7 @@ def train_minutes_one_core(recipe: dict, full_steps: int, steps: int) -> float:
     with tempfile.TemporaryDirectory() as out:
         dataset = ROOT / recipe["dataset"]  # recorded relative to the repository root
         fields = recipe | {
-            "policy": PolicyConfig(**recipe["policy"]),
+            "policy": PolicyConfig.from_dict(recipe["policy"]),
             "dataset": str(dataset),
             "out": out,
         }

@@ -66,12 +66,23 @@ def _plain(value: Any) -> Any:
 
 
 def build(cls: type, tree: Mapping[str, Any], prefix: str = "") -> Any:
-    """`cls(**tree)` with nested dataclasses built too; unknown, missing or mistyped keys fail."""
+    """`cls(**tree)` with nested dataclasses built too; unknown, missing or mistyped keys fail.
+
+    A dataclass with a `config_class_for(tree)` classmethod (a policy config: its family's
+    subclass) is built as the class that returns for the tree.
+    """
+    picked = hasattr(cls, "config_class_for")
+    if picked:
+        try:
+            cls = cls.config_class_for(tree)
+        except ValueError as e:
+            raise ConfigError(f"{e} (in `{prefix.rstrip('.')}`)" if prefix else str(e)) from None
     hints = typing.get_type_hints(cls)
     names = [f.name for f in dataclasses.fields(cls)]
     for key in tree:
         if key not in names:
-            raise unknown_key(prefix + key, names)
+            error = unknown_key(prefix + key, names)
+            raise ConfigError(f"{error} (as a {cls.__name__})") if picked else error
     kwargs = {}
     for f in dataclasses.fields(cls):
         if f.name not in tree:
@@ -154,13 +165,17 @@ def register(name: str, cls: type) -> None:
 
 
 def _open_free_mappings(cls: type, node: DictConfig) -> None:
-    """A `dict[...]` field takes any keys (`expert={action_noise_m:0.003}`); fields don't."""
+    """A `dict[...]` field takes any keys (`expert={action_noise_m:0.003}`); fields don't, but
+    for a dataclass that picks its class from the tree (`policy.flow_time_scale` exists only
+    once `policy.family=flow` is read): `build` checks those keys against the class picked."""
     hints = typing.get_type_hints(cls)
     for f in dataclasses.fields(cls):
         child = node._get_node(f.name)
         if not isinstance(child, DictConfig):
             continue
-        if dataclasses.is_dataclass(hints[f.name]):
+        if hasattr(hints[f.name], "config_class_for"):
+            OmegaConf.set_struct(child, False)
+        elif dataclasses.is_dataclass(hints[f.name]):
             _open_free_mappings(hints[f.name], child)
         elif typing.get_origin(hints[f.name]) in (dict, Mapping):
             OmegaConf.set_struct(child, False)

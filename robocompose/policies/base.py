@@ -6,7 +6,6 @@ Shapes: observations (B, T, ...) with T = n_obs_steps; action chunks (B, H, A).
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 from abc import abstractmethod
@@ -60,15 +59,29 @@ class GenerativePolicy(nn.Module):
     def action_normalizer(self) -> AffineNormalizer:
         return self.normalizers["action"]
 
+    @property
+    def device(self) -> torch.device:
+        """Where the weights are (`.to(device)` moves them); inputs are moved here."""
+        return next(self.parameters()).device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        """The floating-point type of the weights; sampling runs in it end to end."""
+        return next(self.parameters()).dtype
+
     def encode(self, obs: dict[str, torch.Tensor]) -> torch.Tensor:
-        """Observation history {key: (B, T, ...)} -> conditioning vector (B, C)."""
+        """Observation history {key: (B, T, ...)} -> conditioning vector (B, C).
+
+        Inputs move to the policy's device; low-dim keys are cast to its dtype as they are
+        normalised, images stay uint8 until the image encoder scales them."""
         normed = {}
+        device, dtype = self.device, self.dtype
         for key in self.config.obs_keys:
             if key not in obs:
                 raise ValueError(f"observation must have key {key!r}. Got {sorted(obs)}.")
-            value = obs[key]
+            value = obs[key].to(device)
             if key in self.normalizers:
-                value = self.normalizers[key].normalize(value.float())
+                value = self.normalizers[key].normalize(value.to(dtype))
             normed[key] = value
         return self.encoder(normed)
 
@@ -101,10 +114,14 @@ class GenerativePolicy(nn.Module):
         steps: int | None = None,
         noise: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """Action chunks (B, H, A) in env units from the native sampler; `noise` (B, H, A)."""
+        """Action chunks (B, H, A) in env units from the native sampler; `noise` (B, H, A).
+
+        Without `noise` it is drawn on the CPU, from torch's global generator, in the policy's
+        dtype, then moved: one seed gives one sample on every device."""
         cond = self.encode(obs)
         if noise is None:
-            noise = torch.randn(self.chunk_shape(cond.shape[0]), device=cond.device)
+            noise = torch.randn(self.chunk_shape(cond.shape[0]), dtype=cond.dtype)
+        noise = noise.to(device=cond.device, dtype=cond.dtype)
         steps = steps or self.config.num_inference_steps
         return self.action_normalizer.unnormalize(self.sample_normalized(cond, steps, noise))
 
@@ -112,7 +129,7 @@ class GenerativePolicy(nn.Module):
         """A short hash of config, normalisers and weights: evaluation logs record it, so a run
         never resumes from episodes of a different (e.g. retrained) policy."""
         digest = hashlib.sha256()
-        config = dataclasses.asdict(self.config)
+        config = self.config.identity()
         norms = {k: (n.scale.tolist(), n.offset.tolist()) for k, n in self.normalizers.items()}
         digest.update(json.dumps([config, norms], sort_keys=True, default=str).encode())
         for name, tensor in sorted(self.state_dict().items()):

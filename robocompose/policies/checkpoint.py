@@ -1,8 +1,8 @@
 """Checkpoints: a folder with `model.safetensors` (weights) and `config.json` (everything else).
 
-No pickle anywhere. config.json holds the PolicyConfig, the normalisers and free-form metadata
-(task, dataset, training steps and minutes). Training state for resuming lives beside it in
-`train_state.safetensors` and `train_state.json`.
+No pickle anywhere. config.json holds the policy config (the fields of its family's config
+class), the normalisers and free-form metadata (task, dataset, training steps and minutes).
+Training state for resuming lives beside it in `train_state.safetensors` and `train_state.json`.
 """
 
 from __future__ import annotations
@@ -19,25 +19,14 @@ from safetensors.torch import load_file, save_file
 
 from robocompose.policies.base import GenerativePolicy
 from robocompose.policies.config import PolicyConfig
-from robocompose.policies.diffusion import DiffusionPolicy
-from robocompose.policies.flow import FlowPolicy
 from robocompose.policies.normalizer import AffineNormalizer
+from robocompose.policies.registry import build_policy
 
-POLICY_FAMILIES: dict[str, type[GenerativePolicy]] = {
-    "diffusion": DiffusionPolicy,
-    "flow": FlowPolicy,
-}
 WEIGHTS, CONFIG = "model.safetensors", "config.json"
 
 
 class CheckpointError(ValueError):
     """A checkpoint folder that is missing, malformed, or does not fit the asked config."""
-
-
-def build_policy(
-    config: PolicyConfig, normalizers: dict[str, AffineNormalizer]
-) -> GenerativePolicy:
-    return POLICY_FAMILIES[config.family](config, normalizers)
 
 
 def save_policy(

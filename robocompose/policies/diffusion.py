@@ -7,6 +7,7 @@ DDIM differ from Euler in sigma space, and composition relies on that identity.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -17,6 +18,32 @@ from robocompose.policies.base import GenerativePolicy
 from robocompose.policies.config import PolicyConfig
 from robocompose.policies.denoiser import BoundNet, DenoiserOutput, NetworkDenoiser
 from robocompose.policies.normalizer import AffineNormalizer
+from robocompose.policies.registry import register_family
+
+PREDICTION_TYPES = ("epsilon", "sample", "v_prediction")
+
+
+@dataclass
+class DiffusionConfig(PolicyConfig):
+    """Diffusion's settings: diffusers' DDPMScheduler in training, DDIM on it for sampling."""
+
+    family: str = "diffusion"
+    num_train_timesteps: int = 100
+    beta_schedule: str = "squaredcos_cap_v2"
+    prediction_type: str = "epsilon"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.prediction_type not in PREDICTION_TYPES:
+            raise ValueError(
+                f"`prediction_type` must be one of {PREDICTION_TYPES}. "
+                f"Got {self.prediction_type!r}."
+            )
+        if self.num_inference_steps > self.num_train_timesteps:
+            raise ValueError(
+                f"`num_inference_steps` must be <= num_train_timesteps. "
+                f"Got {self.num_inference_steps} > {self.num_train_timesteps}."
+            )
 
 
 class DiscreteDiffusionDenoiser(NetworkDenoiser):
@@ -30,10 +57,9 @@ class DiscreteDiffusionDenoiser(NetworkDenoiser):
         horizon: int,
         action_dim: int,
     ) -> None:
-        if prediction_type not in ("epsilon", "sample", "v_prediction"):
+        if prediction_type not in PREDICTION_TYPES:
             raise ValueError(
-                "`prediction_type` must be one of epsilon, sample, v_prediction. "
-                f"Got {prediction_type!r}."
+                f"`prediction_type` must be one of {PREDICTION_TYPES}. Got {prediction_type!r}."
             )
         ab = alphas_cumprod.double().cpu().numpy()
         self.net = net
@@ -83,8 +109,11 @@ class DiscreteDiffusionDenoiser(NetworkDenoiser):
         return DenoiserOutput(x0_hat, eps_hat)
 
 
+@register_family("diffusion", config=DiffusionConfig)
 class DiffusionPolicy(GenerativePolicy):
-    def __init__(self, config: PolicyConfig, normalizers: dict[str, AffineNormalizer]) -> None:
+    config: DiffusionConfig
+
+    def __init__(self, config: DiffusionConfig, normalizers: dict[str, AffineNormalizer]) -> None:
         super().__init__(config, normalizers)
         self.noise_scheduler = DDPMScheduler(
             num_train_timesteps=config.num_train_timesteps,
@@ -92,13 +121,14 @@ class DiffusionPolicy(GenerativePolicy):
             prediction_type=config.prediction_type,
             clip_sample=False,
         )
+        self._ddim: dict[tuple[int, torch.dtype], DDIMScheduler] = {}
 
     def loss(self, obs: dict[str, torch.Tensor], actions: torch.Tensor) -> torch.Tensor:
         a0 = self.action_normalizer.normalize(actions)
         noise = torch.randn_like(a0)
         t = torch.randint(0, self.config.num_train_timesteps, (a0.shape[0],), device=a0.device)
         noisy = self.noise_scheduler.add_noise(a0, noise, t)
-        pred = self.net(noisy, t.float(), self.encode(obs))
+        pred = self.net(noisy, t.to(a0.dtype), self.encode(obs))
         if self.config.prediction_type == "epsilon":
             target = noise
         elif self.config.prediction_type == "sample":
@@ -107,18 +137,28 @@ class DiffusionPolicy(GenerativePolicy):
             target = self.noise_scheduler.get_velocity(a0, noise, t)
         return F.mse_loss(pred, target)
 
-    def ddim_scheduler(self) -> DDIMScheduler:
-        """A fresh DDIM scheduler (diffusers' schedulers are stateful) on the training schedule."""
-        return DDIMScheduler.from_config(self.noise_scheduler.config)
+    def ddim_scheduler(self, steps: int, dtype: torch.dtype) -> DDIMScheduler:
+        """DDIM on the training schedule with `steps` timesteps and its alphas in `dtype`.
+
+        One per (steps, dtype), built on first use: diffusers builds its tables with float32
+        ops, and DDIM's `step` reads the scheduler without changing it. The alphas stay on the
+        CPU; `step` takes them as 0-d tensors, which join a tensor on any device."""
+        key = (steps, dtype)
+        if key not in self._ddim:
+            scheduler = DDIMScheduler.from_config(self.noise_scheduler.config)
+            scheduler.set_timesteps(steps)
+            scheduler.alphas_cumprod = scheduler.alphas_cumprod.to(dtype)
+            scheduler.final_alpha_cumprod = scheduler.final_alpha_cumprod.to(dtype)
+            self._ddim[key] = scheduler
+        return self._ddim[key]
 
     def sample_normalized(
         self, cond: torch.Tensor, steps: int, noise: torch.Tensor
     ) -> torch.Tensor:
         x = noise
-        scheduler = self.ddim_scheduler()
-        scheduler.set_timesteps(steps)
+        scheduler = self.ddim_scheduler(steps, x.dtype)
         for t in scheduler.timesteps:
-            t_batch = torch.full((x.shape[0],), float(t), device=x.device)
+            t_batch = torch.full((x.shape[0],), float(t), dtype=x.dtype, device=x.device)
             x = scheduler.step(self.net(x, t_batch, cond), t, x).prev_sample
         return x
 

@@ -3,13 +3,30 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 from torch.nn import functional as F
 
 from robocompose.policies.base import GenerativePolicy
+from robocompose.policies.config import PolicyConfig
 from robocompose.policies.denoiser import BoundNet, DenoiserOutput, NetworkDenoiser
+from robocompose.policies.registry import register_family
+
+
+@dataclass
+class FlowConfig(PolicyConfig):
+    """Flow's settings: the network sees t * flow_time_scale, the same range as a DDPM
+    timestep, so one backbone (and its time embedding) serves both families."""
+
+    family: str = "flow"
+    flow_time_scale: float = 100.0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not self.flow_time_scale > 0:
+            raise ValueError(f"`flow_time_scale` must be > 0. Got {self.flow_time_scale}.")
 
 
 class FlowDenoiser(NetworkDenoiser):
@@ -47,11 +64,14 @@ class FlowDenoiser(NetworkDenoiser):
         return DenoiserOutput(x_in - t * out, x_in + (1.0 - t) * out)
 
 
+@register_family("flow", config=FlowConfig)
 class FlowPolicy(GenerativePolicy):
+    config: FlowConfig
+
     def loss(self, obs: dict[str, torch.Tensor], actions: torch.Tensor) -> torch.Tensor:
         a0 = self.action_normalizer.normalize(actions)
         noise = torch.randn_like(a0)
-        t = torch.rand(a0.shape[0], device=a0.device)
+        t = torch.rand(a0.shape[0], dtype=a0.dtype, device=a0.device)
         x_t = (1 - t[:, None, None]) * a0 + t[:, None, None] * noise
         pred = self.net(x_t, t * self.config.flow_time_scale, self.encode(obs))
         return F.mse_loss(pred, noise - a0)
@@ -60,9 +80,10 @@ class FlowPolicy(GenerativePolicy):
         self, cond: torch.Tensor, steps: int, noise: torch.Tensor
     ) -> torch.Tensor:
         x = noise
-        ts = torch.linspace(1.0, 0.0, steps + 1).tolist()
+        ts = torch.linspace(1.0, 0.0, steps + 1, dtype=x.dtype).tolist()
+        scale = self.config.flow_time_scale
         for t, t_next in zip(ts[:-1], ts[1:], strict=True):
-            t_batch = torch.full((x.shape[0],), t * self.config.flow_time_scale, device=x.device)
+            t_batch = torch.full((x.shape[0],), t * scale, dtype=x.dtype, device=x.device)
             x = x + (t_next - t) * self.net(x, t_batch, cond)
         return x
 

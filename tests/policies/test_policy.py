@@ -28,7 +28,7 @@ def dataset(tmp_path_factory) -> str:
 
 
 def _config(dataset: str, out, family: str, backbone: str, **kw) -> TrainConfig:
-    policy = PolicyConfig(family=family, backbone=backbone)
+    policy = PolicyConfig.from_dict({"family": family, "backbone": backbone})
     fields = {"steps": 6, "batch_size": 8, "warmup_steps": 2, "checkpoint_every": 3} | kw
     return TrainConfig(dataset=dataset, out=str(out), policy=policy, **fields)
 
