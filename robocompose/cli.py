@@ -16,15 +16,15 @@ import argparse
 import dataclasses
 import importlib
 import json
+import statistics
 import sys
+import textwrap
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 from robocompose.config import CONFIGS, compose_all, hydra_value, load, to_tree
 from robocompose.interrupt import Interrupted
@@ -97,6 +97,8 @@ class Verb:
     many: bool = False  # the positional arguments form a list
     flags: tuple[Shorthand, ...] = ()
     adapt: Callable[[dict[str, Any]], dict[str, Any]] | None = None  # composed tree -> fields
+    # group -> the options this verb takes, when not every file in the group
+    choices: Callable[[], dict[str, Sequence[str]]] | None = None
 
     def config_class(self) -> type:
         module, name = self.config.split(":")
@@ -192,7 +194,9 @@ def _experts(overrides: list[str]) -> None:
             scores.append(episode.score)
         env.close()
         rate = success_rate(successes, config.episodes)
-        rows.append((name, str(rate), f"{np.mean(scores):.3f}", time.perf_counter() - start))
+        rows.append(
+            (name, str(rate), f"{statistics.fmean(scores):.3f}", time.perf_counter() - start)
+        )
     print("| task | expert success [95% CI] | mean score | seconds |\n|---|---|---|---|")
     for name, rate, score, seconds in rows:
         print(f"| {name} | {rate} | {score} | {seconds:.1f} |")
@@ -331,6 +335,12 @@ def _plan(overrides: list[str]) -> None:
     finally:
         runner.close()
     print(describe(result, plans=False))
+
+
+def _plan_tasks() -> dict[str, Sequence[str]]:
+    from robocompose.hierarchical.api import LONG_TASKS
+
+    return {"task": sorted(LONG_TASKS)}
 
 
 def _task_name(tree: dict[str, Any]) -> dict[str, Any]:
@@ -485,19 +495,43 @@ VERBS: dict[str, Verb] = {
         ("task",),
         positional=Shorthand("", "instruction", help="the instruction, quoted"),
         flags=(OUT,),
+        choices=_plan_tasks,
     ),
 }
 
 
-def _options(group: str) -> str:
-    return ", ".join(sorted(p.stem for p in (CONFIGS / group).glob("*.yaml")))
+def _options(group: str) -> list[str]:
+    return sorted(p.stem for p in (CONFIGS / group).glob("*.yaml"))
 
 
-def _verb_parser(name: str, verb: Verb, parser: argparse.ArgumentParser) -> None:
-    groups = "\n".join(f"  {g}: {_options(g)}" for g in verb.groups)
-    parser.epilog = f"config: configs/{name}.yaml; every field and its value: --cfg" + (
-        f"\nconfig groups (group=option):\n{groups}" if groups else ""
+def _epilog(name: str, verb: Verb) -> str:
+    """The verb's config: every field (type, default, description) and the group options."""
+    from robocompose.config_help import config_fields, format_fields, wrap
+
+    head = (
+        f"config fields, set as key=value (defaults from the dataclass; configs/{name}.yaml and "
+        "its groups may set others, --cfg prints what a run gets):"
     )
+    fields = format_fields(config_fields(verb.config_class()), verb.groups)
+    choices = verb.choices() if verb.choices else {}
+    groups = [wrap(f"{g}: {', '.join(choices.get(g) or _options(g))}", 2, 4) for g in verb.groups]
+    tail = ["config groups (group=option):", *groups] if groups else []
+    return "\n".join([wrap(head), fields, *tail])
+
+
+class VerbParser(argparse.ArgumentParser):
+    """A verb's parser: its help lists the verb's config, imported only when help is asked."""
+
+    verb = ""
+
+    def format_help(self) -> str:
+        if self.verb:
+            self.epilog = _epilog(self.verb, VERBS[self.verb])
+        return super().format_help()
+
+
+def _verb_parser(name: str, verb: Verb, parser: VerbParser) -> None:
+    parser.verb = name
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     what = f"; positional: {verb.positional.help}" if verb.positional else ""
     parser.add_argument("args", nargs="*", metavar="override", help=f"key=value{what}")
@@ -525,10 +559,10 @@ def build_parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argumen
     parser.add_argument(
         "--version", action="version", version=f"robocompose {metadata.version('robocompose')}"
     )
-    verbs = parser.add_subparsers(dest="verb", required=True)
+    verbs = parser.add_subparsers(dest="verb", required=True, parser_class=VerbParser)
     subs = {}
     for name, verb in VERBS.items():
-        subs[name] = verbs.add_parser(name, help=verb.help, description=verb.help)
+        subs[name] = verbs.add_parser(name, help=verb.help, description=textwrap.fill(verb.help))
         _verb_parser(name, verb, subs[name])
     return parser, subs
 
@@ -584,8 +618,10 @@ def main(argv: list[str] | None = None) -> None:
     except (ValueError, FileNotFoundError) as e:
         raise SystemExit(f"robocompose {name}: error: {e}") from None
     except KeyboardInterrupt as e:  # Ctrl-C: what is saved (an `Interrupted`), no traceback
-        print(f"\nrobocompose {name}: {e if isinstance(e, Interrupted) else 'interrupted'}",
-              file=sys.stderr)
+        print(
+            f"\nrobocompose {name}: {e if isinstance(e, Interrupted) else 'interrupted'}",
+            file=sys.stderr,
+        )
         raise SystemExit(130) from None
 
 

@@ -1,0 +1,68 @@
+"""`robocompose <verb> --help` lists every field of the verb's config, readable at 80 columns."""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+
+import pytest
+
+from robocompose.cli import VERBS, main
+
+
+def dotted_keys(cls: type, prefix: str = "") -> list[str]:
+    """Every field of a dataclass config; nested configs (also `X | None`) by dotted key."""
+    hints = typing.get_type_hints(cls)
+    keys = []
+    for f in dataclasses.fields(cls):
+        keys.append(prefix + f.name)
+        hint = hints[f.name]
+        options = typing.get_args(hint) if typing.get_origin(hint) is types.UnionType else (hint,)
+        nested = [o for o in options if dataclasses.is_dataclass(o)]
+        if nested:
+            keys.extend(dotted_keys(nested[0], f"{prefix}{f.name}."))
+    return keys
+
+
+def help_text(verb: str, capsys: pytest.CaptureFixture[str]) -> str:
+    with pytest.raises(SystemExit) as exit_info:
+        main([verb, "--help"])
+    assert exit_info.value.code == 0
+    return capsys.readouterr().out
+
+
+@pytest.fixture(autouse=True)
+def terminal_80(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+
+
+@pytest.mark.parametrize("verb", list(VERBS))
+def test_help_lists_every_config_field(verb: str, capsys: pytest.CaptureFixture[str]) -> None:
+    text = help_text(verb, capsys)
+    listed = {line.strip().split(":")[0] for line in text.split("config fields")[1].splitlines()}
+    missing = [k for k in dotted_keys(VERBS[verb].config_class()) if k not in listed]
+    assert not missing, f"`robocompose {verb} --help` does not list {missing}"
+    too_wide = [line for line in text.splitlines() if len(line) > 80]
+    assert not too_wide
+
+
+def test_help_gives_type_default_and_the_source_comment(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    text = help_text("compose", capsys)
+    # EpisodesConfig's trailing comment, under its key
+    assert "  seed_start: int = 100000\n      far from the demonstration seeds (0, 1, ...)" in text
+    assert "  composition.sampler_kwargs: dict[str, Any] = {}\n" in text
+    assert "takes any keys: +composition.sampler_kwargs.KEY=VALUE" in text
+    assert "  task.name: str (from task/)" in text  # a group sets it, not the command line
+    assert "  checkpoint: str (required)" in help_text("eval", capsys)
+
+
+def test_plan_lists_and_takes_only_the_long_horizon_tasks(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    groups = help_text("plan", capsys).split("config groups (group=option):")[1]
+    assert groups.split() == ["task:", "SortBins,", "Stack"]
+    with pytest.raises(SystemExit, match=r"`task` must be one of \['Stack', 'SortBins'\]"):
+        main(["plan", "task=PushT", "stack them"])
