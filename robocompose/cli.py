@@ -145,7 +145,20 @@ def _collect(overrides: list[str]) -> None:
 def _train(overrides: list[str]) -> None:
     from robocompose.policies.train import train
 
-    print(f"checkpoint: {train(load_verb_config('train', overrides))}")
+    config = load_verb_config("train", overrides)
+    print(
+        f"training into {config.out} (checkpoint and train_state, saved as it goes); curves: "
+        f"{config.events_dir}/, view with `robocompose report {config.out}` or "
+        f"`tensorboard --logdir {config.events_dir}`",
+        flush=True,
+    )
+    print(f"checkpoint: {train(config)}")
+
+
+def _report(overrides: list[str]) -> None:
+    from robocompose.report import write_report
+
+    print(f"plot: {write_report(load_verb_config('report', overrides))}")
 
 
 def _eval(overrides: list[str]) -> None:
@@ -366,7 +379,7 @@ VERBS: dict[str, Verb] = {
     ),
     "train": Verb(
         "train a policy, e.g. dataset=data/PushT.hdf5 out=ckpt/pusht policy=flow_mlp steps=5000",
-        "robocompose.policies.train:TrainConfig",
+        "robocompose.policies.train_config:TrainConfig",
         _train,
         ("policy",),
     ),
@@ -486,6 +499,13 @@ VERBS: dict[str, Verb] = {
             Shorthand("--seed", "seed", int, "the episode to plot (default: the first)"),
             Shorthand("--out", "out", help="plots folder (default: <log folder>/plots)"),
         ),
+    ),
+    "report": Verb(
+        "plot a training run's curves (loss, lr, grad norm, eval success) into one PNG",
+        "robocompose.report:ReportConfig",
+        _report,
+        positional=Shorthand("", "run", help="a `robocompose train` out folder"),
+        flags=(Shorthand("--out", "out", help="the PNG (default: RUN/curves.png)"),),
     ),
     "plan": Verb(
         "plan an instruction with an LLM (code, skills or saycan) and run it in sim, with "

@@ -1,8 +1,17 @@
 """Train a policy on a robomimic-layout hdf5 file: seeded, resumable, checkpointed as it goes.
 
-The run folder holds the inference checkpoint (`model.safetensors` = EMA weights, `config.json`)
-and the training state (`train_state.safetensors` + `train_state.json`: raw weights, EMA, AdamW
-moments, RNG states, step). Rerunning the same command resumes from the last saved step.
+The run folder holds the inference checkpoint (`model.safetensors` = EMA weights, `config.json`),
+the training state (`train_state.safetensors` + `train_state.json`: raw weights, EMA, AdamW
+moments, RNG states, step) and TensorBoard curves in `tensorboard/`. Rerunning the same command
+resumes from the last saved step; the curves continue from it.
+
+Scalars, every `log_every` steps and at the last step:
+    train/loss        mean training loss over the steps since the previous point
+    train/grad_norm   mean total L2 norm of the gradients (before clipping and the update)
+    train/lr          learning rate of the step
+    train/steps_per_s training speed (data + update; checkpoints and evaluation excluded)
+and every `eval_every` steps: eval/success, eval/success_ci_low, eval/success_ci_high (Wilson
+95%) over `eval_episodes` episodes of the EMA weights.
 """
 
 from __future__ import annotations
@@ -11,20 +20,23 @@ import json
 import math
 import os
 import time
-from dataclasses import asdict, dataclass, field
+from contextlib import AbstractContextManager
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from tqdm import tqdm
 
-from robocompose.devices import check_device
+from robocompose.devices import resolve_device
 from robocompose.policies.base import GenerativePolicy, is_image_shape
 from robocompose.policies.checkpoint import build_policy, save_policy, write_atomic
 from robocompose.policies.config import PolicyConfig
 from robocompose.policies.normalizer import AffineNormalizer
+from robocompose.policies.train_config import TrainConfig
 from robocompose.sim.dataset import (
     SequenceWindows,
     action_stats,
@@ -32,49 +44,24 @@ from robocompose.sim.dataset import (
     obs_stats,
     read_env_args,
 )
+from robocompose.stats import SuccessRate
+
+__all__ = ["STATE_JSON", "STATE_TENSORS", "TrainConfig", "learning_rate", "prepare", "train"]
 
 STATE_TENSORS, STATE_JSON = "train_state.safetensors", "train_state.json"
-
-
-@dataclass
-class TrainConfig:
-    dataset: str
-    out: str
-    policy: PolicyConfig = field(default_factory=PolicyConfig)
-    steps: int = 10_000
-    batch_size: int = 256
-    lr: float = 3e-4
-    weight_decay: float = 1e-6
-    warmup_steps: int = 500
-    ema_decay: float = 0.999
-    checkpoint_every: int = 1000
-    seed: int = 0
-    demo_offset: int = 0  # train on demos [demo_offset, demo_offset + max_demos)
-    max_demos: int | None = None
-    torch_threads: int | None = None
-    # the inference checkpoint's weight dtype: float16 halves what the repo ships
-    checkpoint_dtype: str = "float32"
-    device: str = "auto"  # auto (CUDA if present), cpu, cuda, cuda:N or mps
-
-    def __post_init__(self) -> None:
-        check_device(self.device)
-        for name in ("steps", "batch_size", "checkpoint_every"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"`{name}` must be >= 1. Got {getattr(self, name)}.")
-        if not 0.0 <= self.ema_decay < 1.0:
-            raise ValueError(f"`ema_decay` must be in [0, 1). Got {self.ema_decay}.")
-        if self.checkpoint_dtype not in ("float32", "float16", "bfloat16"):
-            raise ValueError(
-                "`checkpoint_dtype` must be float32, float16 or bfloat16. "
-                f"Got {self.checkpoint_dtype!r}."
-            )
-        if self.max_demos is not None and self.max_demos < 1:
-            raise ValueError(f"`max_demos` must be >= 1 or None. Got {self.max_demos}.")
-
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["policy"] = self.policy.to_dict()
-        return d
+EVAL_SEED_START = 100_000  # the evaluation seeds every verb uses, disjoint from the demos'
+# fields a resumed run may change: none of them changes the weights it trains
+RESUMABLE_CHANGES = (
+    "steps",
+    "checkpoint_every",
+    "torch_threads",
+    "out",
+    "device",
+    "amp",
+    "log_every",
+    "eval_every",
+    "eval_episodes",
+)
 
 
 def prepare(config: TrainConfig) -> tuple[GenerativePolicy, SequenceWindows, dict[str, Any]]:
@@ -139,48 +126,199 @@ def train(config: TrainConfig, progress: bool = True, stop_at_step: int | None =
         torch.set_num_threads(config.torch_threads)
     out = Path(config.out)
     _refuse_fewer_steps(out, config.steps)
+    device = resolve_device(config.device)
+    precision = MixedPrecision(config.amp, device)
     policy, windows, metadata = prepare(config)
-    params = dict(policy.named_parameters())
-    optimizer = torch.optim.AdamW(params.values(), lr=config.lr, weight_decay=config.weight_decay)
+    if config.eval_every and not metadata["task"]:
+        raise ValueError(
+            f"`eval_every`={config.eval_every}: {config.dataset} names no task (env_args has no "
+            "env_name), so there is no env to evaluate on. Set eval_every=0."
+        )
+    policy.to(device)
+    params = list(policy.parameters())
+    optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
     ema = {k: v.detach().clone() for k, v in policy.state_dict().items()}
     sampler = torch.Generator().manual_seed(config.seed)
     step, minutes = 0, 0.0
     if (out / STATE_JSON).exists():
-        step, minutes = _load_state(out, config, policy, optimizer, ema, sampler)
+        step, minutes = _load_state(out, config, policy, optimizer, ema, sampler, precision)
+    curves = TrainingCurves(config.events_dir, step, config.log_every)
     bar = tqdm(total=config.steps, initial=step, desc=f"train {out.name}", disable=not progress)
     start, smoothed = time.perf_counter(), None
     policy.train()
     last = config.steps if stop_at_step is None else min(stop_at_step, config.steps)
-    while step < last:
-        index = torch.randint(len(windows), (config.batch_size,), generator=sampler)
-        batch = windows.batch(index.numpy())
-        obs = {k: torch.from_numpy(np.asarray(v)) for k, v in batch["obs"].items()}
-        loss = policy.loss(obs, torch.from_numpy(batch["actions"]))
-        for group in optimizer.param_groups:
-            group["lr"] = learning_rate(config, step)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
-        step += 1
-        _update_ema(ema, policy, config.ema_decay, step)
-        smoothed = loss.item() if smoothed is None else 0.98 * smoothed + 0.02 * loss.item()
-        bar.update()
-        bar.set_postfix(loss=f"{smoothed:.4f}")
-        if step % config.checkpoint_every == 0 or step in (config.steps, last):
-            elapsed = minutes + (time.perf_counter() - start) / 60
-            meta = metadata | {"step": step, "train_minutes": elapsed, "loss": smoothed}
-            dtype = getattr(torch, config.checkpoint_dtype)
-            save_policy(policy, out, meta, state_dict=ema, dtype=dtype)
-            _save_state(out, config, policy, optimizer, ema, sampler, step, elapsed)
-    bar.close()
+    try:
+        while step < last:
+            began = time.perf_counter()
+            index = torch.randint(len(windows), (config.batch_size,), generator=sampler)
+            batch = windows.batch(index.numpy())
+            obs = {k: torch.from_numpy(np.asarray(v)).to(device) for k, v in batch["obs"].items()}
+            actions = torch.from_numpy(batch["actions"]).to(device)
+            lr = learning_rate(config, step)
+            for group in optimizer.param_groups:
+                group["lr"] = lr
+            with precision.autocast():
+                loss = policy.loss(obs, actions)
+            optimizer.zero_grad(set_to_none=True)
+            grad_norm = precision.backward_and_step(loss, optimizer, params, config.grad_clip)
+            step += 1
+            _update_ema(ema, policy, config.ema_decay, step)
+            value = loss.item()
+            smoothed = value if smoothed is None else 0.98 * smoothed + 0.02 * value
+            curves.add_step(value, grad_norm.item(), time.perf_counter() - began)
+            if step % config.log_every == 0 or step == config.steps:
+                curves.write(step, lr)
+            bar.update()
+            bar.set_postfix(loss=f"{smoothed:.4f}")
+            if config.eval_every and step % config.eval_every == 0:
+                rate = evaluate_ema(policy, ema, metadata, config.eval_episodes, device)
+                curves.write_eval(step, rate)
+                if progress:
+                    bar.write(f"step {step}: eval success {rate}")
+            if step % config.checkpoint_every == 0 or step in (config.steps, last):
+                elapsed = minutes + (time.perf_counter() - start) / 60
+                meta = metadata | {"step": step, "train_minutes": elapsed, "loss": smoothed}
+                dtype = getattr(torch, config.checkpoint_dtype)
+                save_policy(policy, out, meta, state_dict=ema, dtype=dtype)
+                _save_state(out, config, policy, optimizer, ema, sampler, precision, step, elapsed)
+    finally:
+        bar.close()
+        curves.close()
     return out
+
+
+class MixedPrecision:
+    """Autocast and, for fp16, loss scaling: `amp` = off, bf16 (any device) or fp16 (CUDA).
+
+    bf16 keeps float32's exponent range, so it needs no loss scaling; fp16 does (GradScaler).
+    The weights, the optimizer and the EMA stay float32 whatever `amp` is.
+    """
+
+    def __init__(self, amp: str, device: torch.device) -> None:
+        if amp == "fp16" and device.type != "cuda":
+            raise ValueError(
+                f"`amp`='fp16' needs a CUDA device (loss scaling); this run is on {device}. "
+                "Use amp=bf16 or amp=off."
+            )
+        self.device_type = device.type
+        self.dtype = {"off": None, "bf16": torch.bfloat16, "fp16": torch.float16}[amp]
+        self.scaler = torch.amp.GradScaler(device.type) if amp == "fp16" else None
+
+    def autocast(self) -> AbstractContextManager:
+        return torch.autocast(self.device_type, dtype=self.dtype, enabled=self.dtype is not None)
+
+    def backward_and_step(
+        self,
+        loss: torch.Tensor,
+        optimizer: torch.optim.Optimizer,
+        params: list[torch.nn.Parameter],
+        grad_clip: float | None,
+    ) -> torch.Tensor:
+        """Backward, clip, update; returns the total gradient norm before clipping."""
+        max_norm = grad_clip if grad_clip is not None else math.inf
+        if self.scaler is None:
+            loss.backward()
+            norm = torch.nn.utils.clip_grad_norm_(params, max_norm)
+            optimizer.step()
+            return norm
+        self.scaler.scale(loss).backward()
+        self.scaler.unscale_(optimizer)
+        norm = torch.nn.utils.clip_grad_norm_(params, max_norm)
+        self.scaler.step(optimizer)  # skipped when the scaled gradients overflowed
+        self.scaler.update()
+        return norm
+
+    def state_tensors(self) -> dict[str, torch.Tensor]:
+        if self.scaler is None:
+            return {}
+        state = self.scaler.state_dict()
+        return {
+            "amp.scale": torch.tensor(state["scale"]),
+            "amp.growth_tracker": torch.tensor(state["_growth_tracker"]),
+        }
+
+    def load_state_tensors(self, tensors: dict[str, torch.Tensor]) -> None:
+        if self.scaler is None or "amp.scale" not in tensors:
+            return
+        state = self.scaler.state_dict()
+        state["scale"] = float(tensors["amp.scale"])
+        state["_growth_tracker"] = int(tensors["amp.growth_tracker"])
+        self.scaler.load_state_dict(state)
+
+
+class TrainingCurves:
+    """TensorBoard scalars: per-step figures averaged over each `log_every` interval.
+
+    The writer purges whatever an earlier session logged after `first_step` (written after the
+    last checkpoint, then lost with the kill), so a resumed curve neither repeats nor forks.
+    """
+
+    def __init__(self, events_dir: Path, first_step: int, log_every: int) -> None:
+        from torch.utils.tensorboard import SummaryWriter
+
+        self.writer = SummaryWriter(os.fspath(events_dir), purge_step=first_step + 1)
+        self.log_every = log_every
+        self._losses: list[float] = []
+        self._norms: list[float] = []
+        self._seconds = 0.0
+
+    def add_step(self, loss: float, grad_norm: float, seconds: float) -> None:
+        self._losses.append(loss)
+        if math.isfinite(grad_norm):  # fp16 loss scaling skips steps whose gradients overflow
+            self._norms.append(grad_norm)
+        self._seconds += seconds
+
+    def write(self, step: int, lr: float) -> None:
+        if not self._losses:
+            return
+        self.writer.add_scalar("train/loss", float(np.mean(self._losses)), step)
+        if self._norms:
+            self.writer.add_scalar("train/grad_norm", float(np.mean(self._norms)), step)
+        self.writer.add_scalar("train/lr", lr, step)
+        self.writer.add_scalar("train/steps_per_s", len(self._losses) / self._seconds, step)
+        self.writer.flush()
+        self._losses, self._norms, self._seconds = [], [], 0.0
+
+    def write_eval(self, step: int, rate: SuccessRate) -> None:
+        self.writer.add_scalar("eval/success", rate.rate, step)
+        self.writer.add_scalar("eval/success_ci_low", rate.ci_low, step)
+        self.writer.add_scalar("eval/success_ci_high", rate.ci_high, step)
+        self.writer.add_scalar("eval/episodes", rate.episodes, step)
+        self.writer.flush()
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+def evaluate_ema(
+    policy: GenerativePolicy,
+    ema: dict[str, torch.Tensor],
+    metadata: dict[str, Any],
+    episodes: int,
+    device: torch.device,
+) -> SuccessRate:
+    """Success of the EMA weights on the dataset's task over seeds 100000.. (a CPU copy runs).
+
+    The RNG states are forked, so a run that evaluates trains the very weights of one that
+    does not.
+    """
+    from robocompose.composition.api import evaluate
+
+    forked = [device] if device.type == "cuda" else []
+    with torch.random.fork_rng(devices=forked):
+        evaluated = build_policy(policy.config, policy.normalizers)
+        evaluated.load_state_dict(ema)
+        evaluated.metadata = metadata
+        seeds = range(EVAL_SEED_START, EVAL_SEED_START + episodes)
+        result = evaluate(evaluated.eval(), seeds, label="train_eval", progress=False)
+    return result.success
 
 
 def _refuse_fewer_steps(out: Path, steps: int) -> None:
     """A run already past `steps` would return its later checkpoint as if trained to `steps`."""
     if not (out / STATE_JSON).exists():
         return
-    done = int(json.loads((out / STATE_JSON).read_text())["step"])
+    done = int(_read_state_document(out)["step"])
     if done > steps:
         raise ValueError(
             f"{out} is already trained to step {done}, past the asked `steps`={steps}: nothing "
@@ -209,15 +347,21 @@ def _save_state(
     optimizer: torch.optim.Optimizer,
     ema: dict[str, torch.Tensor],
     sampler: torch.Generator,
+    precision: MixedPrecision,
     step: int,
     minutes: float,
 ) -> None:
-    tensors = {f"model.{k}": v.contiguous() for k, v in policy.state_dict().items()}
-    tensors |= {f"ema.{k}": v.contiguous() for k, v in ema.items()}
+    """Always written from CPU tensors, so a run resumes on whatever device is there."""
+    tensors = {f"model.{k}": v for k, v in policy.state_dict().items()}
+    tensors |= {f"ema.{k}": v for k, v in ema.items()}
     for index, state in optimizer.state_dict()["state"].items():
         tensors |= {f"optim.{index}.{k}": torch.as_tensor(v) for k, v in state.items()}
+    tensors |= precision.state_tensors()
     tensors["rng.torch"] = torch.get_rng_state()
     tensors["rng.sampler"] = sampler.get_state()
+    if precision.device_type == "cuda":
+        tensors["rng.cuda"] = torch.cuda.get_rng_state()
+    tensors = {k: v.detach().cpu().contiguous() for k, v in tensors.items()}
     write_atomic(out / STATE_TENSORS, lambda p: save_file(tensors, str(p)))
     document = {"step": step, "train_minutes": minutes, "config": config.to_dict()}
     write_atomic(out / STATE_JSON, lambda p: p.write_text(json.dumps(document, indent=2) + "\n"))
@@ -230,19 +374,23 @@ def _load_state(
     optimizer: torch.optim.Optimizer,
     ema: dict[str, torch.Tensor],
     sampler: torch.Generator,
+    precision: MixedPrecision,
 ) -> tuple[int, float]:
-    document = json.loads((out / STATE_JSON).read_text())
+    document = _read_state_document(out)
     saved = document["config"]
     now = config.to_dict()
-    free = ("steps", "checkpoint_every", "torch_threads", "out", "device")  # may change
-    changed = [k for k in now if k not in free and saved.get(k) != now[k]]
+    # a field added since the run started takes its default: that is what the run trained with
+    defaults = {f.name: f.default for f in fields(TrainConfig)}
+    changed = [
+        k for k in now if k not in RESUMABLE_CHANGES and saved.get(k, defaults.get(k)) != now[k]
+    ]
     if changed:
         raise ValueError(
             f"{out} holds a run with a different config; cannot resume. Differing fields: "
-            + ", ".join(f"`{k}`: {saved.get(k)!r} vs {now[k]!r}" for k in changed)
+            + ", ".join(f"`{k}`: {saved.get(k, defaults.get(k))!r} vs {now[k]!r}" for k in changed)
             + ". Use another `out` folder."
         )
-    tensors = load_file(str(out / STATE_TENSORS))
+    tensors = _read_state_tensors(out, int(document["step"]))
     policy.load_state_dict({k[6:]: v for k, v in tensors.items() if k.startswith("model.")})
     for k in ema:
         ema[k].copy_(tensors[f"ema.{k}"])
@@ -251,7 +399,42 @@ def _load_state(
         if key.startswith("optim."):
             _, index, name = key.split(".", 2)
             state["state"].setdefault(int(index), {})[name] = value
-    optimizer.load_state_dict(state)
+    optimizer.load_state_dict(state)  # moves the moments onto the parameters' device
+    precision.load_state_tensors(tensors)
     torch.set_rng_state(tensors["rng.torch"])
     sampler.set_state(tensors["rng.sampler"])
+    if precision.device_type == "cuda" and "rng.cuda" in tensors:
+        torch.cuda.set_rng_state(tensors["rng.cuda"])
     return int(document["step"]), float(document["train_minutes"])
+
+
+def _damaged(path: Path, out: Path, what: str) -> ValueError:
+    return ValueError(
+        f"{path}: {what}; the training state is truncated or corrupt, so the run cannot resume. "
+        f"Delete {out / STATE_TENSORS} and {out / STATE_JSON} to train this run again from step "
+        f"0 (its model.safetensors is overwritten at the first checkpoint: copy it first to keep "
+        f"it), or pass another `out` folder."
+    )
+
+
+def _read_state_document(out: Path) -> dict[str, Any]:
+    path = out / STATE_JSON
+    try:
+        document = json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise _damaged(path, out, f"not valid JSON ({e})") from None
+    missing = [k for k in ("step", "train_minutes", "config") if k not in document]
+    if missing:
+        raise _damaged(path, out, f"missing {missing}")
+    return document
+
+
+def _read_state_tensors(out: Path, step: int) -> dict[str, torch.Tensor]:
+    """On the CPU whatever device saved them; the caller copies them where they belong."""
+    path = out / STATE_TENSORS
+    if not path.is_file():
+        raise _damaged(path, out, f"missing, though {STATE_JSON} says step {step}")
+    try:
+        return load_file(str(path), device="cpu")
+    except SafetensorError as e:
+        raise _damaged(path, out, f"not a readable safetensors file ({e})") from None

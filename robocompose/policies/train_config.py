@@ -1,0 +1,80 @@
+"""The training config, kept free of torch so the CLI can validate overrides without loading it."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from robocompose.devices import check_device
+from robocompose.policies.config import PolicyConfig
+
+# Curves live in their own subfolder: the run folder's top level stays the checkpoint a loader
+# reads, and the folder name says which tool opens it.
+EVENTS_DIR = "tensorboard"
+AMP_MODES = ("off", "bf16", "fp16")
+
+
+@dataclass
+class TrainConfig:
+    dataset: str
+    out: str
+    policy: PolicyConfig = field(default_factory=PolicyConfig)
+    steps: int = 10_000
+    batch_size: int = 256
+    lr: float = 3e-4
+    weight_decay: float = 1e-6
+    warmup_steps: int = 500
+    ema_decay: float = 0.999
+    # clip the total gradient L2 norm to this (Diffusion Policy-style training); None: no clip
+    grad_clip: float | None = None
+    checkpoint_every: int = 1000
+    log_every: int = 50  # TensorBoard scalars every this many steps
+    # success of the EMA weights on the dataset's task every this many steps (0: never)
+    eval_every: int = 0
+    eval_episodes: int = 10
+    seed: int = 0
+    demo_offset: int = 0  # train on demos [demo_offset, demo_offset + max_demos)
+    max_demos: int | None = None
+    torch_threads: int | None = None
+    # the inference checkpoint's weight dtype: float16 halves what the repo ships
+    checkpoint_dtype: str = "float32"
+    device: str = "auto"  # auto (CUDA if present), cpu, cuda, cuda:N or mps
+    # mixed precision: off, bf16 (autocast to bfloat16; the choice on CUDA, and on a CPU it
+    # runs matmuls in bfloat16, fast only on CPUs with native bf16) or fp16 (CUDA only)
+    amp: str = "off"
+
+    def __post_init__(self) -> None:
+        check_device(self.device)
+        if self.device == "meta":
+            raise ValueError("`device`='meta' holds no data and cannot train; use auto or cpu.")
+        for name in ("steps", "batch_size", "checkpoint_every", "log_every", "eval_episodes"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"`{name}` must be >= 1. Got {getattr(self, name)}.")
+        if self.eval_every < 0:
+            raise ValueError(f"`eval_every` must be >= 0 (0: never). Got {self.eval_every}.")
+        if self.grad_clip is not None and not self.grad_clip > 0:
+            raise ValueError(f"`grad_clip` must be > 0 or None. Got {self.grad_clip}.")
+        if not 0.0 <= self.ema_decay < 1.0:
+            raise ValueError(f"`ema_decay` must be in [0, 1). Got {self.ema_decay}.")
+        if self.checkpoint_dtype not in ("float32", "float16", "bfloat16"):
+            raise ValueError(
+                "`checkpoint_dtype` must be float32, float16 or bfloat16. "
+                f"Got {self.checkpoint_dtype!r}."
+            )
+        if self.amp not in AMP_MODES:
+            raise ValueError(
+                f"`amp` must be off, bf16 or fp16 (fp16: CUDA only). Got {self.amp!r}."
+            )
+        if self.max_demos is not None and self.max_demos < 1:
+            raise ValueError(f"`max_demos` must be >= 1 or None. Got {self.max_demos}.")
+
+    @property
+    def events_dir(self) -> Path:
+        """Where the TensorBoard event files of this run go."""
+        return Path(self.out) / EVENTS_DIR
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["policy"] = self.policy.to_dict()
+        return d

@@ -1,0 +1,119 @@
+"""`robocompose report RUN`: a training run's TensorBoard curves as one PNG, no server needed.
+
+One panel per scalar: the loss on a log axis, the learning rate, the gradient norm, the speed,
+and the evaluation success with its Wilson 95% band when the run evaluated as it trained.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from robocompose.policies.train_config import EVENTS_DIR
+
+EVENT_FILES = "events.out.tfevents.*"
+BAND_TAGS = ("eval/success_ci_low", "eval/success_ci_high", "eval/episodes")
+LOG_AXIS_TAGS = ("train/loss",)
+PANEL_COLUMNS = 2
+
+Curve = tuple[list[int], list[float]]
+
+
+@dataclass(kw_only=True)
+class ReportConfig:
+    """`robocompose report`: which run folder, where the PNG goes."""
+
+    run: str  # a `robocompose train` out folder
+    out: str | None = None  # the PNG; None: <run>/curves.png
+
+
+def write_report(config: ReportConfig) -> Path:
+    """Plot every scalar of the run's events into one PNG; returns its path."""
+    run = Path(config.run)
+    curves = read_scalars(run)
+    out = Path(config.out) if config.out else run / "curves.png"
+    plot_curves(curves, out, title=_title(run))
+    return out
+
+
+def events_folder(run: Path) -> Path:
+    """The run's events folder; the folder itself when handed the events folder directly."""
+    if not run.is_dir():
+        raise FileNotFoundError(f"{run}: no such folder (expected a `robocompose train` out).")
+    for folder in (run / EVENTS_DIR, run):
+        if any(folder.glob(EVENT_FILES)):
+            return folder
+    raise ValueError(
+        f"{run}: no TensorBoard event files (looked in {run / EVENTS_DIR}/ and {run}/). The run "
+        "predates training curves, or it is not a training run (`robocompose train` writes "
+        f"them to <out>/{EVENTS_DIR}/)."
+    )
+
+
+def read_scalars(run: Path) -> dict[str, Curve]:
+    """{tag: (steps, values)} of every scalar; steps a resumed run redid are read once."""
+    from tensorboard.backend.event_processing.event_accumulator import (
+        SCALARS,
+        EventAccumulator,
+    )
+
+    accumulator = EventAccumulator(str(events_folder(run)), size_guidance={SCALARS: 0})
+    accumulator.Reload()
+    curves = {}
+    for tag in accumulator.Tags()[SCALARS]:
+        events = accumulator.Scalars(tag)
+        curves[tag] = ([e.step for e in events], [e.value for e in events])
+    if not curves:
+        raise ValueError(f"{run}: its event files hold no scalars yet (no step logged so far).")
+    return curves
+
+
+def plot_curves(curves: dict[str, Curve], out: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    tags = [t for t in curves if t not in BAND_TAGS]
+    rows = math.ceil(len(tags) / PANEL_COLUMNS)
+    fig, axes = plt.subplots(rows, PANEL_COLUMNS, figsize=(11, 3.2 * rows), squeeze=False)
+    for ax, tag in zip(axes.flat, tags, strict=False):
+        steps, values = curves[tag]
+        ax.plot(steps, values, marker="." if len(steps) < 30 else None)
+        ax.set_title(tag)
+        ax.set_xlabel("step")
+        ax.grid(alpha=0.3)
+        if tag in LOG_AXIS_TAGS and all(v > 0 for v in values):
+            ax.set_yscale("log")
+        if tag == "eval/success":
+            _success_band(ax, curves)
+    for ax in axes.flat[len(tags) :]:
+        ax.set_visible(False)
+    fig.suptitle(title)
+    fig.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=100)
+    plt.close(fig)
+
+
+def _success_band(ax, curves: dict[str, Curve]) -> None:
+    """The Wilson 95% interval around the success curve, and the episode count in the title."""
+    if "eval/success_ci_low" in curves and "eval/success_ci_high" in curves:
+        low, high = curves["eval/success_ci_low"], curves["eval/success_ci_high"]
+        ax.fill_between(low[0], low[1], high[1], alpha=0.25, label="Wilson 95% interval")
+        ax.legend(loc="lower right")
+    if "eval/episodes" in curves:
+        ax.set_title(f"eval/success (n={int(curves['eval/episodes'][1][-1])} per point)")
+    ax.set_ylim(-0.02, 1.02)
+
+
+def _title(run: Path) -> str:
+    """The run folder and, from its checkpoint, the task it trained on."""
+    config = run / "config.json"
+    try:
+        task = json.loads(config.read_text())["metadata"].get("task")
+    except (OSError, ValueError, KeyError):
+        task = None
+    return f"{run.resolve().name}: {task}" if task else run.resolve().name
