@@ -23,13 +23,12 @@ import types
 import typing
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from hydra import compose, initialize_config_dir
-from hydra.core.config_store import ConfigStore
-from hydra.errors import ConfigCompositionException, HydraException
-from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
+# Hydra and OmegaConf are imported by the functions that compose (0.15 s): `--help` and
+# `--version` build and describe dataclasses only
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 MISSING = "???"
@@ -159,6 +158,9 @@ def unknown_key(key: str, choices: Iterable[str]) -> ConfigError:
 
 def register(name: str, cls: type) -> None:
     """Put `cls`'s defaults in Hydra's config store as `base_<name>` (the verb YAML's base)."""
+    from hydra.core.config_store import ConfigStore
+    from omegaconf import OmegaConf
+
     node = OmegaConf.create(defaults_tree(cls))
     _open_free_mappings(cls, node)
     ConfigStore.instance().store(name=f"base_{name}", node=node)
@@ -168,6 +170,8 @@ def _open_free_mappings(cls: type, node: DictConfig) -> None:
     """A `dict[...]` field takes any keys (`expert={action_noise_m:0.003}`); fields don't, but
     for a dataclass that picks its class from the tree (`policy.flow_time_scale` exists only
     once `policy.family=flow` is read): `build` checks those keys against the class picked."""
+    from omegaconf import DictConfig, OmegaConf
+
     hints = typing.get_type_hints(cls)
     for f in dataclasses.fields(cls):
         child = node._get_node(f.name)
@@ -183,6 +187,10 @@ def _open_free_mappings(cls: type, node: DictConfig) -> None:
 
 def compose_all(name: str, cls: type, override_lists: Sequence[Sequence[str]]) -> list[DictConfig]:
     """`configs/<name>.yaml` composed once per override list (one Hydra session for all)."""
+    from hydra import compose, initialize_config_dir
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
     register(name, cls)
     if not (CONFIGS / f"{name}.yaml").is_file():
         raise ConfigError(
@@ -202,6 +210,9 @@ def compose_all(name: str, cls: type, override_lists: Sequence[Sequence[str]]) -
 
 def to_tree(config: DictConfig) -> dict[str, Any]:
     """The resolved plain tree of a composed config; a broken interpolation names its key."""
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
     try:
         tree = OmegaConf.to_container(config, resolve=True, throw_on_missing=False)
     except OmegaConfBaseException as e:
@@ -224,6 +235,10 @@ def load(
 
 def _explain(error: Exception) -> ConfigError:
     """Hydra's message, with our nearest-key help where an override names an unknown key."""
+    from hydra.errors import ConfigCompositionException
+    from omegaconf import DictConfig
+    from omegaconf.errors import ConfigAttributeError, ConfigKeyError
+
     cause = error.__cause__ if isinstance(error, ConfigCompositionException) else error
     if isinstance(cause, ConfigAttributeError | ConfigKeyError) and cause.full_key:
         parent = cause.parent_node
