@@ -41,7 +41,8 @@ class TrainConfig:
     checkpoint_dtype: str = "float32"
     device: str = "auto"  # auto (CUDA if present), cpu, cuda, cuda:N or mps
     # mixed precision: off, bf16 (autocast to bfloat16; the choice on CUDA, and on a CPU it
-    # runs matmuls in bfloat16, fast only on CPUs with native bf16) or fp16 (CUDA only)
+    # runs matmuls in bfloat16, fast only on CPUs with native bf16) or fp16 (CUDA only, with
+    # loss scaling). In a YAML file write "off" quoted: bare off is YAML's false.
     amp: str = "off"
 
     def __post_init__(self) -> None:
