@@ -10,15 +10,16 @@ import dataclasses
 import functools
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from robocompose.composition.api import AnyPolicy, candidate_label, compose, task_of
-from robocompose.composition.policy import CompositionConfig
+from robocompose.composition.config import CompositionConfig
 from robocompose.devices import check_device
-from robocompose.policies.base import GenerativePolicy
-from robocompose.policies.checkpoint import load_policy
 from robocompose.shipped import parent_pair
 from robocompose.sim.tasks import get_task
+
+if TYPE_CHECKING:  # policies need torch, which a config does not
+    from robocompose.composition.api import AnyPolicy
+    from robocompose.policies.base import GenerativePolicy
 
 SEED_STRIDE = 1_000_000  # replicate `seed` s runs episode seeds seed_start + s * SEED_STRIDE + i
 
@@ -107,6 +108,8 @@ class RolloutConfig(EpisodesConfig):
 
     def policy(self) -> AnyPolicy:
         """The composed (or parameter-merged) policy; the parents must be of `task`."""
+        from robocompose.composition.api import compose, task_of
+
         spec = self.composition
         policy = compose(self.load_parents(), spec.operator, spec.weights, **spec.settings())
         env_id, _ = task_of(policy)
@@ -118,12 +121,16 @@ class RolloutConfig(EpisodesConfig):
         return policy
 
     def label(self) -> str:
+        from robocompose.composition.api import candidate_label
+
         return candidate_label(self.composition.operator, self.composition.weights)
 
 
 @functools.lru_cache(maxsize=16)
 def load_parent(path: str) -> GenerativePolicy:
     """One load per checkpoint per process (a sweep's cells, a Ray worker's tasks share it)."""
+    from robocompose.policies.checkpoint import load_policy
+
     return load_policy(path)
 
 
