@@ -17,8 +17,6 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from robocompose.composition.api import candidate_label, compose, evaluate, load, search
-from robocompose.composition.search import plot_search
 from robocompose.devices import check_device
 from robocompose.shipped import parent_pair
 
@@ -40,6 +38,9 @@ class DemoConfig:
 
 
 def run_demo(config: DemoConfig) -> dict:
+    from robocompose.composition.api import candidate_label, compose, evaluate, load, search
+    from robocompose.composition.search import plot_search
+
     start = time.perf_counter()
     out = Path(config.out) / config.task
     seeds = list(range(EVAL_SEED_START, EVAL_SEED_START + config.episodes))
