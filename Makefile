@@ -54,15 +54,14 @@ lint: setup
 # `make checkpoints` collects expert demos per task, then trains each shipped policy on them.
 # One torch thread: two threads stall badly whenever anything else wants a core.
 TASKS := PushT PickPlace PickPlaceTwoCubes Stack
-DEMOS ?= 200
-# PushT is the hardest to learn: it gets twice the demos and longer training.
-DEMOS_PushT := 400
-# Stack and PickPlaceTwoCubes collect twice the demos and split them in halves: the diffusion UNet
-# and the flow MLP train on the first half, a second flow MLP (`_flow_mlp_b`, another seed) on the
-# second. On Stack a diffusion MLP (v-prediction: epsilon reached 24% where v reached 62%) also
-# trains on the second half. The pairs composition uses: robocompose/shipped.py, PARENT_PAIRS.
-DEMOS_Stack := 400
-DEMOS_PickPlaceTwoCubes := 800
+# How many demos a task collects is its TaskSpec's `demos` (robocompose/sim/tasks.py, which says
+# why); `make collect-PushT DEMOS=50` collects another number. PushT, the hardest to learn, gets
+# twice the demos and longer training. Stack and PickPlaceTwoCubes collect twice the demos and
+# split them in halves: the diffusion UNet and the flow MLP train on the first half, a second flow
+# MLP (`_flow_mlp_b`, another seed) on the second. On Stack a diffusion MLP (v-prediction: epsilon
+# reached 24% where v reached 62%) also trains on the second half. The pairs composition uses:
+# each TaskSpec's `shipped_pair`.
+DEMOS = $(shell $(BIN)/python -c "from robocompose.sim.tasks import get_task; print(get_task('$*').demos)")
 HALVED := Stack PickPlaceTwoCubes
 DIFFUSION_MLP_TASKS := Stack
 # PushT's MLPs stay weak (flow 11%, a v-prediction diffusion MLP 8%): it also gets a flow UNet
@@ -70,7 +69,7 @@ DIFFUSION_MLP_TASKS := Stack
 FLOW_UNET_TASKS := PushT
 FIRST_HALF = $(if $(filter $*,$(HALVED)),max_demos=$(HALF))
 SECOND_HALF = demo_offset=$(HALF) max_demos=$(HALF) seed=1
-HALF = $(shell echo $$(( $(DEMOS_$*) / 2 )))
+HALF = $(shell echo $$(( $(DEMOS) / 2 )))
 UNET_STEPS ?= 5000
 UNET_STEPS_PushT := 10500
 MLP_STEPS ?= 15000
@@ -89,7 +88,7 @@ TRAIN := $(addprefix train-,$(TASKS))
 .PHONY: checkpoints $(COLLECT) $(TRAIN)
 
 $(COLLECT): collect-%: setup
-	$(BIN)/robocompose collect $* --episodes $(or $(DEMOS_$*),$(DEMOS)) --out data/$*.hdf5
+	$(BIN)/robocompose collect $* --episodes $(DEMOS) --out data/$*.hdf5
 
 $(TRAIN): train-%: collect-%
 	$(BIN)/robocompose train dataset=data/$*.hdf5 out=checkpoints/$*_diffusion_unet $(DIFFUSION_UNET) $(FIRST_HALF)

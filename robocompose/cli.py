@@ -521,7 +521,9 @@ VERBS: dict[str, Verb] = {
 
 
 def _options(group: str) -> list[str]:
-    return sorted(p.stem for p in (CONFIGS / group).glob("*.yaml"))
+    from robocompose.config import group_options
+
+    return group_options(group)
 
 
 def _epilog(name: str, verb: Verb) -> str:

@@ -2,9 +2,10 @@
 
 One path from the command line to a validated config:
 1. Hydra composes `configs/<verb>.yaml` and the groups it names (task/, policy/, composition/,
-   search/, sweep/, launcher/) on top of the verb dataclass's own defaults, registered in
-   Hydra's config store as `base_<verb>`, and applies overrides in Hydra's grammar
-   (`key=value`, `group=option`, `+key=value`, `~key`);
+   search/, sweep/, launcher/; the task/ options come from the task table, see
+   `code_presets`) on top of the verb dataclass's own defaults, registered in Hydra's config
+   store as `base_<verb>`, and applies overrides in Hydra's grammar (`key=value`,
+   `group=option`, `+key=value`, `~key`);
 2. the resolved tree becomes the verb's dataclass field by field, each value checked against
    the field's type;
 3. the dataclass validates itself in `__post_init__`.
@@ -185,6 +186,33 @@ def _open_free_mappings(cls: type, node: DictConfig) -> None:
             OmegaConf.set_struct(child, False)
 
 
+def code_presets() -> dict[str, dict[str, dict[str, Any]]]:
+    """Config group options defined in code rather than in configs/: group -> option -> tree.
+    `task=<name>` is a suite task's `TaskSpec` (robocompose.sim.tasks), so a new task needs
+    no YAML file; a file DIR/task/<name>.yaml (`--config-dir DIR`) adds one more option."""
+    from robocompose.sim.tasks import TASKS
+
+    tasks = {
+        s.name: {"name": s.name, "dataset": s.dataset, "demos": s.demos} for s in TASKS.values()
+    }
+    return {"task": tasks}
+
+
+def group_options(group: str) -> list[str]:
+    """The options of config group `group`: configs/<group>/*.yaml and the code presets."""
+    files = {p.stem for p in (CONFIGS / group).glob("*.yaml")}
+    return sorted(files | set(code_presets().get(group, {})))
+
+
+def _store_code_presets() -> None:
+    from hydra.core.config_store import ConfigStore
+
+    store = ConfigStore.instance()
+    for group, options in code_presets().items():
+        for option, tree in options.items():
+            store.store(group=group, name=option, node=tree)
+
+
 def compose_all(name: str, cls: type, override_lists: Sequence[Sequence[str]]) -> list[DictConfig]:
     """`configs/<name>.yaml` composed once per override list (one Hydra session for all)."""
     from hydra import compose, initialize_config_dir
@@ -192,6 +220,7 @@ def compose_all(name: str, cls: type, override_lists: Sequence[Sequence[str]]) -
     from omegaconf.errors import OmegaConfBaseException
 
     register(name, cls)
+    _store_code_presets()
     if not (CONFIGS / f"{name}.yaml").is_file():
         raise ConfigError(
             f"no config {CONFIGS / f'{name}.yaml'}: robocompose reads configs/ (and the shipped "

@@ -4,17 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from robocompose.sim.tasks import TASKS
+
 CHECKPOINTS = Path(__file__).resolve().parent.parent / "checkpoints"
 
-# The parent pair (A, B) that composition uses on each task, by checkpoint kind: a diffusion and a
-# flow policy where a competent diffusion policy exists (on Stack a diffusion MLP and a flow MLP
-# trained on disjoint halves of one demo file, so one normaliser); on PickPlaceTwoCubes, whose
-# diffusion UNet trails the flows by 30 points, two flow MLPs on disjoint halves.
+# The parent pair (A, B) that composition uses on each task, by checkpoint kind (each task's
+# `TaskSpec.shipped_pair`, which says why): a diffusion and a flow policy where a competent
+# diffusion policy exists, else two flows trained on disjoint halves of one demo file.
 PARENT_PAIRS: dict[str, tuple[str, str]] = {
-    "PushT": ("diffusion_unet", "flow_mlp"),
-    "PickPlace": ("diffusion_unet", "flow_mlp"),
-    "PickPlaceTwoCubes": ("flow_mlp", "flow_mlp_b"),
-    "Stack": ("diffusion_mlp", "flow_mlp"),
+    name: spec.shipped_pair for name, spec in TASKS.items() if spec.shipped_pair
 }
 
 

@@ -1,6 +1,8 @@
 """The task suite: one table of tasks, gymnasium registration, and name resolution.
 
-Adding a task = one env module, one expert, one `TaskSpec` line here.
+Adding a task = one env module, one expert, one `TaskSpec` line here: its env and expert, how
+many demos `make checkpoints` collects, and (once checkpoints are shipped for it) its parent
+pair. Every verb's `task=<name>` option comes from this table (`robocompose.config`).
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ NAMESPACE = "robocompose"
 
 @dataclass(frozen=True)
 class TaskSpec:
-    """A registered task: its gymnasium id, env class, episode limit and scripted expert."""
+    """A registered task: its gymnasium id, env class, episode limit, scripted expert, and the
+    recipe of its shipped checkpoints (the Makefile reads `demos` from here)."""
 
     name: str
     entry_point: str  # "module:Class" of the env
@@ -26,6 +29,15 @@ class TaskSpec:
     expert: str  # "module:Class" of the scripted expert
     kwargs: dict[str, Any] = field(default_factory=dict)
     version: int = 0
+    about: str = ""  # what the task is, and how its shipped parents were trained
+    demos: int = 200  # expert demos `make checkpoints` collects into `dataset`
+    dataset: str = ""  # the expert demo file; "" means data/<name>.hdf5
+    # the checkpoints composition uses on the task: checkpoints/<name>_<kind> for each kind
+    shipped_pair: tuple[str, str] | None = None
+
+    def __post_init__(self) -> None:
+        if not self.dataset:
+            object.__setattr__(self, "dataset", f"data/{self.name}.hdf5")
 
     @property
     def env_id(self) -> str:
@@ -40,6 +52,10 @@ TASKS: dict[str, TaskSpec] = {
             "robocompose.sim.pusht:PushTEnv",
             300,
             "robocompose.sim.experts.pusht:PushTExpert",
+            about="Push a T-shaped block onto its goal pose. The hardest to learn: it gets "
+            "twice the demos (and longer training), and every shipped parent saw all of them.",
+            demos=400,
+            shipped_pair=("diffusion_unet", "flow_mlp"),
         ),
         TaskSpec(
             "PickPlace",
@@ -47,6 +63,8 @@ TASKS: dict[str, TaskSpec] = {
             150,
             "robocompose.sim.experts.grasping:PickPlaceExpert",
             {"n_cubes": 1},
+            about="Pick one cube and place it on the target. Every shipped parent saw all demos.",
+            shipped_pair=("diffusion_unet", "flow_mlp"),
         ),
         TaskSpec(
             "PickPlaceTwoCubes",
@@ -54,18 +72,33 @@ TASKS: dict[str, TaskSpec] = {
             150,
             "robocompose.sim.experts.grasping:PickPlaceExpert",
             {"n_cubes": 2},
+            about="Two identical cubes; either one in the target disc succeeds (the expert takes "
+            "cube 0). The shipped parents split the demos in halves (_diffusion_unet and "
+            "_flow_mlp: the first, _flow_mlp_b: the second); composition pairs the two flow "
+            "MLPs, since the diffusion UNet trails them by 30 points.",
+            demos=800,
+            shipped_pair=("flow_mlp", "flow_mlp_b"),
         ),
         TaskSpec(
             "Stack",
             "robocompose.sim.stack:StackEnv",
             300,
             "robocompose.sim.experts.grasping:StackExpert",
+            about="Stack the red, green and blue blocks, red at the bottom. The shipped parents "
+            "split the demos in halves (_diffusion_unet and _flow_mlp: the first, _flow_mlp_b "
+            "and the v-prediction _diffusion_mlp: the second); composition pairs the diffusion "
+            "MLP and the flow MLP: disjoint halves of one file, so one normaliser.",
+            demos=400,
+            shipped_pair=("diffusion_mlp", "flow_mlp"),
         ),
         TaskSpec(
             "SortBins",
             "robocompose.sim.sort_bins:SortBinsEnv",
             450,
             "robocompose.sim.experts.sort_bins:SortBinsExpert",
+            about="Put each block into the bin of its colour: the long-horizon sorting task of "
+            "`robocompose plan`. Its scripted expert collects demos like any task's; no "
+            "checkpoints are shipped for it.",
         ),
     )
 }

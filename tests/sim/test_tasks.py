@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
+import subprocess
+from pathlib import Path
+
 import gymnasium as gym
 import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
 
+from robocompose.cli import load_verb_config, main
+from robocompose.shipped import PARENT_PAIRS
 from robocompose.sim import TASKS, get_task, make_env, make_expert
 from robocompose.sim.collect import collect, run_expert_episode
 from robocompose.sim.dataset import load_demos, read_env_args
@@ -88,3 +95,35 @@ def test_collect_writes_demos_and_resumes(tmp_path) -> None:
     np.testing.assert_allclose(episodes[0].actions, replay.actions, atol=1e-6)
     np.testing.assert_allclose(episodes[0].obs["state"], replay.obs["state"], atol=1e-6)
     assert episodes[0].obs["state"].shape == (len(episodes[0].actions), 6)
+
+
+def test_every_task_is_an_option_of_every_verb_built_from_its_spec(tmp_path) -> None:
+    for name, spec in TASKS.items():
+        task = load_verb_config("collect", [f"task={name}"]).task
+        assert (task.name, task.dataset, task.demos) == (name, spec.dataset, spec.demos)
+    assert f"task: {', '.join(sorted(TASKS))}" in _stdout(["compose", "--help"])
+    (tmp_path / "task").mkdir()
+    (tmp_path / "task" / "Mine.yaml").write_text("name: Stack\ndataset: mine.hdf5\ndemos: 7\n")
+    composed = _stdout(["collect", "--config-dir", str(tmp_path), "task=Mine", "--cfg"])
+    assert "episodes: 7\nout: mine.hdf5" in composed and "name: Stack" in composed
+
+
+def _stdout(argv: list[str]) -> str:
+    """What the CLI prints (`--help` ends in SystemExit, as argparse does)."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.suppress(SystemExit):
+        main(argv)
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("name", [n for n, spec in TASKS.items() if spec.shipped_pair])
+def test_make_checkpoints_collects_what_the_spec_says(name: str) -> None:
+    """The Makefile reads `demos` from the spec; its dry run shows the command it would run."""
+    root = Path(__file__).parents[2]
+    run = subprocess.run(
+        ["make", "-n", f"collect-{name}"], cwd=root, capture_output=True, text=True, check=True
+    )
+    spec = TASKS[name]
+    assert f"collect {name} --episodes {spec.demos} --out {spec.dataset}" in run.stdout
+    assert PARENT_PAIRS[name] == spec.shipped_pair
+    assert all((root / "checkpoints" / f"{name}_{kind}").is_dir() for kind in spec.shipped_pair)
