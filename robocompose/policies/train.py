@@ -379,6 +379,9 @@ def _load_state(
     document = _read_state_document(out)
     saved = document["config"]
     now = config.to_dict()
+    # as its family's config: a run may predate the family split, or name its family only
+    for tree in (saved, now):
+        tree["policy"] = PolicyConfig.from_dict(tree["policy"]).to_dict()
     # a field added since the run started takes its default: that is what the run trained with
     defaults = {f.name: f.default for f in fields(TrainConfig)}
     changed = [

@@ -16,13 +16,13 @@ from torch.nn import functional as F
 from robocompose.cli import load_verb_config
 from robocompose.composition.api import compose
 from robocompose.composition.samplers import sample_euler
-from robocompose.config import ConfigError
+from robocompose.config import ConfigError, group_options
 from robocompose.policies.base import GenerativePolicy
 from robocompose.policies.checkpoint import load_policy, save_policy
-from robocompose.policies.config import PolicyConfig
+from robocompose.policies.config import FLAT_CONFIG_DEFAULTS, PolicyConfig
 from robocompose.policies.denoiser import BoundNet, DenoiserOutput, NetworkDenoiser
 from robocompose.policies.registry import family_names, get_family, register_family
-from robocompose.policies.train import TrainConfig, train
+from robocompose.policies.train import STATE_JSON, TrainConfig, train
 from robocompose.shipped import shipped_path
 from robocompose.sim.collect import collect
 
@@ -98,25 +98,30 @@ class VarianceExplodingPolicy(GenerativePolicy):
         return VarianceExplodingDenoiser(self.bound_net(cond), c.horizon, c.action_dim, c.sigma_max)
 
 
+SMALL = {"backbone": "mlp", "backbone_kwargs": {"hidden": 32, "depth": 1}}
+
+
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory) -> tuple[Path, Path]:
+def dataset(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("data") / "pusht.hdf5"
+    collect("PushT", 1, path, progress=False)
+    return path
+
+
+def _train_config(dataset: Path, out: Path, policy: PolicyConfig, steps: int) -> TrainConfig:
+    return TrainConfig(
+        dataset=str(dataset), out=str(out), policy=policy, steps=steps, batch_size=8, warmup_steps=1
+    )
+
+
+@pytest.fixture(scope="module")
+def trained(dataset: Path, tmp_path_factory) -> tuple[Path, Path]:
     """The toy family and a flow policy, each trained a few steps on one tiny demo file."""
     root = tmp_path_factory.mktemp("registry")
-    dataset = root / "pusht.hdf5"
-    collect("PushT", 1, dataset, progress=False)
-    small = {"backbone": "mlp", "backbone_kwargs": {"hidden": 32, "depth": 1}}
-    runs = {"toy": VarianceExplodingConfig(sigma_max=15.0, **small)}
-    runs["flow"] = PolicyConfig.from_dict({"family": "flow", **small})
+    runs = {"toy": VarianceExplodingConfig(sigma_max=15.0, **SMALL)}
+    runs["flow"] = PolicyConfig.from_dict({"family": "flow", **SMALL})
     for name, policy in runs.items():
-        config = TrainConfig(
-            dataset=str(dataset),
-            out=str(root / name),
-            policy=policy,
-            steps=4,
-            batch_size=8,
-            warmup_steps=1,
-        )
-        train(config, progress=False)
+        train(_train_config(dataset, root / name, policy, steps=4), progress=False)
     return root / "toy", root / "flow"
 
 
@@ -203,3 +208,24 @@ def test_a_checkpoint_written_flat_loads_as_its_family_and_keeps_its_fingerprint
     resaved = save_policy(policy, tmp_path / "resaved", policy.metadata)
     assert "flow_time_scale" not in json.loads((resaved / "config.json").read_text())["policy"]
     assert load_policy(resaved).fingerprint() == policy.fingerprint()
+
+
+@pytest.mark.parametrize("preset", group_options("policy"))
+def test_every_policy_preset_names_a_registered_family(preset: str) -> None:
+    config = load_verb_config("train", ["dataset=d", "out=o", f"policy={preset}"]).policy
+    assert type(config) is get_family(config.family).config
+
+
+def test_a_run_started_with_a_flat_policy_config_resumes(dataset: Path, tmp_path) -> None:
+    """train_state.json of a run begun before the family split holds every family's settings."""
+    policy = PolicyConfig(family="flow", **SMALL)
+    train(_train_config(dataset, tmp_path, policy, steps=2), progress=False)
+    state = tmp_path / STATE_JSON
+    document = json.loads(state.read_text())
+    document["config"]["policy"] |= FLAT_CONFIG_DEFAULTS
+    state.write_text(json.dumps(document))
+    train(_train_config(dataset, tmp_path, policy, steps=3), progress=False)
+    assert load_policy(tmp_path).metadata["step"] == 3
+    changed = PolicyConfig.from_dict({"family": "flow", **SMALL, "flow_time_scale": 50.0})
+    with pytest.raises(ValueError, match=r"`policy`: .*'flow_time_scale': 100.0.* vs .*50.0"):
+        train(_train_config(dataset, tmp_path, changed, steps=4), progress=False)
