@@ -58,7 +58,7 @@ def test_required_keys_and_free_mappings() -> None:
     collect = VERBS["collect"].config_class()
     config = load("collect", collect, ["expert={action_noise_m:0.003}", "+expert.retries=2"])
     assert config.expert == {"action_noise_m": 0.003, "retries": 2}
-    assert (config.episodes, config.out) == (400, "data/PushT.hdf5")  # from task/PushT.yaml
+    assert (config.episodes, config.out) == (400, "data/PushT.hdf5")  # from PushT's TaskSpec
 
 
 @dataclass
