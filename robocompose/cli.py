@@ -636,6 +636,8 @@ def main(argv: list[str] | None = None) -> None:
         if args.cfg:
             print(_show(name, verb, overrides), end="")
             return
+        if name != "sweep":  # a sweep builds every cell's config itself before running any
+            load_verb_config(name, overrides)  # a config error before the verb imports torch
         verb.run(overrides)
     except (ValueError, FileNotFoundError) as e:
         raise SystemExit(f"robocompose {name}: error: {e}") from None
