@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from robocompose.composition.config import CompositionConfig
+from robocompose.composition.search import SearchSettings
 from robocompose.devices import check_device
 from robocompose.shipped import parent_pair
 from robocompose.sim.tasks import get_task
@@ -140,13 +141,6 @@ class ComposeConfig(RolloutConfig):
 
     out: str = "runs/compose"
     video_seeds: list[int] = field(default_factory=list)
-
-
-@dataclass(kw_only=True)
-class SearchSettings:
-    method: str = "halving"  # "grid" or "halving" (successive halving)
-    step: float | None = None  # simplex grid step; None: 0.1 for two parents, else 0.25
-    first_slice: int = 10  # halving: seeds every candidate runs in the first round
 
 
 @dataclass(kw_only=True)

@@ -11,7 +11,8 @@ episode's sampling noise from its seed), so differences between candidates are p
   already run is reused.
 
 The evaluator does the episodes and must be resumable (the harness's JSONL files are), so an
-interrupted search picks up where it stopped.
+interrupted search picks up where it stopped. `SearchSettings` holds the defaults that both the
+Python `search()` and `robocompose search` use.
 """
 
 from __future__ import annotations
@@ -20,9 +21,11 @@ import itertools
 import json
 import math
 import os
+import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from tqdm import tqdm
 
@@ -31,6 +34,30 @@ from robocompose.stats import success_rate
 Weights = tuple[float, ...]
 # (weights, seeds) -> one record per seed with at least "seed", "success", "score"
 Evaluator = Callable[[Weights, Sequence[int]], list[dict]]
+METHODS = ("grid", "halving")
+N_NOTE = "n = episodes behind each point"
+
+
+@dataclass(kw_only=True)
+class SearchSettings:
+    """How the weights are searched; the one place these defaults live."""
+
+    method: str = "halving"  # "grid" (every candidate on every seed) or "halving"
+    step: float | None = None  # simplex grid step; None: 0.1 for two parents, else 0.25
+    first_slice: int = 10  # halving: seeds every candidate runs in the first round
+
+    def __post_init__(self) -> None:
+        if self.method not in METHODS:
+            raise ValueError(f"`method` must be one of {METHODS}. Got {self.method!r}.")
+        if self.first_slice < 1:
+            raise ValueError(f"`first_slice` must be >= 1. Got {self.first_slice}.")
+        if self.step is not None and not 0 < self.step <= 1:
+            raise ValueError(f"`step` must be in (0, 1] or None. Got {self.step}.")
+
+    def grid_step(self, parents: int) -> float:
+        if self.step is not None:
+            return self.step
+        return 0.1 if parents == 2 else 0.25
 
 
 def simplex_grid(k: int, step: float = 0.1) -> list[Weights]:
@@ -67,6 +94,10 @@ class Candidate:
         }
 
 
+def weights_text(weights: Sequence[float]) -> str:
+    return "(" + ", ".join(f"{x:.2f}" for x in weights) + ")"
+
+
 @dataclass
 class SearchResult:
     method: str
@@ -75,17 +106,17 @@ class SearchResult:
     episodes_spent: int
     seeds: int
     extra: dict = field(default_factory=dict)
+    # what was searched (task, parents, operator, settings, seeds), set by the Python `search()`
+    provenance: dict = field(default_factory=dict)
 
     def table(self) -> str:
         """A markdown table, best first; the chosen weights are marked."""
         lines = ["| weights | success [95% CI] | episodes | mean score |", "|---|---|---|---|"]
         for c in sorted(self.candidates, key=lambda c: (-c.rate, -c.mean_score)):
-            r = c.row()
             mark = " **chosen**" if c.weights == self.chosen else ""
-            w = ", ".join(f"{x:.2f}" for x in c.weights)
+            rate = success_rate(c.successes, c.episodes).format(episodes=False)
             lines.append(
-                f"| ({w}){mark} | {100 * r['success']:.1f}% [{100 * r['ci_low']:.1f}, "
-                f"{100 * r['ci_high']:.1f}] | {c.episodes} | {c.mean_score:.3f} |"
+                f"| {weights_text(c.weights)}{mark} | {rate} | {c.episodes} | {c.mean_score:.3f} |"
             )
         return "\n".join(lines)
 
@@ -99,9 +130,14 @@ class SearchResult:
             **self.extra,
         }
 
-    def save(self, path: str | os.PathLike[str]) -> None:
+    def record(self) -> dict:
+        """search.json: what was searched, then what it found."""
+        return {**self.provenance, "status": "done", "result": self.to_dict()}
+
+    def save(self, path: str | os.PathLike[str]) -> Path:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
-        Path(path).write_text(json.dumps(self.to_dict(), indent=2) + "\n")
+        Path(path).write_text(json.dumps(self.record(), indent=2) + "\n")
+        return Path(path)
 
 
 def _score(candidate: Candidate, records: list[dict]) -> None:
@@ -131,7 +167,7 @@ def successive_halving(
     evaluate: Evaluator,
     candidates: Sequence[Weights],
     seeds: Sequence[int],
-    first_slice: int = 25,
+    first_slice: int = SearchSettings.first_slice,
     eta: float = 2.0,
     progress: bool = True,
 ) -> SearchResult:
@@ -157,50 +193,70 @@ def successive_halving(
     )
 
 
-def plot_search(
-    result: SearchResult,
-    path: str | os.PathLike[str],
-    parents: Sequence[dict] = (),
-    title: str = "",
-    others: Sequence[dict] = (),
-) -> Path:
-    """Success against the first parent's weight (K=2) with the 95% band; parents as markers.
+def _title(result: SearchResult, title: str) -> str:
+    """The caller's title, or the task, operator and parents; then what backs each point."""
+    if not title and result.provenance:
+        letters = (f"{chr(ord('A') + i)} = {name}" for i, name in enumerate(_parent_names(result)))
+        title = (
+            f"{result.provenance['task']['name']}, {result.provenance['operator']}: "
+            + ", ".join(letters)
+        )
+    depth = (
+        f"every point on {result.seeds} seeds"
+        if {c.episodes for c in result.candidates} == {result.seeds}
+        else f"up to {result.seeds} seeds, pruned candidates on fewer"
+    )
+    title = textwrap.fill(title or "test-time weight search", 100)
+    return f"{title}\n{result.method}: {depth}\n{N_NOTE}"
 
-    `parents`, `others` (e.g. another operator, drawn as a dashed level with its interval): rows
-    {"label", "success", "ci_low", "ci_high"} measured on the same seeds."""
-    import matplotlib
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+def _errors(rows: Sequence[dict]) -> list[list[float]]:
+    """Asymmetric CI bars in percentage points."""
+    return [
+        [max(0.0, 100 * (r["success"] - r["ci_low"])) for r in rows],
+        [max(0.0, 100 * (r["ci_high"] - r["success"])) for r in rows],
+    ]
 
+
+def _labelled(row: dict) -> str:
+    return f"{row['label']} (n={row['episodes']})" if "episodes" in row else row["label"]
+
+
+def _parent_names(result: SearchResult) -> list[str]:
+    given = [p["name"] for p in result.provenance.get("parents", [])]
+    return given or [f"parent {chr(ord('A') + i)}" for i in range(len(result.chosen))]
+
+
+def _weight_axis(ax: Any, result: SearchResult, parents: Sequence[dict]) -> None:
+    """K=2: success against parent A's weight, each candidate with its CI bar and its n."""
     rows = sorted((c.row() for c in result.candidates), key=lambda r: r["weights"][0])
     w = [r["weights"][0] for r in rows]
-    fig, ax = plt.subplots(figsize=(6, 4))
-    ax.fill_between(
-        w,
-        [100 * r["ci_low"] for r in rows],
-        [100 * r["ci_high"] for r in rows],
-        alpha=0.25,
-        label="95% CI",
-    )
-    ax.plot(w, [100 * r["success"] for r in rows], "o-", label=f"composed ({result.method})")
+    y = [100 * r["success"] for r in rows]
+    if len({r["episodes"] for r in rows}) == 1:  # one n: a curve; across mixed n it would mislead
+        ax.plot(w, y, "-", color="tab:blue", alpha=0.4)
+    ax.errorbar(w, y, yerr=_errors(rows), fmt="none", ecolor="tab:blue", alpha=0.6, capsize=3)
+    most = max(r["episodes"] for r in rows) or 1
+    sizes = [15 + 85 * r["episodes"] / most for r in rows]
+    ax.scatter(w, y, s=sizes, color="tab:blue", zorder=3, label=f"composed ({result.method})")
+    for x, value, r in zip(w, y, rows, strict=True):
+        ax.annotate(
+            f"n={r['episodes']}",
+            (x, value),
+            xytext=(0, 7),
+            textcoords="offset points",
+            ha="center",
+            fontsize=6,
+        )
     for x_pos, parent in zip((1.0, 0.0), parents, strict=False):
-        err = [
-            [max(0.0, 100 * (parent["success"] - parent["ci_low"]))],
-            [max(0.0, 100 * (parent["ci_high"] - parent["success"]))],
-        ]
         ax.errorbar(
             [x_pos],
             [100 * parent["success"]],
-            yerr=err,
+            yerr=_errors([parent]),
             fmt="s",
             ms=9,
             capsize=4,
-            label=f"{parent['label']} alone",
+            label=f"{_labelled(parent)} alone",
         )
-    for other, color in zip(others, ("tab:purple", "tab:brown", "tab:gray"), strict=False):
-        ax.axhline(100 * other["success"], ls="--", color=color, label=other["label"])
-        ax.axhspan(100 * other["ci_low"], 100 * other["ci_high"], color=color, alpha=0.08)
     chosen = next(r for r in rows if tuple(r["weights"]) == result.chosen)
     ax.plot(
         [chosen["weights"][0]],
@@ -210,14 +266,94 @@ def plot_search(
         color="gold",
         markeredgecolor="black",
         label="chosen",
+        zorder=4,
     )
-    ax.set_xlabel("weight of parent A (parent B gets 1 - w)")
-    ax.set_ylabel("success rate (%)")
-    ax.set_ylim(-2, 102)
-    ax.set_title(title or "test-time weight search")
+    ax.set_xlabel("weight w of parent A (parent B gets 1 - w)")
+    ax.set_ylabel("success rate (%, 95% CI)")
+    ax.set_ylim(-2, 108)
+
+
+TOP_BARS = 15
+
+
+def _ranked_bars(ax: Any, result: SearchResult) -> None:
+    """K>2: the best candidates as bars, best on top, each with its CI bar and its n."""
+    ranked = sorted(result.candidates, key=lambda c: (c.rate, c.mean_score), reverse=True)
+    rows = [c.row() for c in ranked[:TOP_BARS]][::-1]
+    y = list(range(len(rows)))
+    colors = ["gold" if tuple(r["weights"]) == result.chosen else "tab:blue" for r in rows]
+    ax.barh(
+        y,
+        [100 * r["success"] for r in rows],
+        xerr=_errors(rows),
+        color=colors,
+        capsize=3,
+        edgecolor="black",
+        linewidth=0.5,
+    )
+    for pos, r in zip(y, rows, strict=True):
+        ax.annotate(
+            f"n={r['episodes']}",
+            (100 * r["ci_high"], pos),
+            xytext=(4, 0),
+            textcoords="offset points",
+            va="center",
+            fontsize=7,
+        )
+    ax.set_yticks(y, [weights_text(r["weights"]) for r in rows], fontsize=7)
+    letters = ", ".join(chr(ord("A") + i) for i in range(len(result.chosen)))
+    shown = f"best {len(rows)} of {len(ranked)}" if len(ranked) > len(rows) else "all"
+    ax.set_ylabel(f"weights of ({letters}); {shown} candidates, chosen in gold", fontsize=8)
+    ax.set_xlabel("success rate (%, 95% CI)")
+    ax.set_xlim(0, 115)
+
+
+def search_figure(
+    result: SearchResult,
+    parents: Sequence[dict] = (),
+    title: str = "",
+    others: Sequence[dict] = (),
+) -> Any:
+    """The search's matplotlib figure: a weight axis for two parents, ranked bars for more.
+
+    `parents` (K=2: drawn at w = 1 and 0), `others` (e.g. another operator, drawn as a dashed
+    level with its interval): rows {"label", "success", "ci_low", "ci_high"[, "episodes"]}
+    measured on the same seeds."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    two = len(result.chosen) == 2
+    fig, ax = plt.subplots(figsize=(6.5, 4.5 if two else 5.5))
+    if two:
+        _weight_axis(ax, result, parents)
+    else:
+        _ranked_bars(ax, result)
+    level = ax.axhline if two else ax.axvline
+    band = ax.axhspan if two else ax.axvspan
+    for other, color in zip(others, ("tab:purple", "tab:brown", "tab:gray"), strict=False):
+        level(100 * other["success"], ls="--", color=color, label=_labelled(other))
+        band(100 * other["ci_low"], 100 * other["ci_high"], color=color, alpha=0.08)
+    ax.set_title(_title(result, title), fontsize=8)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="best")
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7, loc="best")
     fig.tight_layout()
+    return fig
+
+
+def plot_search(
+    result: SearchResult,
+    path: str | os.PathLike[str],
+    parents: Sequence[dict] = (),
+    title: str = "",
+    others: Sequence[dict] = (),
+) -> Path:
+    """`search_figure` saved as a PNG at `path`."""
+    import matplotlib.pyplot as plt
+
+    fig = search_figure(result, parents, title, others)
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
     plt.close(fig)
