@@ -1,7 +1,8 @@
 """`robocompose sweep`: plan the cells, run the episodes not yet in the table, summarise.
 
     <sweep.dir>/episodes.csv   one row per episode: axis values, episode seed, outcome
-    <sweep.dir>/summary.md     per cell: mean success, Wilson 95% CI, episodes, mean score
+    <sweep.dir>/summary.md     task, parents, shared settings, seeds; then per cell: mean
+                               success, Wilson 95% CI, episodes, mean score
     <sweep.dir>/plots/<axis>.png
     <sweep.dir>/sweep.json     the axes and the fixed config; a rerun must match them
 
@@ -21,6 +22,7 @@ from tqdm import tqdm
 from robocompose.config import ConfigError
 from robocompose.interrupt import Interrupted
 from robocompose.sweep.config import Cell, SweepPlan, plan
+from robocompose.sweep.describe import plot_context, summary_header
 from robocompose.sweep.launchers import Task, launch
 from robocompose.sweep.table import EpisodeTable, plot_axes, summary
 
@@ -141,7 +143,7 @@ def run_sweep(overrides: Sequence[str], progress: bool = True) -> SweepReport:
 
     wanted = {(cells[i].values, s) for i in applicable for s in cells[i].job.seeds()}
     rows = [r for r in table.read() if _key(r, axes) in wanted]
-    text = summary(rows, axes, skipped)
+    text = f"{summary_header(sweep_plan)}\n\n{summary(rows, axes, skipped)}"
     (folder / "summary.md").write_text(text + "\n")
-    plots = plot_axes(rows, axes, folder / "plots")
+    plots = plot_axes(rows, axes, folder / "plots", plot_context(sweep_plan))
     return SweepReport(table.path, text, plots, len(rows), ran)

@@ -12,6 +12,7 @@ import io
 import math
 import os
 import re
+import textwrap
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -123,55 +124,72 @@ def _number(text: str) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def plot_axes(
-    rows: Sequence[dict[str, str]], axes: Sequence[str], folder: str | os.PathLike[str]
-) -> list[Path]:
-    """One figure per axis: success (95% CI bars) against its values, pooled over the other
-    axes, one line per value of the next axis. Numeric values sit on a numeric x axis."""
+def axis_figure(
+    rows: Sequence[dict[str, str]], axes: Sequence[str], axis: str, context: str = ""
+) -> Any:
+    """Success (95% CI bars) against `axis`, pooled over the other axes, one series per value of
+    the next axis. Numeric values sit on a numeric axis joined by lines; other values (operator
+    or sampler names, weight lists) are categories: points with their bars, never joined."""
     import matplotlib
 
     matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    others = [a for a in axes if a != axis]
+    hue = others[:1]
+    order = list(dict.fromkeys(r[axis] for r in rows))
+    numbers = [_number(v) for v in order]
+    numeric = all(n is not None for n in numbers)
+    position = {
+        v: (n if numeric else i) for i, (v, n) in enumerate(zip(order, numbers, strict=True))
+    }
+    fig, ax = plt.subplots(figsize=(6, 4))
+    series: dict[tuple[str, ...], list[Group]] = {}
+    for g in group(rows, [*hue, axis]):
+        series.setdefault(g.key[:-1], []).append(g)
+    span = (max(position.values()) - min(position.values())) or 1.0
+    step = 0.3 * span / max(1, len(order) - 1) / max(1, len(series))  # dodge: none hides another
+    for j, (key, groups) in enumerate(series.items()):
+        groups.sort(key=lambda g: position[g.key[-1]])
+        shift = (j - (len(series) - 1) / 2) * step
+        x = [position[g.key[-1]] + shift for g in groups]
+        y = [100 * g.rate.rate for g in groups]
+        err = [
+            [max(0.0, 100 * (g.rate.rate - g.rate.ci_low)) for g in groups],
+            [max(0.0, 100 * (g.rate.ci_high - g.rate.rate)) for g in groups],
+        ]
+        label = f"{hue[0]}={key[0]}" if hue else "all cells"
+        ax.errorbar(x, y, yerr=err, fmt="o-" if numeric else "o", capsize=4, label=label)
+    if not numeric:
+        ax.set_xticks(range(len(order)), order, rotation=20 if len(order) > 4 else 0)
+        ax.set_xlim(-0.5, len(order) - 0.5)
+    pooled = f" (pooled over {', '.join(others[1:])})" if len(others) > 1 else ""
+    title = f"success against {axis}{pooled}"
+    ax.set_title(f"{textwrap.fill(context, 90)}\n{title}" if context else title, fontsize=9)
+    ax.set_xlabel(axis)
+    ax.set_ylabel("success rate (%, 95% CI)")
+    ax.set_ylim(-2, 102)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="best")
+    fig.tight_layout()
+    return fig
+
+
+def plot_axes(
+    rows: Sequence[dict[str, str]],
+    axes: Sequence[str],
+    folder: str | os.PathLike[str],
+    context: str = "",
+) -> list[Path]:
+    """`axis_figure` for every axis, saved as <folder>/<axis>.png; `context` (e.g. the task and
+    the parents) heads every title."""
     import matplotlib.pyplot as plt
 
     paths: list[Path] = []
     if not rows:
         return paths
     for axis in axes:
-        others = [a for a in axes if a != axis]
-        hue = others[:1]
-        order = list(dict.fromkeys(r[axis] for r in rows))
-        numbers = [_number(v) for v in order]
-        numeric = all(n is not None for n in numbers)
-        position = {
-            v: (n if numeric else i) for i, (v, n) in enumerate(zip(order, numbers, strict=True))
-        }
-        fig, ax = plt.subplots(figsize=(6, 4))
-        lines: dict[tuple[str, ...], list[Group]] = {}
-        for g in group(rows, [*hue, axis]):
-            lines.setdefault(g.key[:-1], []).append(g)
-        span = (max(position.values()) - min(position.values())) or 1.0
-        step = 0.3 * span / max(1, len(order) - 1) / max(1, len(lines))  # dodge: no line hides
-        for j, (line_key, groups) in enumerate(lines.items()):
-            groups.sort(key=lambda g: position[g.key[-1]])
-            shift = (j - (len(lines) - 1) / 2) * step
-            x = [position[g.key[-1]] + shift for g in groups]
-            y = [100 * g.rate.rate for g in groups]
-            err = [
-                [max(0.0, 100 * (g.rate.rate - g.rate.ci_low)) for g in groups],
-                [max(0.0, 100 * (g.rate.ci_high - g.rate.rate)) for g in groups],
-            ]
-            label = f"{hue[0]}={line_key[0]}" if hue else "all cells"
-            ax.errorbar(x, y, yerr=err, fmt="o-", capsize=4, label=label)
-        if not numeric:
-            ax.set_xticks(range(len(order)), order, rotation=20 if len(order) > 4 else 0)
-        pooled = f" (pooled over {', '.join(others[1:])})" if len(others) > 1 else ""
-        ax.set_title(f"success against {axis}{pooled}", fontsize=10)
-        ax.set_xlabel(axis)
-        ax.set_ylabel("success rate (%, 95% CI)")
-        ax.set_ylim(-2, 102)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8, loc="best")
-        fig.tight_layout()
+        fig = axis_figure(rows, axes, axis, context)
         path = Path(folder) / f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', axis)}.png"
         path.parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(path, dpi=120)

@@ -107,7 +107,12 @@ def test_sweep_killed_resumes_and_launchers_agree(
     rows = _rows(table)
     assert len(rows) == TOTAL and {r[:4] for r in rows} == _expected()
     assert run_sweep(_overrides(flow_parents, local), progress=False).ran == 0
-    assert "| convex | [0.3,0.7] | 0 |" in (local / "summary.md").read_text()
+    summary = (local / "summary.md").read_text()
+    assert (
+        summary.startswith("## sweep `sweep` on PickPlace\n")
+        and "| convex | [0.3,0.7] | 0 |" in summary
+    )
+    assert f"- parents: A = {flow_parents[0].name}, B = {flow_parents[1].name}\n" in summary
     assert sorted(p.name for p in report.plots) == [f"{c}.png" for c in sorted(COLUMNS)]
 
     on_ray = _overrides(

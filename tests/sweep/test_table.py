@@ -1,15 +1,17 @@
 """The episode table: one line per row, a row torn by a kill is dropped, another sweep's table is
-refused; the summary's intervals are Wilson's; one plot per axis."""
+refused; the summary's intervals are Wilson's; one plot per axis, categories never joined."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import matplotlib.pyplot as plt
 import pytest
+from matplotlib.collections import LineCollection
 
 from robocompose.config import ConfigError
 from robocompose.stats import success_rate
-from robocompose.sweep.table import EpisodeTable, plot_axes, summary
+from robocompose.sweep.table import EpisodeTable, axis_figure, plot_axes, summary
 
 AXES = ["composition", "composition.steps"]
 
@@ -67,3 +69,32 @@ def test_summary_pools_each_cell_with_wilson_intervals(tmp_path: Path) -> None:
     plots = plot_axes(rows, AXES, tmp_path / "plots")
     assert [p.name for p in plots] == ["composition.png", "composition.steps.png"]
     assert all(p.stat().st_size > 1000 for p in plots)
+
+
+def _joined(ax) -> list:
+    """Lines drawn through more than one point (an errorbar's caps are markers, no line)."""
+    return [
+        line for line in ax.lines if len(line.get_xdata()) > 1 and line.get_linestyle() != "None"
+    ]
+
+
+def test_categorical_axes_are_points_and_numeric_axes_are_lines() -> None:
+    rows = [
+        _row(op, steps, s, s < k)
+        for op, k in (("convex", 3), ("or", 1), ("weighted_sum", 2))
+        for steps in ("4", "8", "16")
+        for s in range(4)
+    ]
+    operators = axis_figure(rows, AXES, "composition", context="Stack: A = a, B = b")
+    ax = operators.axes[0]
+    assert _joined(ax) == []  # convex, or, weighted_sum: nothing between them to draw
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["convex", "or", "weighted_sum"]
+    bars = [c for c in ax.collections if isinstance(c, LineCollection)]
+    assert sum(len(c.get_segments()) for c in bars) == 9  # a CI bar per (operator, steps)
+    assert ax.get_title().startswith("Stack: A = a, B = b\nsuccess against composition")
+    steps = axis_figure(rows, AXES, "composition.steps").axes[0]
+    assert [list(line.get_xdata()) for line in _joined(steps)] != []
+    assert all(len(line.get_xdata()) == 3 for line in _joined(steps))  # one line per operator
+    weights = [{**r, "composition": f"[{s / 4},{1 - s / 4}]"} for r in rows for s in (0, 4)]
+    assert _joined(axis_figure(weights, AXES, "composition").axes[0]) == []  # weight lists
+    plt.close("all")
