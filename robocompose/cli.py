@@ -22,7 +22,6 @@ import textwrap
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -571,6 +570,20 @@ def _verb_parser(name: str, verb: Verb, parser: VerbParser) -> None:
         )
 
 
+class InstalledVersion(argparse.Action):
+    """`--version`: the installed package's version, looked up only when asked (importing
+    importlib.metadata costs every command 20 ms)."""
+
+    def __init__(self, option_strings: list[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, help="print the version and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> None:
+        from importlib import metadata
+
+        print(f"robocompose {metadata.version('robocompose')}")
+        parser.exit()
+
+
 def build_parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
     """The top-level parser (help, verb names) and one parser per verb."""
     parser = argparse.ArgumentParser(
@@ -578,9 +591,7 @@ def build_parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argumen
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument(
-        "--version", action="version", version=f"robocompose {metadata.version('robocompose')}"
-    )
+    parser.add_argument("--version", action=InstalledVersion)
     verbs = parser.add_subparsers(dest="verb", required=True, parser_class=VerbParser)
     subs = {}
     for name, verb in VERBS.items():
