@@ -88,6 +88,10 @@ def import_costs(args: list[str], top: int) -> dict:
 
 def measure(runs: int, top: int) -> dict:
     robocompose = script()
+    # the interpreter alone (site, the editable install's finder): what no import change saves
+    floor = [
+        run([sys.executable, "-c", "print('robocompose ')"], "robocompose ") for _ in range(runs)
+    ]
     commands = {}
     for args, expect in COMMANDS:
         times = [run([robocompose, *args], expect) for _ in range(runs)]
@@ -107,6 +111,7 @@ def measure(runs: int, top: int) -> dict:
         "python": platform.python_version(),
         "cpus": os.cpu_count(),
         "load_average_1min": round(os.getloadavg()[0], 2),
+        "python_alone_median_s": round(statistics.median(floor), 3),
         "commands": commands,
     }
 

@@ -29,6 +29,8 @@ CONTINUED = (";", ",", "(")  # a trailing comment ending so goes on to the next 
 
 @dataclass(frozen=True)
 class FieldHelp:
+    """One line of the listing: a config key and what `--help` says of it."""
+
     key: str  # dotted: "composition.weights"
     type: str  # as annotated: "list[str]", "int | None"
     default: str | None  # in override grammar; None: required (or a nested config)
@@ -102,16 +104,7 @@ def _own_comments(cls: type) -> dict[str, str]:
         return {}
     body = ast.parse(source).body[0]
     assert isinstance(body, ast.ClassDef)
-    comments: dict[int, tuple[str, bool]] = {}  # line -> (text, alone on its line)
-    code_lines: set[int] = set()
-    for token in tokenize.generate_tokens(io.StringIO(source).readline):
-        if token.type == tokenize.COMMENT:
-            comments[token.start[0]] = (
-                token.string.lstrip("#").strip(),
-                token.start[0] not in code_lines,
-            )
-        elif token.type not in (tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT):
-            code_lines.update(range(token.start[0], token.end[0] + 1))
+    comments = _comment_lines(source)
     out = {}
     continued: set[int] = set()  # comment lines that continue the field above them
     for node in body.body:
@@ -137,6 +130,19 @@ def _own_comments(cls: type) -> dict[str, str]:
         if text:
             out[node.target.id] = text
     return out
+
+
+def _comment_lines(source: str) -> dict[int, tuple[str, bool]]:
+    """Line number -> (the comment's text, whether the comment is alone on its line)."""
+    comments = {}
+    code_lines: set[int] = set()
+    for token in tokenize.generate_tokens(io.StringIO(source).readline):
+        if token.type == tokenize.COMMENT:
+            line = token.start[0]
+            comments[line] = (token.string.lstrip("#").strip(), line not in code_lines)
+        elif token.type not in (tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT):
+            code_lines.update(range(token.start[0], token.end[0] + 1))
+    return comments
 
 
 def _first_sentence(text: str) -> str:
