@@ -23,13 +23,16 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from robocompose.evaluation import evaluate
 from robocompose.policies.checkpoint import CONFIG, WEIGHTS
 from robocompose.sweep.config import LauncherConfig, SweepConfig
+
+if TYPE_CHECKING:
+    from ray import ObjectRef
 
 CHECKPOINT_FILES = (CONFIG, WEIGHTS)  # what a worker needs of a parent checkpoint folder
 
@@ -132,7 +135,7 @@ class ShippedCheckpoint:
     """A parent checkpoint's files in Ray's object store, under their content hash."""
 
     digest: str
-    files: Any  # ray.ObjectRef of {file name: bytes}
+    files: ObjectRef  # {file name: bytes}
     size: int  # bytes
 
 
