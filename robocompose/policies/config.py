@@ -34,6 +34,8 @@ class PolicyConfig:
     the data; training fills them from the dataset.
     """
 
+    # a registered family; its own settings are policy.<field> too (diffusion: num_train_timesteps,
+    # beta_schedule, prediction_type; flow: flow_time_scale)
     family: str = "diffusion"
     backbone: str = "unet"
     obs_keys: tuple[str, ...] = ("state",)
