@@ -184,6 +184,7 @@ def test_damaged_train_state_names_the_file_and_what_to_do(dataset, tmp_path, da
     (out / STATE_JSON).unlink()
     train(load_verb_config("train", args(4)), progress=False)  # what the message advises
     assert json.loads((out / STATE_JSON).read_text())["step"] == 4
+    assert read_scalars(out)["train/loss"][0] == [4]  # the restart's curve, not both runs'
 
 
 def test_a_run_saved_before_the_new_fields_resumes(dataset, tmp_path) -> None:
