@@ -189,11 +189,17 @@ def test_family_settings_from_the_command_line(overrides, family, setting) -> No
     assert getattr(config, setting[0]) == setting[1]
 
 
-def test_another_familys_setting_is_refused_by_name() -> None:
-    with pytest.raises(ConfigError, match=r"policy has no field 'prediction_type'.*FlowConfig"):
-        load_verb_config(
-            "train", ["dataset=d", "out=o", "policy=flow_mlp", "policy.prediction_type=sample"]
-        )
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (["policy=flow_mlp", "policy.prediction_type=sample"], r"no field 'prediction_type'.*Flow"),
+        (["policy=flow_mlp", "policy.flow_time_scale=0"], r"`flow_time_scale` must be > 0"),
+        (["policy.prediction_type=x0"], r"`prediction_type` must be one of .*Got 'x0'"),
+    ],
+)
+def test_family_settings_are_checked_by_their_family(overrides, message) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load_verb_config("train", ["dataset=d", "out=o", *overrides])
 
 
 def test_a_checkpoint_written_flat_loads_as_its_family_and_keeps_its_fingerprint(
