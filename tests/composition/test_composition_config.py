@@ -10,8 +10,8 @@ from robocompose.composition.samplers import SAMPLERS
 
 
 def test_names_match_the_registries() -> None:
-    assert OPERATOR_NAMES == tuple(OPERATORS)
-    assert SAMPLER_NAMES == tuple(SAMPLERS)
+    assert tuple(OPERATORS) == OPERATOR_NAMES
+    assert tuple(SAMPLERS) == SAMPLER_NAMES
 
 
 def test_every_named_operator_is_made() -> None:
