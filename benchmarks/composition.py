@@ -37,7 +37,7 @@ import torch
 from common import RESULTS, ROOT
 from policy_latency import random_obs
 
-from robocompose.composition.api import candidate_label, compose, evaluate, search
+from robocompose.composition.api import candidate_label, compose, search
 from robocompose.composition.policy import ComposedPolicy
 from robocompose.composition.samplers import sample_euler
 from robocompose.composition.search import (
@@ -45,6 +45,7 @@ from robocompose.composition.search import (
     simplex_grid,
     successive_halving,
 )
+from robocompose.evaluation import evaluate
 from robocompose.policies.checkpoint import load_policy
 from robocompose.shipped import PARENT_PAIRS, parent_pair
 

@@ -19,9 +19,9 @@ import tempfile
 
 from common import RESULTS, ROOT, shipped_checkpoints
 
+from robocompose.evaluation import evaluate
 from robocompose.policies.checkpoint import read_checkpoint_config
 from robocompose.policies.config import PolicyConfig
-from robocompose.policies.evaluation import evaluate_checkpoint
 from robocompose.policies.train import TrainConfig, train
 
 EVAL_SEED_START = 100_000
@@ -63,7 +63,7 @@ def main() -> None:
         seeds = range(EVAL_SEED_START, EVAL_SEED_START + args.episodes)
         log = ROOT / "runs" / "benchmarks" / "policies" / f"{folder.name}.jsonl"
         log.parent.mkdir(parents=True, exist_ok=True)
-        result = evaluate_checkpoint(folder, seeds, out=log)
+        result = evaluate(folder, seeds, out=log)
         rows[folder.name] = {
             "checkpoint": folder.name,
             "task": meta["task"],

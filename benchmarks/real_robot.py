@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 from common import RESULTS, ROOT
 
-from robocompose.composition.api import evaluate
+from robocompose.evaluation import evaluate
 from robocompose.real_robot.client import PolicyClient
 from robocompose.real_robot.executor import ExecutorConfig
 from robocompose.real_robot.faults import FAULTS, open_rig, run_fault

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from robocompose.devices import check_device
 from robocompose.shipped import parent_pair
+from robocompose.stats import success_rate
 
 EVAL_SEED_START = 100_000  # far from the demonstration seeds (0, 1, ...)
 
@@ -32,14 +33,17 @@ class DemoConfig:
     out: str = "runs/demo"
     num_envs: int = 10
     device: str = "auto"  # auto (CUDA if present), cpu, cuda, cuda:N or mps
+    # per-episode inference: every row's episodes are the same whatever num_envs (see README)
+    batch_invariant: bool = True
 
     def __post_init__(self) -> None:
         check_device(self.device)
 
 
 def run_demo(config: DemoConfig) -> dict:
-    from robocompose.composition.api import candidate_label, compose, evaluate, load, search
+    from robocompose.composition.api import candidate_label, compose, load, search
     from robocompose.composition.search import plot_search
+    from robocompose.evaluation import evaluate
 
     start = time.perf_counter()
     out = Path(config.out) / config.task
@@ -47,6 +51,11 @@ def run_demo(config: DemoConfig) -> dict:
     paths = parent_pair(config.task)
     names = [p.name for p in paths]
     parents = [load(p) for p in paths]
+    settings = {
+        "num_envs": config.num_envs,
+        "device": config.device,
+        "batch_invariant": config.batch_invariant,
+    }
 
     rows = []
     for name, parent in zip(names, parents, strict=True):
@@ -56,7 +65,7 @@ def run_demo(config: DemoConfig) -> dict:
             seeds,
             out=out / "episodes" / f"{name}.jsonl",
             label=name,
-            num_envs=config.num_envs,
+            **settings,
         )
         rows.append({"label": name, **result.row()})
 
@@ -71,7 +80,9 @@ def run_demo(config: DemoConfig) -> dict:
     )
     chosen = next(c for c in found.candidates if c.weights == found.chosen)
     w = ", ".join(f"{x:.1f}" for x in found.chosen)
-    rows.append({"label": f"GPC convex ({w}), searched", **chosen.row()})
+    rows.append(
+        {"label": f"GPC convex ({w}), searched", **chosen.row(), "successes": chosen.successes}
+    )
 
     print("evaluating the product of experts (AND, w = (1, 1)) on the same seeds ...", flush=True)
     product_label = candidate_label("weighted_sum", (1.0, 1.0))
@@ -80,7 +91,7 @@ def run_demo(config: DemoConfig) -> dict:
         seeds,
         out=out / "episodes" / f"{product_label}.jsonl",
         label=product_label,
-        num_envs=config.num_envs,
+        **settings,
     )
     rows.append({"label": "product of experts (1, 1)", **product.row()})
 
@@ -92,7 +103,7 @@ def run_demo(config: DemoConfig) -> dict:
         others=rows[3:],
     )
     video_seed = seeds[0]
-    evaluate(
+    filmed = evaluate(
         compose(parents, "convex", found.chosen),
         [video_seed],
         out=out / "video_episode.jsonl",
@@ -100,16 +111,15 @@ def run_demo(config: DemoConfig) -> dict:
         video_seeds=[video_seed],
         video_dir=out / "videos",
         progress=False,
+        device=config.device,
     )
 
     print()
     print(f"## {config.task}: composition of {names[0]} and {names[1]}")
     print("| policy | success [95% CI] | episodes | mean score |\n|---|---|---|---|")
     for r in rows:
-        print(
-            f"| {r['label']} | {100 * r['success']:.1f}% [{100 * r['ci_low']:.1f}, "
-            f"{100 * r['ci_high']:.1f}] | {r['episodes']} | {r['mean_score']:.3f} |"
-        )
+        rate = success_rate(r["successes"], r["episodes"]).format(episodes=False)
+        print(f"| {r['label']} | {rate} | {r['episodes']} | {r['mean_score']:.3f} |")
     best_parent = max(rows[:2], key=lambda r: r["success"])
     for r in rows[2:]:
         delta = 100 * (r["success"] - best_parent["success"])
@@ -125,7 +135,8 @@ def run_demo(config: DemoConfig) -> dict:
         "rows": rows,
         "search": found.to_dict(),
         "plot": str(plot),
-        "video": str(out / "videos" / f"seed_{video_seed}.mp4"),
+        # the file this run wrote (`seed_N-2.mp4` if `seed_N.mp4` was there already)
+        "video": str(filmed.videos[0]) if filmed.videos else None,
         "seconds": time.perf_counter() - start,
     }
     (out / "demo.json").write_text(json.dumps(record, indent=2) + "\n")

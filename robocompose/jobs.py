@@ -71,6 +71,9 @@ class EpisodesConfig:
     seed: int = 0
     seed_start: int = 100_000  # far from the demonstration seeds (0, 1, ...)
     device: str = "auto"  # auto (CUDA if present), cpu, cuda, cuda:N or mps
+    # true: each episode's inference is its own batch of one, so its actions do not depend on
+    # num_envs or a resume; false: envs replan in one batch (faster, episodes depend on it)
+    batch_invariant: bool = True
 
     def __post_init__(self) -> None:
         check_device(self.device)
@@ -130,9 +133,9 @@ class RolloutConfig(EpisodesConfig):
 @functools.lru_cache(maxsize=16)
 def load_parent(path: str) -> GenerativePolicy:
     """One load per checkpoint per process (a sweep's cells, a Ray worker's tasks share it)."""
-    from robocompose.policies.checkpoint import load_policy
+    from robocompose.composition.api import load
 
-    return load_policy(path)
+    return load(path)
 
 
 @dataclass(kw_only=True)

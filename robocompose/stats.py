@@ -19,10 +19,13 @@ class SuccessRate:
     ci_high: float
 
     def __str__(self) -> str:
-        return (
-            f"{100 * self.rate:.1f}% [{100 * self.ci_low:.1f}, {100 * self.ci_high:.1f}] "
-            f"(n={self.episodes})"
-        )
+        return self.format()
+
+    def format(self, episodes: bool = True) -> str:
+        """The one way a rate is printed: "63.0% [53.2, 71.8] (n=100)"; without the "(n=...)"
+        where a table gives the episodes a column of their own."""
+        text = f"{100 * self.rate:.1f}% [{100 * self.ci_low:.1f}, {100 * self.ci_high:.1f}]"
+        return f"{text} (n={self.episodes})" if episodes else text
 
 
 def wilson_interval(successes: int, episodes: int, z: float = Z_95) -> tuple[float, float]:

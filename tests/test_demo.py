@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from robocompose.demo import DemoConfig, run_demo
 
 
@@ -21,5 +23,15 @@ def test_demo_writes_its_table_plot_video_and_record(tmp_path, capsys) -> None:
     printed = capsys.readouterr().out
     assert "| product of experts (1, 1) |" in printed and "- best parent:" in printed
 
-    again = run_demo(config)  # every episode is on disk: the rerun only reads them back
+    assert record["video"] == str(folder / "videos" / "seed_100000.mp4")
+    assert "| Stack_flow_mlp | " in printed and " (n=4)" not in printed  # episodes: own column
+
+    # every episode is on disk: the rerun only reads them back; with the filmed episode's
+    # record gone it films again, and demo.json names the file it wrote (the first is kept)
+    (folder / "video_episode.jsonl").unlink()
+    with pytest.warns(UserWarning, match=r"seed_100000\.mp4 exists \(kept\)"):
+        again = run_demo(config)
     assert again["rows"] == record["rows"]
+    assert again["video"] == str(folder / "videos" / "seed_100000-2.mp4")
+    assert json.loads((folder / "demo.json").read_text())["video"] == again["video"]
+    assert f"video: {again['video']}" in capsys.readouterr().out

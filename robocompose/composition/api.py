@@ -11,7 +11,7 @@ The CLI verbs `compose` and `search` call these same functions.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,17 +23,16 @@ from robocompose.composition.search import (
     simplex_grid,
     successive_halving,
 )
+from robocompose.evaluation import check_one_task, evaluate, load_checkpoint, task_of
 from robocompose.policies.base import GenerativePolicy
-from robocompose.policies.checkpoint import load_policy
-from robocompose.policies.evaluation import evaluate_predictor
-from robocompose.policies.runner import PolicyPredictor
-from robocompose.sim.evaluate import EvalResult
+
+__all__ = ["candidate_label", "compose", "evaluate", "load", "search", "task_of"]
 
 AnyPolicy = GenerativePolicy | ComposedPolicy
 
 
 def load(path: str | os.PathLike[str]) -> GenerativePolicy:
-    return load_policy(path)
+    return load_checkpoint(path)
 
 
 def compose(
@@ -42,61 +41,15 @@ def compose(
     weights: Sequence[float] | None = None,
     **config: Any,
 ) -> AnyPolicy:
-    """A composed policy; operator "merge" returns one parameter-merged policy instead."""
+    """A composed policy; operator "merge" returns one parameter-merged policy instead.
+
+    Parents of different tasks are refused first, naming each parent's task: comparing their
+    normalisers or architectures would only hide that."""
+    check_one_task(parents)
     weights = tuple(weights) if weights is not None else (1 / len(parents),) * len(parents)
     if operator == "merge":
         return merge_parameters(parents, weights)
     return ComposedPolicy(parents, CompositionConfig(operator=operator, weights=weights, **config))
-
-
-def _parents(policy: AnyPolicy) -> list[GenerativePolicy]:
-    return policy.parents if isinstance(policy, ComposedPolicy) else [policy]
-
-
-def task_of(policy: AnyPolicy) -> tuple[str, dict[str, Any]]:
-    """The env id the parents were trained on and env kwargs giving every key any parent needs."""
-    parents = _parents(policy)
-    tasks = {p.metadata.get("task") for p in parents}
-    if len(tasks) != 1 or None in tasks:
-        raise ValueError(
-            f"parents must come from one task; pass `task=`. Got {sorted(map(str, tasks))}."
-        )
-    keys = list(dict.fromkeys(k for p in parents for k in p.config.obs_keys))
-    kwargs = {k: v for k, v in parents[0].metadata.get("env_kwargs", {}).items() if k != "obs_keys"}
-    return tasks.pop(), kwargs | {"obs_keys": tuple(keys)}
-
-
-def evaluate(
-    policy: AnyPolicy,
-    seeds: Iterable[int],
-    *,
-    task: str | None = None,
-    out: str | os.PathLike[str] | None = None,
-    label: str = "policy",
-    steps: int | None = None,
-    num_envs: int | None = None,
-    video_seeds: Iterable[int] = (),
-    video_dir: str | os.PathLike[str] | None = None,
-    progress: bool = True,
-) -> EvalResult:
-    """Run `policy` (single, composed or merged) on its task over `seeds` through the harness.
-
-    `steps`: denoising steps of a single or merged policy (None: its own); a composed policy
-    takes them from its `CompositionConfig`."""
-    env_id, env_kwargs = task_of(policy)
-    predictor = policy if isinstance(policy, ComposedPolicy) else PolicyPredictor(policy, steps)
-    return evaluate_predictor(
-        predictor,
-        task or env_id,
-        env_kwargs,
-        seeds,
-        label=label,
-        out=out,
-        num_envs=num_envs,
-        video_seeds=video_seeds,
-        video_dir=video_dir,
-        progress=progress,
-    )
 
 
 def candidate_label(operator: str, weights: Sequence[float]) -> str:

@@ -3,7 +3,11 @@
 The evaluation harness calls `runner(obs)` with batched observations (num_envs, ...) and
 `runner.reset(mask)` when envs start new episodes. Each env keeps its last `n_obs_steps`
 observations (the first one repeated after a reset, as Diffusion Policy pads) and a queue of
-executed actions; envs whose queue is empty are re-planned together in one batched call.
+executed actions. Envs whose queue is empty are re-planned each as its own batch of one (the
+default): batched inference rounds differently per batch size, and contact dynamics amplify
+that into other outcomes, so only per-episode inference gives an episode the same actions
+whatever `num_envs`, the launcher or a resume. `batch_invariant=False` re-plans them together in
+one batched call instead: faster, but an episode then depends on which episodes shared its batch.
 """
 
 from __future__ import annotations
@@ -38,9 +42,12 @@ def _noise_seed(runner_seed: int, episode_seed: int) -> int:
 class PolicyRunner:
     """The harness-facing callable around a `ChunkPredictor`."""
 
-    def __init__(self, predictor: ChunkPredictor, seed: int = 0) -> None:
+    def __init__(
+        self, predictor: ChunkPredictor, seed: int = 0, batch_invariant: bool = True
+    ) -> None:
         self.predictor = predictor
         self.seed = seed
+        self.batch_invariant = batch_invariant
         self._history: list[deque[dict[str, np.ndarray]]] = []
         self._queue: list[deque[np.ndarray]] = []
         self._noise: list[torch.Generator] = []
@@ -78,6 +85,14 @@ class PolicyRunner:
             else:
                 history.append(frame)
         replan = [i for i in range(num_envs) if not self._queue[i]]
+        for rows in [[i] for i in replan] if self.batch_invariant else [replan]:
+            self._plan(rows)
+        return np.stack([self._queue[i].popleft() for i in range(num_envs)])
+
+    def _plan(self, replan: list[int]) -> None:
+        """One inference call for the envs `replan` (none: nothing to do); their queues get the
+        predicted actions."""
+        keys = self.predictor.obs_keys
         if replan:
             batch = {
                 k: torch.as_tensor(np.stack([[f[k] for f in self._history[i]] for i in replan]))
@@ -89,7 +104,6 @@ class PolicyRunner:
                 actions = self.predictor.predict_actions(batch, noise).cpu().numpy()
             for row, i in enumerate(replan):
                 self._queue[i].extend(actions[row])
-        return np.stack([self._queue[i].popleft() for i in range(num_envs)])
 
 
 class PolicyPredictor:

@@ -1,24 +1,20 @@
 """Evaluate a policy on a gymnasium env over a fixed seed list.
 
 Every episode runs on exactly its seed, whatever `num_envs` is: the vector env never autoresets;
-a finished slot is reset with the next seed from the queue. Each episode is appended to a JSONL
-file as it finishes, so a killed run resumes where it stopped and nothing is counted twice.
-
-A record: {"env_id", "seed", "success", "score", "return", "length", "error", "elapsed_s"}, and
-"policy_id" when the caller names the policy.
+a finished slot is reset with the next seed from the queue. This is the env-level harness any
+gymnasium env can use; episode records, their files (append, resume) and their aggregation are
+`robocompose.records`'. Policies of this project run through `robocompose.evaluation.evaluate`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import inspect
-import json
-import math
 import os
 import time
 import warnings
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, SupportsFloat
 
@@ -31,7 +27,7 @@ from gymnasium.wrappers import TimeLimit
 from tqdm import tqdm
 
 from robocompose.interrupt import Interrupted
-from robocompose.stats import SuccessRate, success_rate
+from robocompose.records import EpisodeLog, EvalResult, stamped
 
 __all__ = ["EvalResult", "evaluate"]
 
@@ -39,48 +35,9 @@ SUCCESS_KEYS = ("success", "is_success")  # robocompose / gymnasium-robotics con
 FRAME_KEY = "robocompose_frame"  # info key carrying a rendered frame out of a sub-env
 VIDEO_OPTION = "robocompose_video_seeds"  # reset option: seeds whose frames to render
 DEFAULT_FPS = 10
+DEFAULT_NUM_ENVS = 8
 
 Policy = Callable[[Any], Any]
-
-
-@dataclass(frozen=True)
-class EvalResult:
-    """Per-seed records (in the order of the requested seeds) and their aggregate."""
-
-    env_id: str
-    records: list[dict[str, Any]]
-    success: SuccessRate
-    mean_score: float
-
-    @classmethod
-    def from_records(cls, env_id: str, records: list[dict[str, Any]]) -> EvalResult:
-        successes = sum(bool(r["success"]) for r in records)
-        scores = [float(r["score"]) for r in records]
-        mean_score = float(np.mean(scores)) if scores else math.nan
-        return cls(env_id, records, success_rate(successes, len(records)), mean_score)
-
-    @property
-    def episodes(self) -> int:
-        return len(self.records)
-
-    @property
-    def errors(self) -> int:
-        return sum(r["error"] is not None for r in self.records)
-
-    def summary(self) -> str:
-        """One line, e.g. "PushT: 87.0% [81.6, 91.0] (n=200), mean score 0.93"."""
-        line = f"{self.env_id}: {self.success}, mean score {self.mean_score:.2f}"
-        return line + (f", {self.errors} errors" if self.errors else "")
-
-    def row(self) -> dict[str, Any]:
-        """The figures a table or a JSON record needs."""
-        return {
-            "success": self.success.rate,
-            "ci_low": self.success.ci_low,
-            "ci_high": self.success.ci_high,
-            "episodes": self.episodes,
-            "mean_score": self.mean_score,
-        }
 
 
 def evaluate(
@@ -99,6 +56,7 @@ def evaluate(
     progress: bool = True,
     env_id: str | None = None,
     policy_id: str | None = None,
+    batch: str | None = None,
 ) -> EvalResult:
     """Run one episode per seed and return the per-seed records and success rate.
 
@@ -110,8 +68,9 @@ def evaluate(
             as `policy.reset(mask, seeds=...)` if it takes `seeds` (each slot's episode seed,
             so a stochastic policy can draw its noise per episode, independent of batching).
         seeds: unique episode seeds; each episode is `reset(seed=seed)` on a fresh slot.
-        out: JSONL file; seeds already in it are skipped and their records reused.
-        num_envs: parallel slots; default min(#seeds to run, 8).
+        out: JSONL file (`robocompose.records.EpisodeLog`); seeds already in it are skipped and
+            their records reused.
+        num_envs: parallel slots; default min(#seeds to run, DEFAULT_NUM_ENVS).
         vectorization: "sync" steps sub-envs in this process; "async" gives each a subprocess,
             which on a 2-core machine pays only when physics or rendering dominates the step
             (otherwise pickling and pipes make it slower than "sync").
@@ -120,10 +79,12 @@ def evaluate(
         video_seeds: seeds (run in this call) to save as `video_dir/seed_{seed}.mp4`; an id is
             made with render_mode="rgb_array", a factory must do that itself. A video is never
             overwritten: if that file exists, the next free `seed_{seed}-2.mp4`, `-3`... is
-            written instead, with a warning naming both.
+            written instead, with a warning naming both; the record's "video" is the path written.
         env_id: name for the records and summary; default the id or the factory's name.
         policy_id: stored in every record; resuming from an `out` file written by another
             policy_id (say, the checkpoint was retrained since) is refused with an error.
+        batch: how the policy batches its inference (see `robocompose.records.batch_layout`),
+            stored in every record; resuming from a file of another layout is refused too.
 
     An episode succeeds if `info["success"]` (else `info["is_success"]`) was true at any step;
     its score is the max of `info["score"]` over the episode, else the return. A step or reset
@@ -147,43 +108,37 @@ def evaluate(
     if record_seeds and video_dir is None:
         raise ValueError("`video_dir` must be given with `video_seeds`.")
     name = env_id or _env_name(env)
-    path = Path(out) if out is not None else None
-    done = _read_records(path, name, policy_id) if path is not None else {}
+    log = EpisodeLog(out, name, policy_id, batch) if out is not None else None
+    done = log.read() if log is not None else {}
     records = {s: done[s] for s in seeds if s in done}
     queue = deque(s for s in seeds if s not in done)
     if not queue:
         return EvalResult.from_records(name, [records[s] for s in seeds])
 
-    n = min(num_envs or 8, len(queue))
+    n = min(num_envs or DEFAULT_NUM_ENVS, len(queue))
     env_fn = _env_factory(env, dict(env_kwargs or {}), max_episode_steps, bool(record_seeds))
     vector_cls = SyncVectorEnv if vectorization == "sync" else AsyncVectorEnv
     envs = vector_cls([env_fn] * n, autoreset_mode=AutoresetMode.DISABLED)
     bar = tqdm(total=len(seeds), initial=len(records), desc=name, unit="ep", disable=not progress)
-    sink = None
     try:
-        if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            sink = path.open("a", encoding="utf-8")
-        rollouts = _Rollouts(envs, policy, queue, name, stop_on_success, record_seeds, video_dir)
-        for record in rollouts.run():
-            if policy_id is not None:
-                record["policy_id"] = policy_id
-            records[record["seed"]] = record
-            if sink is not None:
-                sink.write(json.dumps(record) + "\n")
-                sink.flush()
-                os.fsync(sink.fileno())
-            bar.update()
-            bar.set_postfix_str(f"success {sum(r['success'] for r in records.values())}")
+        with log if log is not None else contextlib.nullcontext():
+            rollouts = _Rollouts(
+                envs, policy, queue, name, stop_on_success, record_seeds, video_dir
+            )
+            for record in rollouts.run():
+                record = stamped(record, policy_id, batch)
+                records[record["seed"]] = record
+                if log is not None:
+                    log.append(record)
+                bar.update()
+                bar.set_postfix_str(f"success {sum(r['success'] for r in records.values())}")
     except KeyboardInterrupt:
-        if path is None:
+        if log is None:
             raise
-        raise Interrupted(len(records), path) from None
+        raise Interrupted(len(records), log.path) from None
     finally:
         bar.close()
         envs.close()
-        if sink is not None:
-            sink.close()
     return EvalResult.from_records(name, [records[s] for s in seeds])
 
 
@@ -308,9 +263,11 @@ class _Rollouts:
     def _finish(self, i: int, error: str | None) -> dict[str, Any]:
         seed = self.seed[i]
         assert seed is not None
+        video = {}
         if self.frames[i] and self.video_dir is not None:
-            _save_video(_free_path(self.video_dir / f"seed_{seed}.mp4"), self.frames[i], self.fps)
-            self.frames[i] = []
+            path = _free_path(self.video_dir / f"seed_{seed}.mp4")
+            _save_video(path, self.frames[i], self.fps)
+            self.frames[i], video = [], {"video": str(path)}
         score = self.score[i]
         return {
             "env_id": self.env_id,
@@ -321,7 +278,7 @@ class _Rollouts:
             "length": int(self.length[i]),
             "error": error,
             "elapsed_s": round(time.perf_counter() - self.t0[i], 4),
-        }
+        } | video
 
 
 class _Guard(gym.Wrapper):
@@ -433,47 +390,6 @@ def _zeros(space: spaces.Space) -> Any:
     if isinstance(space, spaces.Box | spaces.MultiBinary | spaces.MultiDiscrete):
         return np.zeros(space.shape, dtype=space.dtype)
     return space.sample()
-
-
-def _read_records(path: Path, env_id: str, policy_id: str | None) -> dict[int, dict[str, Any]]:
-    """Records already in `path` by seed; drops a last line cut short by a kill."""
-    if not path.exists():
-        return {}
-    data = path.read_bytes()
-    lines = data.split(b"\n")
-    records: dict[int, dict[str, Any]] = {}
-    good_end = pos = 0
-    for number, line in enumerate(lines, start=1):
-        if line.strip():
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                if any(rest.strip() for rest in lines[number:]):
-                    raise ValueError(f"{path}:{number} is not valid JSON: {line[:80]!r}") from None
-                break  # the line being written when the run was killed: run that seed again
-            if not isinstance(record, dict) or "seed" not in record:
-                raise ValueError(f"{path}:{number} must be a record with a 'seed'. Got {line!r}.")
-            if record.get("env_id") != env_id:
-                raise ValueError(
-                    f"{path} holds records of env {record.get('env_id')!r}, not {env_id!r}; "
-                    "use another `out` file rather than mixing envs."
-                )
-            if record.get("policy_id") != policy_id:
-                raise ValueError(
-                    f"{path} holds episodes of policy {record.get('policy_id')!r}, not of this "
-                    f"one ({policy_id!r}): the policy changed since they ran. Delete the file or "
-                    "use another `out` to evaluate it afresh."
-                )
-            records.setdefault(int(record["seed"]), record)
-        pos += len(line) + 1
-        good_end = min(pos, len(data))
-    if good_end < len(data):
-        with path.open("r+b") as f:
-            f.truncate(good_end)
-    elif data and not data.endswith(b"\n"):
-        with path.open("ab") as f:
-            f.write(b"\n")
-    return records
 
 
 def _free_path(path: Path) -> Path:

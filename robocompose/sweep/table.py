@@ -1,5 +1,6 @@
 """The sweep's one tidy table (a CSV, one row per episode) and what is read off it: a markdown
-summary per cell and one plot per axis.
+summary per cell and one plot per axis. Rows are episode records (`robocompose.records`), pooled
+and formatted by that module.
 
 Rows are appended and fsynced as each task's episodes come back, so a killed sweep keeps every
 finished task; a row cut short by the kill is dropped when the table is next opened.
@@ -14,12 +15,11 @@ import os
 import re
 import textwrap
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from robocompose.config import ConfigError
-from robocompose.stats import SuccessRate, success_rate
+from robocompose.records import Group, group
 
 OUTCOME = ("episode_seed", "success", "score", "return", "length", "error", "elapsed_s")
 
@@ -72,32 +72,6 @@ def _one_line(value: Any) -> Any:
     if value is None:
         return ""
     return " ".join(value.split()) if isinstance(value, str) else value
-
-
-@dataclass(frozen=True)
-class Group:
-    """Episodes pooled over some cells: their success rate and mean score."""
-
-    key: tuple[str, ...]
-    rate: SuccessRate
-    mean_score: float
-
-    def cell(self) -> str:
-        r = self.rate
-        return f"{100 * r.rate:.1f}% [{100 * r.ci_low:.1f}, {100 * r.ci_high:.1f}]"
-
-
-def group(rows: Sequence[dict[str, str]], keys: Sequence[str]) -> list[Group]:
-    """Rows pooled by their values of `keys`, in order of first appearance."""
-    pooled: dict[tuple[str, ...], list[dict[str, str]]] = {}
-    for row in rows:
-        pooled.setdefault(tuple(row[k] for k in keys), []).append(row)
-    groups = []
-    for key, members in pooled.items():
-        successes = sum(r["success"] == "True" for r in members)
-        score = sum(float(r["score"]) for r in members) / len(members)
-        groups.append(Group(key, success_rate(successes, len(members)), score))
-    return groups
 
 
 def summary(

@@ -155,6 +155,17 @@ def test_other_env_in_out_file_is_refused(tmp_path) -> None:
         run(SEEDS[:2], out=out, env_id="other")
 
 
+def test_episodes_of_another_inference_layout_are_refused(tmp_path) -> None:
+    out = tmp_path / "eval.jsonl"
+    run(SEEDS[:2], out=out, batch="batched-3")
+    assert {r["batch"] for r in read_jsonl(out)} == {"batched-3"}
+    with pytest.raises(ValueError, match=r"batched-3 inference, this run uses per-episode"):
+        run(SEEDS[:3], out=out, batch="per-episode")
+    run(SEEDS[:1], out=tmp_path / "old.jsonl")  # no layout named, as files before "batch"
+    with pytest.raises(ValueError, match=r"unrecorded \(written before records named it\)"):
+        run(SEEDS[:2], out=tmp_path / "old.jsonl", batch="per-episode")
+
+
 def test_episodes_of_another_policy_id_are_refused(tmp_path) -> None:
     out = tmp_path / "eval.jsonl"
     run(SEEDS[:2], out=out, policy_id="ckpt-v1")
@@ -200,6 +211,8 @@ def test_factory_env_and_time_limit() -> None:
 def test_video_written_for_video_seed(tmp_path) -> None:
     result = run(SEEDS[:3], num_envs=2, video_seeds=[1], video_dir=tmp_path)
     assert [p.name for p in tmp_path.iterdir()] == ["seed_1.mp4"]
+    assert result.videos == [tmp_path / "seed_1.mp4"]
+    assert [r.get("video") for r in result.records] == [None, str(tmp_path / "seed_1.mp4"), None]
     reader = imageio.get_reader(tmp_path / "seed_1.mp4")
     assert reader.count_frames() == result.records[1]["length"] + 1  # reset frame + one a step
     assert reader.get_meta_data()["fps"] == PointEnv.metadata["render_fps"]
@@ -210,10 +223,14 @@ def test_video_of_a_second_run_in_the_same_folder_gets_a_new_name(tmp_path) -> N
     run(SEEDS[:2], video_seeds=[1], video_dir=tmp_path)
     first = (tmp_path / "seed_1.mp4").read_bytes()
     with pytest.warns(UserWarning, match=r"seed_1\.mp4 exists \(kept\); .*seed_1-2\.mp4"):
-        run(SEEDS[:2], video_seeds=[1], video_dir=tmp_path)
+        second = run(SEEDS[:2], video_seeds=[1], video_dir=tmp_path, out=tmp_path / "ep.jsonl")
+    assert second.records[1]["video"] == str(tmp_path / "seed_1-2.mp4")  # the file written
+    saved = {r["seed"]: r for r in read_jsonl(tmp_path / "ep.jsonl")}
+    assert saved[1]["video"] == str(tmp_path / "seed_1-2.mp4") and "video" not in saved[0]
     with pytest.warns(UserWarning, match=r"seed_1-3\.mp4"):
-        run(SEEDS[:2], video_seeds=[1], video_dir=tmp_path)
-    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        third = run(SEEDS[:2], video_seeds=[1], video_dir=tmp_path)
+    assert third.videos == [tmp_path / "seed_1-3.mp4"]
+    assert sorted(p.name for p in tmp_path.glob("*.mp4")) == [
         "seed_1-2.mp4",
         "seed_1-3.mp4",
         "seed_1.mp4",

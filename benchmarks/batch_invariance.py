@@ -1,0 +1,112 @@
+"""Does an episode's outcome depend on `num_envs`? Per-episode against batched inference.
+
+For each checkpoint, the same seeds run with per-episode inference (the default) at num_envs 1, 2
+and 8, and with batched inference at num_envs 2 and 8 (batched at 1 is per-episode by
+construction). Per-episode runs must give identical records; for batched runs we count the seeds
+whose record (success, score, return, length) differs from per-episode's, and those whose success
+differs. Wall time per episode compares the two at num_envs 8 on one torch thread: they run in
+alternation `--rounds` times and the fastest round of each counts (other processes sharing the
+machine slow single rounds by up to several times).
+
+    python benchmarks/batch_invariance.py [--episodes 20] [--rounds 3] [--only PushT_flow_unet]
+
+Writes benchmarks/results/batch_invariance.json after every run; a rerun skips the runs already
+there (a killed run redoes only the run it was in, so its wall time stays whole).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+import torch
+from common import CHECKPOINTS, RESULTS
+
+from robocompose.evaluation import evaluate
+from robocompose.records import EvalResult
+
+CHECKPOINT_NAMES = ("PushT_flow_unet", "Stack_flow_mlp")
+SEED_START = 100_000
+RUN_MODES = ("per-episode", "batched")
+RUNS = (("per-episode", 1), ("per-episode", 2), ("per-episode", 8), ("batched", 2), ("batched", 8))
+FIELDS = ("success", "score", "return", "length")
+
+
+def outcome(record: dict) -> list:
+    return [record[k] for k in FIELDS]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--episodes", type=int, default=20)
+    parser.add_argument("--rounds", type=int, default=3, help="timing rounds at num_envs 8")
+    parser.add_argument("--only", default="", help="comma-separated checkpoint names")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    seeds = list(range(SEED_START, SEED_START + args.episodes))
+    path = RESULTS / "batch_invariance.json"
+    saved = json.loads(path.read_text()) if path.exists() else {}
+    if saved.get("seeds") != seeds:
+        saved = {}
+    results = saved.get("checkpoints", {})
+    only = {s for s in args.only.split(",") if s}
+    for name in CHECKPOINT_NAMES:
+        if only and name not in only:
+            continue
+        runs = results.setdefault(name, {}).setdefault("runs", {})
+        for mode, num_envs in RUNS:
+            key = f"{mode}-{num_envs}"
+            if key in runs:
+                continue
+            result, seconds = timed_run(name, seeds, mode, num_envs)
+            runs[key] = {
+                "mode": mode,
+                "num_envs": num_envs,
+                "success": str(result.success),
+                "outcomes": {str(r["seed"]): outcome(r) for r in result.records},
+                "seconds_per_episode": seconds / len(seeds),
+            }
+            print(f"{name} {key}: {result.success}", flush=True)
+            results[name].update(compare(runs))
+            path.write_text(json.dumps({"seeds": seeds, "checkpoints": results}, indent=2) + "\n")
+        timing = results[name].setdefault("timing_at_8", {"per-episode": [], "batched": []})
+        while len(timing["batched"]) < args.rounds:
+            for mode in ("per-episode", "batched"):
+                timing[mode].append(timed_run(name, seeds, mode, 8)[1] / len(seeds))
+            best = {mode: min(times) for mode, times in timing.items() if mode in RUN_MODES}
+            timing["fastest_seconds_per_episode"] = best
+            timing["per_episode_over_batched"] = best["per-episode"] / best["batched"]
+            print(f"{name} timing at 8: {best}", flush=True)
+            path.write_text(json.dumps({"seeds": seeds, "checkpoints": results}, indent=2) + "\n")
+
+
+def timed_run(name: str, seeds: list[int], mode: str, num_envs: int) -> tuple[EvalResult, float]:
+    start = time.perf_counter()
+    result = evaluate(
+        CHECKPOINTS / name,
+        seeds,
+        num_envs=num_envs,
+        device="cpu",
+        batch_invariant=mode == "per-episode",
+        progress=False,
+    )
+    return result, time.perf_counter() - start
+
+
+def compare(runs: dict) -> dict:
+    """Seeds whose outcome differs from per-episode inference at num_envs 1."""
+    reference = runs.get("per-episode-1")
+    if reference is None:
+        return {}
+    out: dict = {"differ_from_per_episode_1": {}, "success_differs_from_per_episode_1": {}}
+    for key, run in runs.items():
+        seeds = [s for s, o in run["outcomes"].items() if o != reference["outcomes"].get(s)]
+        flips = [s for s in seeds if run["outcomes"][s][0] != reference["outcomes"][s][0]]
+        out["differ_from_per_episode_1"][key] = len(seeds)
+        out["success_differs_from_per_episode_1"][key] = len(flips)
+    return out
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,226 @@
+"""The one way a policy of this project is evaluated: on its task, over a seed list, resumably.
+
+`evaluate` takes a checkpoint folder, a policy, a composition, a parameter-merged policy or any
+chunk predictor; the CLI verbs, the notebook API, the sweep, the demo and the benchmarks all call
+it. It resolves the task from the parents' metadata, checks the env gives the observations they
+were trained on, moves them to the device, and runs the harness (`robocompose.sim.evaluate`)
+with per-episode inference, so an episode's actions depend on its seed alone.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+
+from robocompose.devices import resolve_device
+from robocompose.policies.base import GenerativePolicy
+from robocompose.policies.checkpoint import load_policy
+from robocompose.policies.runner import ChunkPredictor, PolicyPredictor, PolicyRunner
+from robocompose.records import EvalResult, batch_layout
+from robocompose.sim.evaluate import DEFAULT_NUM_ENVS
+from robocompose.sim.evaluate import evaluate as run_episodes
+from robocompose.sim.tasks import get_task, register_tasks
+
+__all__ = [
+    "check_observations",
+    "check_one_task",
+    "evaluate",
+    "load_checkpoint",
+    "task_of",
+]
+
+PolicyLike = str | os.PathLike[str] | GenerativePolicy | ChunkPredictor
+
+
+def load_checkpoint(folder: str | os.PathLike[str]) -> GenerativePolicy:
+    """A checkpoint's policy, remembering its folder so messages can name it."""
+    policy = load_policy(folder)
+    policy.checkpoint_dir = Path(folder)
+    return policy
+
+
+def evaluate(
+    policy: PolicyLike,
+    seeds: Iterable[int],
+    *,
+    task: str | None = None,
+    out: str | os.PathLike[str] | None = None,
+    label: str | None = None,
+    steps: int | None = None,
+    num_envs: int | None = None,
+    device: str = "auto",
+    video_seeds: Iterable[int] = (),
+    video_dir: str | os.PathLike[str] | None = None,
+    progress: bool = True,
+    batch_invariant: bool = True,
+) -> EvalResult:
+    """Success (Wilson 95% CI) and score of `policy` over `seeds`; records named
+    "<env id>:<label>", appended to `out` (JSONL) as episodes end and reused by a rerun.
+
+    Args:
+        policy: a checkpoint folder, a `GenerativePolicy` (single or parameter-merged), a
+            `ComposedPolicy`, or any `ChunkPredictor`.
+        task: a suite task ("PushT") or a registered env id; default the parents' own task.
+        label: default the checkpoint folder's name, else "policy".
+        steps: denoising steps of a single or merged policy (None: its own); a composed policy
+            has them in its `CompositionConfig`.
+        device: "auto", "cpu", "cuda", "cuda:N" or "mps"; the policy is moved there.
+        video_seeds, video_dir: seeds to film into `video_dir`; each filmed record's "video" is
+            the file written.
+        batch_invariant: True (default) infers each episode's chunk as its own batch of one, so
+            its actions do not depend on `num_envs` or a resume; False batches the envs that
+            replan together (faster, but an episode then depends on its batch). Records say
+            which ("batch"), and a resume into a file of the other layout is refused.
+    """
+    if isinstance(policy, str | os.PathLike):
+        label = label or Path(policy).name
+        policy = load_checkpoint(policy)
+    predictor = _predictor(policy, steps)
+    parents = parents_of(predictor)
+    if task is None:
+        env_id, env_kwargs = task_of(predictor)
+    else:
+        check_one_task(parents)
+        env_id, env_kwargs = _env_id(task), _env_kwargs(parents)
+    target = resolve_device(device)
+    for module in _modules(predictor):
+        module.to(target)
+    check_observations(predictor, env_id, env_kwargs)
+    num_envs = num_envs or DEFAULT_NUM_ENVS
+    return run_episodes(
+        env_id,
+        PolicyRunner(predictor, batch_invariant=batch_invariant),
+        seeds,
+        out=out,
+        num_envs=num_envs,
+        env_kwargs=env_kwargs,
+        video_seeds=video_seeds,
+        video_dir=video_dir,
+        progress=progress,
+        env_id=f"{env_id}:{label or 'policy'}",
+        policy_id=predictor.fingerprint(),
+        batch=batch_layout(batch_invariant, num_envs),
+    )
+
+
+def _predictor(policy: GenerativePolicy | ChunkPredictor, steps: int | None) -> ChunkPredictor:
+    if isinstance(policy, GenerativePolicy):
+        return PolicyPredictor(policy, steps)
+    own = getattr(getattr(policy, "config", None), "denoising_steps", None)
+    if steps is not None and callable(own) and own() != steps:
+        raise ValueError(
+            f"`steps`={steps} but the composed policy samples in {own()} steps: set "
+            "`steps` in its CompositionConfig (composition.steps) instead."
+        )
+    missing = [a for a in ("predict_actions", "fingerprint", "obs_keys") if not hasattr(policy, a)]
+    if missing:
+        raise TypeError(
+            "`policy` must be a checkpoint folder, a GenerativePolicy, a ComposedPolicy or a "
+            f"ChunkPredictor. Got {type(policy).__name__} (no {', '.join(missing)})."
+        )
+    return policy
+
+
+def parents_of(predictor: ChunkPredictor) -> list[GenerativePolicy]:
+    """The trained policies behind a predictor: a composition's parents, or the one policy."""
+    parents = getattr(predictor, "parents", None)
+    if parents:
+        return list(parents)
+    single = getattr(predictor, "policy", None)
+    return [single] if isinstance(single, GenerativePolicy) else []
+
+
+def _modules(predictor: ChunkPredictor) -> list[Any]:
+    """What holds the predictor's weights: its parents, and a composition's fused network."""
+    fused = getattr(predictor, "fused", None)
+    return [*parents_of(predictor), *([fused] if fused is not None else [])]
+
+
+def parent_name(policy: GenerativePolicy, index: int) -> str:
+    """How messages name a parent: its checkpoint folder, else its place in the list."""
+    folder = getattr(policy, "checkpoint_dir", None)
+    return Path(folder).name if folder is not None else f"parent {index}"
+
+
+def check_one_task(parents: Sequence[GenerativePolicy]) -> None:
+    """Refuse parents trained on different tasks, naming each with its task, before anything
+    else about them (normalisers, architectures) is compared."""
+    tasks = [p.metadata.get("task") for p in parents]
+    if len(set(tasks)) > 1:
+        named = ", ".join(
+            f"{parent_name(p, i)} ({t or 'no task in its metadata'})"
+            for i, (p, t) in enumerate(zip(parents, tasks, strict=True))
+        )
+        raise ValueError(
+            f"the parents come from different tasks: {named}; composition needs parents of "
+            "one task."
+        )
+
+
+def task_of(policy: GenerativePolicy | ChunkPredictor) -> tuple[str, dict[str, Any]]:
+    """The env id the policy's parents were trained on and env kwargs giving every key any
+    parent needs."""
+    parents = [policy] if isinstance(policy, GenerativePolicy) else parents_of(policy)
+    if not parents:
+        raise ValueError(
+            f"{type(policy).__name__} names no parent policy to read its task from; pass "
+            "`task=` (a suite task or an env id)."
+        )
+    check_one_task(parents)
+    env_id = parents[0].metadata.get("task")
+    if not env_id:
+        raise ValueError(
+            f"{parent_name(parents[0], 0)}: its metadata names no `task`; pass `task=` "
+            "(a suite task or an env id)."
+        )
+    return env_id, _env_kwargs(parents)
+
+
+def _env_kwargs(parents: Sequence[GenerativePolicy]) -> dict[str, Any]:
+    """The first parent's env kwargs, observing every key any parent needs."""
+    if not parents:
+        return {}
+    keys = list(dict.fromkeys(k for p in parents for k in p.config.obs_keys))
+    own = parents[0].metadata.get("env_kwargs", {})
+    return {k: v for k, v in own.items() if k != "obs_keys"} | {"obs_keys": tuple(keys)}
+
+
+def _env_id(task: str) -> str:
+    """A suite task's env id ("PushT" -> "robocompose/PushT-v0"); another registered id as is."""
+    register_tasks()
+    if task in gym.registry:
+        return task
+    return get_task(task).env_id
+
+
+def check_observations(predictor: ChunkPredictor, env_id: str, env_kwargs: dict) -> None:
+    """Refuse before running when `env_id` does not give the observations the checkpoint(s)
+    were trained on (say, a Stack checkpoint on PushT), naming the key and both shapes: the
+    rollout would otherwise fail deep in the network with a bare tensor-size error."""
+    register_tasks()
+    expected = {
+        key: (tuple(policy.config.obs_shapes[key]), policy.metadata.get("task"))
+        for policy in parents_of(predictor)
+        for key in policy.config.obs_keys
+    }
+    if not expected:
+        return
+    env = gym.make(env_id, **env_kwargs)
+    try:
+        space = env.observation_space
+    finally:
+        env.close()
+    got = dict(space.spaces) if isinstance(space, gym.spaces.Dict) else {}
+    for key, (shape, trained_on) in expected.items():
+        where = f"the checkpoint (trained on {trained_on}) expects observation `{key}`"
+        if key not in got:
+            raise ValueError(f"{where} of shape {shape}; {env_id} gives only {sorted(got)}.")
+        if tuple(got[key].shape) != shape:
+            raise ValueError(
+                f"{where} of shape {shape}; {env_id} gives shape {tuple(got[key].shape)}. "
+                "Evaluate a checkpoint on the task it was trained on."
+            )
