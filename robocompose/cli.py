@@ -243,26 +243,25 @@ def _print_outputs(episodes: Path, videos: Path | None) -> None:
 
 def _search(overrides: list[str]) -> None:
     from robocompose.composition import search
-    from robocompose.composition.search import plot_search
 
     config = load_verb_config("search", overrides)
-    parents = config.load_parents()
     result = search(
-        parents,
+        config.parents or config.parent_paths(),
         config.seeds(),
         out_dir=config.out,
+        task=config.task.name,
         operator=config.composition.operator,
         method=config.search.method,
         step=config.search.step,
         first_slice=config.search.first_slice,
         num_envs=config.num_envs,
+        device=config.device,
+        batch_invariant=config.batch_invariant,
         **config.composition.settings(),
     )
     print(result.table())
     print(f"chosen {result.chosen}; {result.episodes_spent} episodes spent")
-    result.save(Path(config.out) / "search.json")
-    if len(parents) == 2:
-        print(f"plot: {plot_search(result, Path(config.out) / 'search.png')}")
+    print(f"record: {Path(config.out) / 'search.json'}\nplot: {Path(config.out) / 'search.png'}")
 
 
 def _sweep(overrides: list[str]) -> None:

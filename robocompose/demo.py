@@ -17,6 +17,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from robocompose.composition.search import SearchSettings
 from robocompose.devices import check_device
 from robocompose.shipped import parent_pair
 from robocompose.stats import success_rate
@@ -28,8 +29,8 @@ EVAL_SEED_START = 100_000  # far from the demonstration seeds (0, 1, ...)
 class DemoConfig:
     task: str = "Stack"
     episodes: int = 100
-    method: str = "halving"
-    first_slice: int = 10
+    method: str = SearchSettings.method
+    first_slice: int = SearchSettings.first_slice
     out: str = "runs/demo"
     num_envs: int = 10
     device: str = "auto"  # auto (CUDA if present), cpu, cuda, cuda:N or mps
@@ -71,12 +72,14 @@ def run_demo(config: DemoConfig) -> dict:
 
     print(f"searching the convex weight ({config.method}) on the same seeds ...", flush=True)
     found = search(
-        parents,
+        paths,
         seeds,
         out_dir=out,
         method=config.method,
         first_slice=config.first_slice,
         num_envs=config.num_envs,
+        device=config.device,
+        batch_invariant=config.batch_invariant,
     )
     chosen = next(c for c in found.candidates if c.weights == found.chosen)
     w = ", ".join(f"{x:.1f}" for x in found.chosen)

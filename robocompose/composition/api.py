@@ -11,20 +11,25 @@ The CLI verbs `compose` and `search` call these same functions.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from robocompose.composition import search_record
 from robocompose.composition.merge import merge_parameters
 from robocompose.composition.policy import ComposedPolicy, CompositionConfig
 from robocompose.composition.search import (
     SearchResult,
+    SearchSettings,
     grid_search,
+    plot_search,
     simplex_grid,
     successive_halving,
 )
+from robocompose.devices import check_device
 from robocompose.evaluation import check_one_task, evaluate, load_checkpoint, task_of
 from robocompose.policies.base import GenerativePolicy
+from robocompose.sim.tasks import get_task
 
 __all__ = ["candidate_label", "compose", "evaluate", "load", "search", "task_of"]
 
@@ -57,39 +62,77 @@ def candidate_label(operator: str, weights: Sequence[float]) -> str:
 
 
 def search(
-    parents: Sequence[GenerativePolicy],
-    seeds: Sequence[int],
+    parents: Sequence[GenerativePolicy | str | os.PathLike[str]],
+    seeds: Iterable[int],
     *,
     out_dir: str | os.PathLike[str],
-    operator: str = "convex",
-    method: str = "grid",
-    step: float | None = None,
-    first_slice: int = 25,
+    task: str | None = None,
+    operator: str = CompositionConfig.operator,
+    method: str = SearchSettings.method,
+    step: float | None = SearchSettings.step,
+    first_slice: int = SearchSettings.first_slice,
     num_envs: int | None = None,
+    device: str = "auto",
+    batch_invariant: bool = True,
     progress: bool = True,
     **config: Any,
 ) -> SearchResult:
-    """Search composition weights on one seed list; every episode lands in out_dir (resumable)."""
-    if method not in ("grid", "halving"):
-        raise ValueError(f"`method` must be 'grid' or 'halving'. Got {method!r}.")
-    step = step or (0.1 if len(parents) == 2 else 0.25)
-    candidates = simplex_grid(len(parents), step)
-    folder = Path(out_dir) / "episodes"
+    """Search the weights of `operator` over `parents` (checkpoint folders or loaded policies),
+    every candidate on the same seeds; `config`: the other `CompositionConfig` fields.
+
+    Writes into out_dir: episodes/<candidate>.jsonl as episodes end (a rerun resumes),
+    search.json (task, parents and their fingerprints, operator, composition settings, method,
+    seeds, envs, device, batching, version; then the candidates) and search.png. A rerun into
+    out_dir with other parents, task, operator, composition settings or batching is refused,
+    naming what differs."""
+    settings = SearchSettings(method=method, step=step, first_slice=first_slice)
+    check_device(device)
+    policies = [p if isinstance(p, GenerativePolicy) else load(p) for p in parents]
+    seeds = list(seeds)
+    if len(policies) < 2 or not seeds:
+        raise ValueError(
+            f"a search needs >= 2 parents and >= 1 seed. Got {len(policies)} and {len(seeds)}."
+        )
+    candidates = simplex_grid(len(policies), settings.grid_step(len(policies)))
+    composition = CompositionConfig(
+        operator="convex" if operator == "merge" else operator, weights=candidates[0], **config
+    )
+    env_id, _ = task_of(compose(policies, operator, candidates[0], **config))
+    if task is not None and get_task(task).env_id != env_id:
+        raise ValueError(f"the parents were trained on {env_id}, not on task {task!r}.")
+    folder = Path(out_dir)
+    provenance = search_record.provenance(
+        get_task(env_id),
+        zip(parents, policies, strict=True),
+        composition,
+        operator,
+        settings,
+        seeds,
+        num_envs=num_envs,
+        device=device,
+        batch_invariant=batch_invariant,
+    )
+    search_record.start(folder, provenance)
 
     def run(weights: tuple[float, ...], subset: Sequence[int]) -> list[dict]:
         label = candidate_label(operator, weights)
-        policy = compose(parents, operator, weights, **config)
         result = evaluate(
-            policy,
+            compose(policies, operator, weights, **config),
             subset,
-            out=folder / f"{label}.jsonl",
+            out=folder / "episodes" / f"{label}.jsonl",
             label=label,
             num_envs=num_envs,
+            device=device,
+            batch_invariant=batch_invariant,
             progress=False,
         )
         return result.records
 
-    seeds = list(seeds)
-    if method == "grid":
-        return grid_search(run, candidates, seeds, progress)
-    return successive_halving(run, candidates, seeds, first_slice=first_slice, progress=progress)
+    if settings.method == "grid":
+        result = grid_search(run, candidates, seeds, progress)
+    else:
+        result = successive_halving(run, candidates, seeds, settings.first_slice, progress=progress)
+    result.provenance = provenance
+    result.save(folder / search_record.RECORD)
+    plot_search(result, folder / "search.png")
+    return result

@@ -1,0 +1,106 @@
+"""The weight search as a user meets it: the Python `search()` and `robocompose search` share
+their defaults, the API writes search.json (what was searched) and search.png, and a rerun into
+the same folder with other parents, operator or settings is refused, naming what differs."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import json
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+
+from robocompose.cli import load_verb_config, main
+from robocompose.composition import load, search
+from robocompose.composition.policy import CompositionConfig
+from robocompose.composition.search import SearchSettings
+from robocompose.composition.search_record import SearchRecordError
+from robocompose.demo import DemoConfig
+from robocompose.shipped import shipped_path
+
+PARENTS = [
+    str(shipped_path("PickPlaceTwoCubes", "flow_mlp")),
+    str(shipped_path("PickPlaceTwoCubes", "flow_mlp_b")),
+]
+SEEDS = [100_000]
+TINY = {"method": "grid", "step": 1.0, "num_envs": 1, "progress": False}  # 2 candidates, 1 seed
+
+
+def test_the_api_defaults_are_the_cli_defaults() -> None:
+    """What `search()`'s signature shows is what `robocompose search` (and the demo) runs."""
+    api = inspect.signature(search).parameters
+    cli = load_verb_config("search", [])
+    assert api["method"].default == cli.search.method == SearchSettings.method == "halving"
+    assert api["step"].default == cli.search.step
+    assert api["first_slice"].default == cli.search.first_slice
+    assert api["operator"].default == cli.composition.operator
+    assert api["device"].default == cli.device
+    # the composition settings the CLI passes as **config are the ones the API defaults to
+    base = dataclasses.asdict(CompositionConfig())
+    assert {k: base[k] for k in cli.composition.settings()} == cli.composition.settings()
+    grid = load_verb_config("search", ["search=grid"])
+    assert (grid.search.method, grid.search.step) == ("grid", api["step"].default)
+    demo = DemoConfig()
+    assert (demo.method, demo.first_slice) == (api["method"].default, api["first_slice"].default)
+
+
+def test_search_records_what_it_searched_and_refuses_another_search(tmp_path: Path, capsys):
+    out = tmp_path / "search"
+    result = search(PARENTS, SEEDS, out_dir=out, **TINY)
+    assert result.chosen in ((0.0, 1.0), (1.0, 0.0)) and result.episodes_spent == 2
+    record = json.loads((out / "search.json").read_text())
+    assert record["task"] == {
+        "name": "PickPlaceTwoCubes",
+        "env_id": "robocompose/PickPlaceTwoCubes-v0",
+    }
+    assert [p["path"] for p in record["parents"]] == PARENTS
+    assert [p["name"] for p in record["parents"]] == [Path(p).name for p in PARENTS]
+    assert [p["fingerprint"] for p in record["parents"]] == [load(p).fingerprint() for p in PARENTS]
+    assert record["operator"] == "convex"
+    assert record["composition"]["sampler"] == "euler" and record["composition"]["steps"] is None
+    assert record["search"] == {"method": "grid", "step": 1.0, "first_slice": 10}
+    assert record["seeds"] == {"start": 100_000, "count": 1}
+    assert (record["num_envs"], record["device"], record["batch_invariant"]) == (1, "auto", True)
+    assert record["robocompose"] == metadata.version("robocompose")
+    assert record["status"] == "done" and record["result"]["chosen"] == list(result.chosen)
+    assert (out / "search.png").stat().st_size > 1000
+
+    episodes = sorted((out / "episodes").iterdir())
+    before = {p.name: p.read_text() for p in episodes}
+    with pytest.raises(SearchRecordError, match=r"other parents \(parents: .*_b .* there"):
+        search(PARENTS[::-1], SEEDS, out_dir=out, **TINY)
+    with pytest.raises(SearchRecordError, match=r"other operator .*'convex' there, 'mixture' now"):
+        search(PARENTS, SEEDS, out_dir=out, operator="mixture", **TINY)
+    with pytest.raises(SearchRecordError, match=r"other composition .*\"sampler\": \"heun\""):
+        search(PARENTS, SEEDS, out_dir=out, sampler="heun", **TINY)
+    with pytest.raises(SearchRecordError, match=r"other batching .*1 envs in one batch now"):
+        search(PARENTS, SEEDS, out_dir=out, batch_invariant=False, **TINY)
+    assert {p.name: p.read_text() for p in episodes} == before  # nothing ran, nothing mixed
+
+    # the CLI is the API plus printing: same folder, same search, every episode read back
+    main(
+        ["search", *PARENTS, "--method", "grid", "--step", "1.0", "--episodes", "1"]
+        + ["--out", str(out), "num_envs=1"]
+    )
+    printed = capsys.readouterr().out
+    assert f"record: {out / 'search.json'}" in printed and f"plot: {out / 'search.png'}" in printed
+    assert "| weights | success [95% CI] | episodes | mean score |" in printed
+    assert {p.name: p.read_text() for p in episodes} == before
+    assert json.loads((out / "search.json").read_text())["result"] == record["result"]
+
+
+def test_a_search_folder_of_an_older_robocompose_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "search.json").write_text(json.dumps({"method": "grid", "candidates": []}))
+    with pytest.raises(SearchRecordError, match="did not record the parents"):
+        search(PARENTS, SEEDS, out_dir=tmp_path, **TINY)
+
+
+def test_bad_settings_name_the_field() -> None:
+    with pytest.raises(ValueError, match=r"`method` must be one of \('grid', 'halving'\)"):
+        search(PARENTS, SEEDS, out_dir="unused", method="random")
+    with pytest.raises(ValueError, match=r"`first_slice` must be >= 1"):
+        SearchSettings(first_slice=0)
+    with pytest.raises(ValueError, match="not on task 'Stack'"):
+        search(PARENTS, SEEDS, out_dir="unused", task="Stack")
