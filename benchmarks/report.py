@@ -9,16 +9,15 @@ import json
 
 from common import RESULTS
 
+from robocompose.records import rate_of
+
 
 def _read(name: str) -> dict:
     return json.loads((RESULTS / name).read_text())
 
 
 def _rate(row: dict) -> str:
-    return (
-        f"{100 * row['success']:.1f}% [{100 * row['ci_low']:.1f}, {100 * row['ci_high']:.1f}]"
-        f" ({row['episodes']})"
-    )
+    return f"{rate_of(row).format(episodes=False)} ({row['episodes']})"
 
 
 def policies_table() -> str:

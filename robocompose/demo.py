@@ -20,7 +20,6 @@ from pathlib import Path
 from robocompose.composition.search import SearchSettings
 from robocompose.devices import check_device
 from robocompose.shipped import parent_pair
-from robocompose.stats import success_rate
 
 EVAL_SEED_START = 100_000  # far from the demonstration seeds (0, 1, ...)
 
@@ -45,6 +44,7 @@ def run_demo(config: DemoConfig) -> dict:
     from robocompose.composition.api import candidate_label, compose, load, search
     from robocompose.composition.search import plot_search
     from robocompose.evaluation import evaluate
+    from robocompose.records import rate_of
 
     start = time.perf_counter()
     out = Path(config.out) / config.task
@@ -83,9 +83,7 @@ def run_demo(config: DemoConfig) -> dict:
     )
     chosen = next(c for c in found.candidates if c.weights == found.chosen)
     w = ", ".join(f"{x:.1f}" for x in found.chosen)
-    rows.append(
-        {"label": f"GPC convex ({w}), searched", **chosen.row(), "successes": chosen.successes}
-    )
+    rows.append({"label": f"GPC convex ({w}), searched", **chosen.row()})
 
     print("evaluating the product of experts (AND, w = (1, 1)) on the same seeds ...", flush=True)
     product_label = candidate_label("weighted_sum", (1.0, 1.0))
@@ -121,7 +119,7 @@ def run_demo(config: DemoConfig) -> dict:
     print(f"## {config.task}: composition of {names[0]} and {names[1]}")
     print("| policy | success [95% CI] | episodes | mean score |\n|---|---|---|---|")
     for r in rows:
-        rate = success_rate(r["successes"], r["episodes"]).format(episodes=False)
+        rate = rate_of(r).format(episodes=False)
         print(f"| {r['label']} | {rate} | {r['episodes']} | {r['mean_score']:.3f} |")
     best_parent = max(rows[:2], key=lambda r: r["success"])
     for r in rows[2:]:

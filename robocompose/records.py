@@ -32,6 +32,7 @@ __all__ = [
     "batch_layout",
     "group",
     "pool",
+    "rate_of",
     "stamped",
 ]
 
@@ -52,6 +53,13 @@ def stamped(record: dict[str, Any], policy_id: str | None, batch: str | None) ->
 def is_success(value: Any) -> bool:
     """A record's success, from JSON (a bool) or a CSV cell ("True"/"False")."""
     return value == "True" if isinstance(value, str) else bool(value)
+
+
+def rate_of(row: Mapping[str, Any]) -> SuccessRate:
+    """The rate of a saved row ({"success": rate, "episodes": n}, as `EvalResult.row()` and the
+    benchmarks' JSON hold it), to print it the one way."""
+    episodes = int(row["episodes"])
+    return success_rate(round(float(row["success"]) * episodes), episodes)
 
 
 def pool(records: Sequence[Mapping[str, Any]]) -> tuple[SuccessRate, float]:
@@ -101,7 +109,6 @@ class EvalResult:
             "success": self.success.rate,
             "ci_low": self.success.ci_low,
             "ci_high": self.success.ci_high,
-            "successes": self.success.successes,
             "episodes": self.episodes,
             "mean_score": self.mean_score,
         }
