@@ -161,24 +161,26 @@ def _report(overrides: list[str]) -> None:
 
 
 def _eval(overrides: list[str]) -> None:
-    from robocompose.policies.evaluation import evaluate_checkpoint
+    from robocompose.evaluation import evaluate
 
     config = load_verb_config("eval", overrides)
     eval_dir = Path(config.out).parent if config.out else Path(config.checkpoint) / "eval"
     episodes = Path(config.out) if config.out else eval_dir / "episodes.jsonl"
     # one folder per checkpoint: evaluations of other checkpoints into one --out keep theirs
     videos = eval_dir / "videos" / Path(config.checkpoint).resolve().name
-    result = evaluate_checkpoint(
+    result = evaluate(
         config.checkpoint,
         config.seeds(),
         out=episodes,
         steps=config.steps,
         num_envs=config.num_envs,
+        device=config.device,
+        batch_invariant=config.batch_invariant,
         video_seeds=config.video_seeds,
         video_dir=videos if config.video_seeds else None,
     )
     print(result.summary())
-    _print_outputs(episodes, videos if config.video_seeds else None)
+    _print_outputs(episodes, result.videos)
 
 
 def _experts(overrides: list[str]) -> None:
@@ -215,7 +217,7 @@ def _experts(overrides: list[str]) -> None:
 
 
 def _compose(overrides: list[str]) -> None:
-    from robocompose.composition.api import evaluate
+    from robocompose.evaluation import evaluate
 
     config = load_verb_config("compose", overrides)
     label = config.label()
@@ -227,18 +229,21 @@ def _compose(overrides: list[str]) -> None:
         label=label,
         out=episodes,
         num_envs=config.num_envs,
+        device=config.device,
+        batch_invariant=config.batch_invariant,
         video_seeds=config.video_seeds,
         video_dir=videos,
     )
     print(result.summary())
-    _print_outputs(episodes, videos if config.video_seeds else None)
+    _print_outputs(episodes, result.videos)
 
 
-def _print_outputs(episodes: Path, videos: Path | None) -> None:
-    """Where eval/compose put their results, so nobody has to guess the default folders."""
+def _print_outputs(episodes: Path, videos: list[Path]) -> None:
+    """Where eval/compose put their results, so nobody has to guess the default folders; each
+    video as written (`seed_N-2.mp4` when `seed_N.mp4` was already there)."""
     print(f"episodes: {episodes}")
-    if videos is not None:
-        print(f"videos: {videos}/")
+    for video in videos:
+        print(f"video: {video}")
 
 
 def _search(overrides: list[str]) -> None:
