@@ -10,8 +10,10 @@ from typing import Any
 import pytest
 import torch
 
+from robocompose.cli import main
 from robocompose.composition.api import compose
 from robocompose.composition.api import evaluate as api_evaluate
+from robocompose.demo import DemoConfig, run_demo
 from robocompose.evaluation import check_observations, evaluate, load_checkpoint
 from robocompose.interrupt import Interrupted
 from robocompose.policies.runner import PolicyPredictor
@@ -171,3 +173,26 @@ def test_parents_of_different_tasks_are_refused_naming_each_task(operator: str) 
         "the parents come from different tasks: PushT_flow_mlp (robocompose/PushT-v0), "
         "Stack_flow_mlp (robocompose/Stack-v0); composition needs parents of one task."
     )
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+def test_the_configs_device_reaches_the_evaluation(tmp_path) -> None:
+    with pytest.raises(
+        SystemExit,
+        match=r"robocompose eval: error: `device`='cuda': this machine "
+        r"has 0 CUDA device\(s\)",
+    ):
+        main(
+            [
+                "eval",
+                "checkpoints/Stack_flow_mlp",
+                "--episodes",
+                "1",
+                "device=cuda",
+                "--out",
+                str(tmp_path / "ep.jsonl"),
+            ]
+        )
+    with pytest.raises(ValueError, match=r"`device`='cuda': this machine has 0 CUDA"):
+        run_demo(DemoConfig(episodes=1, out=str(tmp_path), device="cuda"))
+    assert not list(tmp_path.rglob("*.jsonl"))  # refused before any episode ran
