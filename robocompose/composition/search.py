@@ -274,6 +274,7 @@ def _weight_axis(ax: Any, result: SearchResult, parents: Sequence[dict]) -> None
 
 
 TOP_BARS = 15
+LEVEL_COLORS = ("tab:purple", "tab:brown", "tab:gray", "tab:olive", "tab:cyan", "tab:pink")
 
 
 def _ranked_bars(ax: Any, result: SearchResult) -> None:
@@ -316,9 +317,9 @@ def search_figure(
 ) -> Any:
     """The search's matplotlib figure: a weight axis for two parents, ranked bars for more.
 
-    `parents` (K=2: drawn at w = 1 and 0), `others` (e.g. another operator, drawn as a dashed
-    level with its interval): rows {"label", "success", "ci_low", "ci_high"[, "episodes"]}
-    measured on the same seeds."""
+    `parents` (K=2: drawn at w = 1 and 0; more: as levels), `others` (e.g. another operator,
+    drawn as a dashed level with its interval): rows {"label", "success", "ci_low", "ci_high"
+    [, "episodes"]} measured on the same seeds."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -332,7 +333,8 @@ def search_figure(
         _ranked_bars(ax, result)
     level = ax.axhline if two else ax.axvline
     band = ax.axhspan if two else ax.axvspan
-    for other, color in zip(others, ("tab:purple", "tab:brown", "tab:gray"), strict=False):
+    alone = [] if two else [{**p, "label": f"{p['label']} alone"} for p in parents]
+    for other, color in zip([*alone, *others], itertools.cycle(LEVEL_COLORS), strict=False):
         level(100 * other["success"], ls="--", color=color, label=_labelled(other))
         band(100 * other["ci_low"], 100 * other["ci_high"], color=color, alpha=0.08)
     ax.set_title(_title(result, title), fontsize=8)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 from matplotlib.collections import LineCollection, PathCollection
+from matplotlib.container import BarContainer
 
 from robocompose.composition.search import (
     N_NOTE,
@@ -82,10 +83,13 @@ def test_three_parents_get_ranked_bars_with_their_n() -> None:
     }
     best = max(candidates, key=lambda c: (c.rate, c.mean_score))
     result = SearchResult("grid", candidates, best.weights, 100, 7, provenance=provenance)
-    fig = search_figure(result)
+    alone = {"label": "Stack_flow_mlp", "success": 0.6, "ci_low": 0.3, "ci_high": 0.85}
+    fig = search_figure(result, parents=[{**alone, "episodes": 10}])
     ax = fig.axes[0]
     assert "C = Stack_flow_mlp_b" in ax.get_title()
-    assert len(ax.patches) == len(weights) == 15  # every candidate a bar
+    assert ax.get_legend_handles_labels()[1] == ["Stack_flow_mlp alone (n=10)"]
+    bars = next(c for c in ax.containers if isinstance(c, BarContainer))
+    assert len(bars.patches) == len(weights) == 15  # every candidate a bar
     labels = [t.get_text() for t in ax.get_yticklabels()]
     assert labels[-1] == "(" + ", ".join(f"{x:.2f}" for x in best.weights) + ")"  # best on top
     assert {t.get_text() for t in ax.texts} == {f"n={c.episodes}" for c in candidates}
