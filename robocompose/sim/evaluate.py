@@ -2,8 +2,9 @@
 
 Every episode runs on exactly its seed, whatever `num_envs` is: the vector env never autoresets;
 a finished slot is reset with the next seed from the queue. This is the env-level harness any
-gymnasium env can use; episode records, their files (append, resume) and their aggregation are
-`robocompose.records`'. Policies of this project run through `robocompose.evaluation.evaluate`.
+gymnasium env can use; the episode records, their files (append, resume) and their aggregation
+live in `robocompose.records`. Policies of this project run through
+`robocompose.evaluation.evaluate`, which adds their task, device and inference layout.
 """
 
 from __future__ import annotations
