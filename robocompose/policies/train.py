@@ -297,12 +297,12 @@ def evaluate_ema(
     episodes: int,
     device: torch.device,
 ) -> SuccessRate:
-    """Success of the EMA weights on the dataset's task over seeds 100000.. (a CPU copy runs).
+    """Success of a copy holding the EMA weights on the dataset's task, seeds 100000 on.
 
     The RNG states are forked, so a run that evaluates trains the very weights of one that
     does not.
     """
-    from robocompose.composition.api import evaluate
+    from robocompose.evaluation import evaluate
 
     forked = [device] if device.type == "cuda" else []
     with torch.random.fork_rng(devices=forked):
@@ -310,7 +310,9 @@ def evaluate_ema(
         evaluated.load_state_dict(ema)
         evaluated.metadata = metadata
         seeds = range(EVAL_SEED_START, EVAL_SEED_START + episodes)
-        result = evaluate(evaluated.eval(), seeds, label="train_eval", progress=False)
+        result = evaluate(
+            evaluated.eval(), seeds, label="train_eval", device=str(device), progress=False
+        )
     return result.success
 
 
