@@ -32,7 +32,7 @@ class TrainConfig:
     log_every: int = 50  # TensorBoard scalars every this many steps
     # success of the EMA weights on the dataset's task every this many steps (0: never)
     eval_every: int = 0
-    eval_episodes: int = 10
+    eval_episodes: int = 10  # episodes per evaluation, seeds 100000 on
     seed: int = 0
     demo_offset: int = 0  # train on demos [demo_offset, demo_offset + max_demos)
     max_demos: int | None = None
