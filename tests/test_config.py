@@ -20,6 +20,7 @@ REQUIRED = {
     "eval": ["checkpoint=c"],
     "serve": ["checkpoint=c"],
     "replay": ["log=l"],
+    "report": ["run=r"],
 }
 
 
