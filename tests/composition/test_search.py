@@ -16,7 +16,7 @@ from robocompose.cli import load_verb_config, main
 from robocompose.composition import load, search
 from robocompose.composition.policy import CompositionConfig
 from robocompose.composition.search import SearchSettings
-from robocompose.composition.search_record import SearchRecordError
+from robocompose.composition.search_record import SearchRecordError, seed_entry
 from robocompose.demo import DemoConfig
 from robocompose.shipped import shipped_path
 
@@ -104,3 +104,8 @@ def test_bad_settings_name_the_field() -> None:
         SearchSettings(first_slice=0)
     with pytest.raises(ValueError, match="not on task 'Stack'"):
         search(PARENTS, SEEDS, out_dir="unused", task="Stack")
+
+
+def test_seeds_are_recorded_as_a_range_or_in_full() -> None:
+    assert seed_entry(range(100_000, 100_050)) == {"start": 100_000, "count": 50}
+    assert seed_entry([7, 3, 5]) == {"list": [7, 3, 5], "count": 3}
