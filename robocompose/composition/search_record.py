@@ -3,7 +3,8 @@
 Episode files in `<out_dir>/episodes/` are named by operator and weights only, so a second search
 into the same folder with other parents, another task or other composition settings would read
 the first one's episodes as its own. The record is written when a search starts and checked when
-one reruns: a rerun that would change what the episodes mean is refused, naming what differs. The
+one reruns into a folder holding its episodes: a rerun that would change what they mean is
+refused, naming what differs (a search stopped before its first episode binds nothing). The
 seeds, method, grid step and device may change (a rerun resumes or extends the search), and so
 may num_envs while episodes are batch invariant.
 """
@@ -11,6 +12,7 @@ may num_envs while episodes are batch invariant.
 from __future__ import annotations
 
 import dataclasses
+import glob
 import json
 import os
 from collections.abc import Iterable, Sequence
@@ -116,10 +118,23 @@ def _describe(key: str, record: dict[str, Any]) -> str:
     return repr(record.get(key))
 
 
+def _episodes_of(path: Path) -> list[Path]:
+    """The candidate episode files next to the record at `path` (a search stopped before its
+    first episode left none, and binds nothing)."""
+    try:
+        operator = json.loads(path.read_text()).get("operator")
+    except (json.JSONDecodeError, AttributeError):
+        operator = None
+    pattern = f"{glob.escape(operator)}_*.jsonl" if operator else "*.jsonl"
+    files = (path.parent / "episodes").glob(pattern)
+    return [f for f in files if f.stat().st_size > 0]
+
+
 def start(folder: str | os.PathLike[str], record: dict[str, Any]) -> Path:
-    """Write `folder`/search.json for a search about to run; refuse a folder holding another."""
+    """Write `folder`/search.json for a search about to run; refuse a folder whose episodes
+    belong to another search."""
     path = Path(folder) / RECORD
-    if path.exists():
+    if path.exists() and _episodes_of(path):
         try:
             saved = json.loads(path.read_text())
         except json.JSONDecodeError as e:

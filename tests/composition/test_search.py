@@ -16,7 +16,7 @@ from robocompose.cli import load_verb_config, main
 from robocompose.composition import load, search
 from robocompose.composition.policy import CompositionConfig
 from robocompose.composition.search import SearchSettings
-from robocompose.composition.search_record import SearchRecordError, seed_entry
+from robocompose.composition.search_record import SearchRecordError, seed_entry, start
 from robocompose.demo import DemoConfig
 from robocompose.shipped import shipped_path
 
@@ -93,8 +93,22 @@ def test_search_records_what_it_searched_and_refuses_another_search(tmp_path: Pa
 
 def test_a_search_folder_of_an_older_robocompose_is_refused(tmp_path: Path) -> None:
     (tmp_path / "search.json").write_text(json.dumps({"method": "grid", "candidates": []}))
+    (tmp_path / "episodes").mkdir()
+    (tmp_path / "episodes" / "convex_0.000_1.000.jsonl").write_text('{"seed": 100000}\n')
     with pytest.raises(SearchRecordError, match="did not record the parents"):
         search(PARENTS, SEEDS, out_dir=tmp_path, **TINY)
+
+
+def test_a_search_that_ran_no_episode_binds_nothing(tmp_path: Path) -> None:
+    """Stopped before its first episode (say, a wrong observation key), the folder is free."""
+    record = {"task": {"name": "Stack", "env_id": "robocompose/Stack-v0"}, "operator": "convex"}
+    start(tmp_path, {**record, "parents": [{"name": "a", "path": None, "fingerprint": "1"}]})
+    again = {**record, "parents": [{"name": "b", "path": None, "fingerprint": "2"}]}
+    assert json.loads(start(tmp_path, again).read_text())["parents"][0]["name"] == "b"
+    (tmp_path / "episodes").mkdir()
+    (tmp_path / "episodes" / "convex_0.500_0.500.jsonl").write_text('{"seed": 1}\n')
+    with pytest.raises(SearchRecordError, match=r"other parents \(parents: b \(2\) there, a"):
+        start(tmp_path, {**record, "parents": [{"name": "a", "path": None, "fingerprint": "1"}]})
 
 
 def test_bad_settings_name_the_field() -> None:
