@@ -4,9 +4,10 @@ For each checkpoint, the same seeds run with per-episode inference (the default)
 and 8, and with batched inference at num_envs 2 and 8 (batched at 1 is per-episode by
 construction). Per-episode runs must give identical records; for batched runs we count the seeds
 whose record (success, score, return, length) differs from per-episode's, and those whose success
-differs. Wall time per episode compares the two at num_envs 8 on one torch thread: they run in
-alternation `--rounds` times and the fastest round of each counts (other processes sharing the
-machine slow single rounds by up to several times).
+differs. Time per episode compares the two at num_envs 8 on one torch thread: they run in
+alternation `--rounds` times and the fastest round of each counts, in wall time and in this
+process's CPU time (other processes sharing the machine slow single rounds by up to several
+times; CPU time, all of it on one thread, is what they disturb least).
 
     python benchmarks/batch_invariance.py [--episodes 20] [--rounds 3] [--only PushT_flow_unet]
 
@@ -59,7 +60,7 @@ def main() -> None:
             key = f"{mode}-{num_envs}"
             if key in runs:
                 continue
-            result, seconds = timed_run(name, seeds, mode, num_envs)
+            result, seconds, _ = timed_run(name, seeds, mode, num_envs)
             runs[key] = {
                 "mode": mode,
                 "num_envs": num_envs,
@@ -70,19 +71,24 @@ def main() -> None:
             print(f"{name} {key}: {result.success}", flush=True)
             results[name].update(compare(runs))
             path.write_text(json.dumps({"seeds": seeds, "checkpoints": results}, indent=2) + "\n")
-        timing = results[name].setdefault("timing_at_8", {"per-episode": [], "batched": []})
+        timing = results[name].setdefault("timing_at_8", {m: [] for m in RUN_MODES})
         while len(timing["batched"]) < args.rounds:
-            for mode in ("per-episode", "batched"):
-                timing[mode].append(timed_run(name, seeds, mode, 8)[1] / len(seeds))
-            best = {mode: min(times) for mode, times in timing.items() if mode in RUN_MODES}
-            timing["fastest_seconds_per_episode"] = best
-            timing["per_episode_over_batched"] = best["per-episode"] / best["batched"]
-            print(f"{name} timing at 8: {best}", flush=True)
+            for mode in RUN_MODES:
+                _, wall, cpu = timed_run(name, seeds, mode, 8)
+                timing[mode].append({"wall_s": wall / len(seeds), "cpu_s": cpu / len(seeds)})
+            for clock in ("wall_s", "cpu_s"):
+                best = {m: min(t[clock] for t in timing[m]) for m in RUN_MODES}
+                timing[f"fastest_{clock}_per_episode"] = best
+                timing[f"per_episode_over_batched_{clock}"] = best["per-episode"] / best["batched"]
+            print(f"{name} timing at 8: {timing['fastest_cpu_s_per_episode']} (cpu)", flush=True)
             path.write_text(json.dumps({"seeds": seeds, "checkpoints": results}, indent=2) + "\n")
 
 
-def timed_run(name: str, seeds: list[int], mode: str, num_envs: int) -> tuple[EvalResult, float]:
-    start = time.perf_counter()
+def timed_run(
+    name: str, seeds: list[int], mode: str, num_envs: int
+) -> tuple[EvalResult, float, float]:
+    """The run's result, wall seconds and this process's CPU seconds."""
+    start, cpu = time.perf_counter(), time.process_time()
     result = evaluate(
         CHECKPOINTS / name,
         seeds,
@@ -91,7 +97,7 @@ def timed_run(name: str, seeds: list[int], mode: str, num_envs: int) -> tuple[Ev
         batch_invariant=mode == "per-episode",
         progress=False,
     )
-    return result, time.perf_counter() - start
+    return result, time.perf_counter() - start, time.process_time() - cpu
 
 
 def compare(runs: dict) -> dict:
