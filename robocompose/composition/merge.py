@@ -22,6 +22,12 @@ def merge_parameters(
         )
     first = parents[0]
     for i, parent in enumerate(parents[1:], start=1):
+        if (parent.device, parent.dtype) != (first.device, first.dtype):
+            raise ValueError(
+                f"parameter merge needs parents on one device in one dtype: parent 0 is on "
+                f"{first.device} in {first.dtype}, parent {i} on {parent.device} in "
+                f"{parent.dtype}."
+            )
         diff = first.config.mismatches(parent.config)
         if diff:
             raise ValueError(
@@ -39,7 +45,7 @@ def merge_parameters(
         else v.clone()
         for k, v in states[0].items()
     }
-    policy = build_policy(first.config, first.normalizers)
+    policy = build_policy(first.config, first.normalizers).to(first.device, first.dtype)
     policy.load_state_dict(merged)
     policy.metadata = {**getattr(first, "metadata", {}), "merged_weights": list(weights)}
     return policy.eval()

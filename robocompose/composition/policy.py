@@ -27,9 +27,13 @@ from robocompose.policies.base import GenerativePolicy
 
 
 def action_maps(
-    parents: Sequence[GenerativePolicy], allow_mismatch: bool
+    parents: Sequence[GenerativePolicy],
+    allow_mismatch: bool,
+    dtype: torch.dtype = torch.float32,
+    device: torch.device | str | None = None,
 ) -> list[ActionMap | None]:
-    """Affine maps from parent 0's normalised actions to each parent's; refuse unless allowed."""
+    """Affine maps from parent 0's normalised actions to each parent's, as tensors of `dtype`
+    on `device` (computed there, not cast from float32); refuse unless allowed."""
     ref = parents[0].action_normalizer
     maps: list[ActionMap | None] = [None]
     for i, parent in enumerate(parents[1:], start=1):
@@ -43,9 +47,9 @@ def action_maps(
                 f"{ref.scale}). Composing then rescales the noise per action dimension; pass "
                 "allow_normalizer_mismatch=True to compose in parent 0's space anyway."
             )
-        scale = torch.as_tensor(norm.scale / ref.scale)
-        offset = torch.as_tensor(norm.offset - ref.offset * norm.scale / ref.scale)
-        maps.append(ActionMap(scale, offset))
+        scale, offset = norm.tensors(dtype, device)
+        ref_scale, ref_offset = ref.tensors(dtype, device)
+        maps.append(ActionMap(scale / ref_scale, offset - ref_offset * scale / ref_scale))
     return maps
 
 
@@ -61,13 +65,17 @@ def shared_executor() -> ThreadPoolExecutor:
 
 
 def row_generators(noise: torch.Tensor) -> list[torch.Generator]:
-    """One generator per batch row, seeded from that row's noise values."""
-    seeds = (noise.flatten(1).double().abs().sum(1) * 1e6).long() % (2**62)
+    """One CPU generator per batch row, seeded from that row's noise values (summed on the CPU,
+    so noise on a GPU seeds the same draws as on the CPU)."""
+    seeds = (noise.detach().cpu().flatten(1).double().abs().sum(1) * 1e6).long() % (2**62)
     return [torch.Generator().manual_seed(int(s)) for s in seeds]
 
 
 class ComposedPolicy:
-    """A `ChunkPredictor` (see `robocompose.policies.runner`) over K composed parents."""
+    """A `ChunkPredictor` (see `robocompose.policies.runner`) over K composed parents.
+
+    It runs where its parents are, in their dtype; `to(...)` moves them all. What it derives
+    from the parents' weights (the fused network, the action maps) follows them there."""
 
     def __init__(self, parents: Sequence[GenerativePolicy], config: CompositionConfig) -> None:
         if len(parents) < 2:
@@ -82,7 +90,7 @@ class ComposedPolicy:
             raise ValueError(f"parents must share one action dimension. Got {dims}.")
         self.parents = list(parents)
         self.config = config
-        self.maps = action_maps(parents, config.allow_normalizer_mismatch)
+        action_maps(parents, config.allow_normalizer_mismatch)  # refuse before anything else
         ref = parents[0].config
         self.obs_keys = tuple(dict.fromkeys(k for p in parents for k in p.config.obs_keys))
         self.n_obs_steps = max(p.config.n_obs_steps for p in parents)
@@ -96,26 +104,73 @@ class ComposedPolicy:
         if self.operator is None and any(w < 0 for w in config.weights):
             raise ValueError(f"mixture `weights` must be >= 0. Got {config.weights}.")
         self._executor = shared_executor() if config.parallel else None
-        self.fused = (
-            StackedMlpDenoiser([p.net for p in parents]).eval()
-            if config.fuse and self.operator is not None and fusable(parents)
-            else None
-        )
+        self._fuse = config.fuse and self.operator is not None and fusable(parents)
+        self._placed_for: tuple[torch.device, torch.dtype] | None = None
+        self._place()
+
+    @property
+    def device(self) -> torch.device:
+        return self._placement()[0]
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self._placement()[1]
+
+    def to(self, *args, **kwargs) -> ComposedPolicy:
+        """Move every parent, as `nn.Module.to` does (a device, a dtype or both)."""
+        for parent in self.parents:
+            parent.to(*args, **kwargs)
+        self._place()
+        return self
+
+    @property
+    def maps(self) -> list[ActionMap | None]:
+        """Parent 0's normalised actions -> each parent's, on the parents' device and dtype."""
+        return self._place()[0]
+
+    @property
+    def fused(self) -> StackedMlpDenoiser | None:
+        """The parents' MLPs as one stacked network, when they fuse (see `fusable`)."""
+        return self._place()[1]
+
+    def _placement(self) -> tuple[torch.device, torch.dtype]:
+        first = self.parents[0]
+        for i, parent in enumerate(self.parents[1:], start=1):
+            if (parent.device, parent.dtype) != (first.device, first.dtype):
+                raise ValueError(
+                    f"composed parents must sit on one device in one dtype: parent 0 is on "
+                    f"{first.device} in {first.dtype}, parent {i} on {parent.device} in "
+                    f"{parent.dtype}. Move them together with `composed.to(...)`."
+                )
+        return first.device, first.dtype
+
+    def _place(self) -> tuple[list[ActionMap | None], StackedMlpDenoiser | None]:
+        """The action maps and fused network for where the parents are now, rebuilt when a
+        parent has moved since the last call."""
+        placement = self._placement()
+        if placement != self._placed_for:
+            device, dtype = placement
+            allow = self.config.allow_normalizer_mismatch
+            self._maps = action_maps(self.parents, allow, dtype, device)
+            stacked = StackedMlpDenoiser([p.net for p in self.parents]) if self._fuse else None
+            self._fused = stacked.eval() if stacked is not None else None
+            self._placed_for = placement
+        return self._maps, self._fused
 
     def denoiser(self, obs: dict[str, torch.Tensor]) -> ComposedDenoiser:
         """The composed D for one observation batch (each parent conditions on its own view)."""
         assert self.operator is not None, "mixture has no single denoiser"
+        maps, fused = self._place()
         conds = [p.encode(self._view(p, obs)) for p in self.parents]
         bound = [p.denoiser_for(c) for p, c in zip(self.parents, conds, strict=True)]
-        if self.fused is None:
-            return ComposedDenoiser(bound, self.operator, self.starts, self.maps, self._executor)
+        if fused is None:
+            return ComposedDenoiser(bound, self.operator, self.starts, maps, self._executor)
         stacked_conds = torch.stack(conds)
-        fused = self.fused
         return ComposedDenoiser(
             bound,
             self.operator,
             self.starts,
-            self.maps,
+            maps,
             fused_net=lambda x_in, timesteps: fused(x_in, timesteps, stacked_conds),
         )
 
@@ -178,21 +233,27 @@ class ComposedPolicy:
 
     @torch.no_grad()
     def predict_actions(self, obs: dict[str, torch.Tensor], noise: torch.Tensor) -> torch.Tensor:
+        device, dtype = self._placement()
+        obs = {k: v.to(device) for k, v in obs.items() if k in self.obs_keys}
+        noise = noise.to(device=device, dtype=dtype)
         if self.operator is None:
             return self._mixture(obs, noise)
         chunk = self.sample_normalized(obs, noise)
         return self.parents[0].action_normalizer.unnormalize(chunk)[:, self.executed]
 
     def _mixture(self, obs: dict[str, torch.Tensor], noise: torch.Tensor) -> torch.Tensor:
-        """OR: each env draws one parent per chunk with probability w_i, which samples alone."""
+        """OR: each env draws one parent per chunk with probability w_i, which samples alone.
+
+        The draw is made on the CPU in float64 from the extra noise row, so every device and
+        dtype picks the same parent for the same noise."""
         weights = torch.tensor(self.config.weights, dtype=torch.float64)
-        u = torch.special.ndtr(noise[:, -1, 0].double())  # the extra noise row -> U(0, 1)
+        u = torch.special.ndtr(noise[:, -1, 0].cpu().double())  # extra noise row -> U(0, 1)
         cdf = torch.cumsum(weights / weights.sum(), 0)
         choice = torch.searchsorted(cdf, u.contiguous()).clamp(max=len(self.parents) - 1)
         n_exec = self.executed.stop - self.executed.start
-        out = torch.empty(noise.shape[0], n_exec, noise.shape[-1])
+        out = noise.new_empty(noise.shape[0], n_exec, noise.shape[-1])
         for i, parent in enumerate(self.parents):
-            rows = torch.nonzero(choice == i).flatten()
+            rows = torch.nonzero(choice == i).flatten().to(noise.device)
             if len(rows) == 0:
                 continue
             view = {k: v[rows] for k, v in self._view(parent, obs).items()}

@@ -19,19 +19,27 @@ TARGET_ACCEPT = 0.57  # MALA's optimal acceptance rate (Roberts & Rosenthal 1998
 DenoiseFn = Callable[[torch.Tensor, float], DenoiserOutput]
 # One generator for the batch, or one per batch row: per-row generators make each row's draws
 # independent of which other rows share its batch (an episode's noise must not depend on that).
+# Generators are CPU ones: draws are made on the CPU in the sample's dtype and then moved to its
+# device, so one seed gives the same sample on a CPU, a GPU or MPS.
 Rng = torch.Generator | Sequence[torch.Generator] | None
 
 
-def randn(shape: Sequence[int], rng: Rng, dtype: torch.dtype) -> torch.Tensor:
+def _draw(sample, shape: Sequence[int], rng: Rng, like: torch.Tensor) -> torch.Tensor:
     if rng is None or isinstance(rng, torch.Generator):
-        return torch.randn(tuple(shape), generator=rng, dtype=dtype)
-    return torch.stack([torch.randn(tuple(shape[1:]), generator=g, dtype=dtype) for g in rng])
+        draw = sample(tuple(shape), generator=rng, dtype=like.dtype)
+    else:
+        draw = torch.stack([sample(tuple(shape[1:]), generator=g, dtype=like.dtype) for g in rng])
+    return draw.to(like.device)
 
 
-def rand(shape: Sequence[int], rng: Rng, dtype: torch.dtype) -> torch.Tensor:
-    if rng is None or isinstance(rng, torch.Generator):
-        return torch.rand(tuple(shape), generator=rng, dtype=dtype)
-    return torch.stack([torch.rand(tuple(shape[1:]), generator=g, dtype=dtype) for g in rng])
+def randn(shape: Sequence[int], rng: Rng, like: torch.Tensor) -> torch.Tensor:
+    """Unit normal draws of `shape` in `like`'s dtype and on its device."""
+    return _draw(torch.randn, shape, rng, like)
+
+
+def rand(shape: Sequence[int], rng: Rng, like: torch.Tensor) -> torch.Tensor:
+    """Uniform [0, 1) draws of `shape` in `like`'s dtype and on its device."""
+    return _draw(torch.rand, shape, rng, like)
 
 
 def _check_sigmas(sigmas: Sequence[float]) -> None:
@@ -83,7 +91,7 @@ def ancestral_step(
     ratio = 0.0 if math.isinf(sigma) else (sigma_next / sigma) ** 2
     sigma_up = sigma_next * math.sqrt(1.0 - ratio)
     sigma_down = math.sqrt(max(sigma_next**2 - sigma_up**2, 0.0))
-    z = randn(out.x0_hat.shape, generator, out.x0_hat.dtype)
+    z = randn(out.x0_hat.shape, generator, out.x0_hat)
     return out.x0_hat + sigma_down * out.eps_hat + sigma_up * z
 
 
@@ -140,7 +148,7 @@ def sample_annealed_mcmc(
             eps_size = step_scale * sigma_next**2
         score = -denoise(x, sigma_next).eps_hat / sigma_next
         for _ in range(mcmc_steps):
-            z = randn(x.shape, generator, x.dtype)
+            z = randn(x.shape, generator, x)
             proposal = x + eps_size * score + math.sqrt(2 * eps_size) * z
             score_p = -denoise(proposal, sigma_next).eps_hat / sigma_next
             if method == "ula":
@@ -150,7 +158,7 @@ def sample_annealed_mcmc(
             forward = ((proposal - x - eps_size * score) ** 2).sum(dims)
             backward = ((x - proposal - eps_size * score_p) ** 2).sum(dims)
             log_accept = log_ratio - (backward - forward) / (4 * eps_size)
-            u = rand(log_accept.shape, generator, x.dtype)
+            u = rand(log_accept.shape, generator, x)
             accept = (torch.log(u) < log_accept).view(-1, *([1] * (x.ndim - 1)))
             x = torch.where(accept, proposal, x)
             score = torch.where(accept, score_p, score)

@@ -55,10 +55,10 @@ def sample_superdiff(
         outs = parent_outputs(x, sigma)
         k = len(outs)
         if ell is None:
-            ell = torch.zeros(k, x.shape[0], dtype=x.dtype)
-            log_w = torch.log(torch.tensor(weights or [1.0 / k] * k, dtype=x.dtype))
+            ell = x.new_zeros(k, x.shape[0])
+            log_w = torch.log(x.new_tensor(weights or [1.0 / k] * k))
         scores = torch.stack([-o.eps_hat / sigma for o in outs])  # (K, B, H, A)
-        z = randn(x.shape, generator, x.dtype)
+        z = randn(x.shape, generator, x)
         h = sigma**2 - sigma_next**2
         if mode == "or":
             kappa = torch.softmax(ell + log_w[:, None], dim=0)  # (K, B)

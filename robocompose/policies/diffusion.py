@@ -6,6 +6,7 @@ DDIM differ from Euler in sigma space, and composition relies on that identity.
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass
 
@@ -121,7 +122,7 @@ class DiffusionPolicy(GenerativePolicy):
             prediction_type=config.prediction_type,
             clip_sample=False,
         )
-        self._ddim: dict[tuple[int, torch.dtype], DDIMScheduler] = {}
+        self._ddim = DDIMScheduler.from_config(self.noise_scheduler.config)
 
     def loss(self, obs: dict[str, torch.Tensor], actions: torch.Tensor) -> torch.Tensor:
         a0 = self.action_normalizer.normalize(actions)
@@ -138,19 +139,17 @@ class DiffusionPolicy(GenerativePolicy):
         return F.mse_loss(pred, target)
 
     def ddim_scheduler(self, steps: int, dtype: torch.dtype) -> DDIMScheduler:
-        """DDIM on the training schedule with `steps` timesteps and its alphas in `dtype`.
+        """A fresh DDIM scheduler (diffusers' schedulers are stateful) on the training schedule,
+        with `steps` timesteps and its alphas in `dtype`.
 
-        One per (steps, dtype), built on first use: diffusers builds its tables with float32
-        ops, and DDIM's `step` reads the scheduler without changing it. The alphas stay on the
-        CPU; `step` takes them as 0-d tensors, which join a tensor on any device."""
-        key = (steps, dtype)
-        if key not in self._ddim:
-            scheduler = DDIMScheduler.from_config(self.noise_scheduler.config)
-            scheduler.set_timesteps(steps)
-            scheduler.alphas_cumprod = scheduler.alphas_cumprod.to(dtype)
-            scheduler.final_alpha_cumprod = scheduler.final_alpha_cumprod.to(dtype)
-            self._ddim[key] = scheduler
-        return self._ddim[key]
+        A copy of one built with the policy: diffusers builds its tables in float32, which in
+        a float64 policy is done once, not in every sampling call. The alphas stay on the CPU;
+        `step` takes them as 0-d tensors, which join a tensor on any device."""
+        scheduler = copy.copy(self._ddim)
+        scheduler.set_timesteps(steps)
+        scheduler.alphas_cumprod = scheduler.alphas_cumprod.to(dtype)
+        scheduler.final_alpha_cumprod = scheduler.final_alpha_cumprod.to(dtype)
+        return scheduler
 
     def sample_normalized(
         self, cond: torch.Tensor, steps: int, noise: torch.Tensor

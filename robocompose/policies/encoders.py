@@ -40,7 +40,11 @@ class LowDimEncoder(nn.Module):
                 f"low-dim input must have shape (B, {expected[0]}, {expected[1]}). "
                 f"Got {tuple(x.shape)}."
             )
-        return self.mlp(x.flatten(1).float())
+        x = x.flatten(1)
+        weight = next(self.mlp.parameters(), None)
+        if weight is not None:
+            return self.mlp(x.to(weight.dtype))
+        return x if x.is_floating_point() else x.to(torch.get_default_dtype())
 
 
 class SpatialSoftmax(nn.Module):
@@ -158,7 +162,7 @@ class ImageEncoder(nn.Module):
             )
         b, t = images.shape[:2]
         x = self.crop(images).flatten(0, 1).permute(0, 3, 1, 2)  # (B*T, 3, h, w)
-        x = x.float() / 127.5 - 1.0
+        x = x.to(self.proj.weight.dtype) / 127.5 - 1.0  # pixels stay uint8 until here
         keypoints = self.keypoints(self.backbone(x.contiguous()))  # (B*T, K, 2)
         return self.proj(keypoints.flatten(1)).view(b, t * self.feature_dim)
 

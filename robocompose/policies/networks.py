@@ -41,10 +41,20 @@ class SinusoidalEmbedding(nn.Module):
         super().__init__()
         if dim < 2:
             raise ValueError(f"`dim` must be >= 2. Got {dim}.")
-        self.dim = dim
-        half = dim // 2
-        freqs = torch.exp(-math.log(max_period) * torch.arange(half, dtype=torch.float32) / half)
-        self.register_buffer("freqs", freqs, persistent=False)
+        self.dim, self.max_period = dim, max_period
+        self.register_buffer("freqs", self._frequencies(torch.float32, None), persistent=False)
+
+    def _frequencies(self, dtype: torch.dtype, device: torch.device | None) -> Tensor:
+        half = self.dim // 2
+        steps = torch.arange(half, dtype=dtype, device=device)
+        return torch.exp(-math.log(self.max_period) * steps / half)
+
+    def _apply(self, fn, recurse: bool = True):
+        """After `.to(dtype/device)`, recompute the frequencies there: a cast of the float32
+        table would carry float32 rounding into a float64 model."""
+        super()._apply(fn, recurse)
+        self.freqs = self._frequencies(self.freqs.dtype, self.freqs.device)
+        return self
 
     def forward(self, t: Tensor) -> Tensor:
         args = t.to(self.freqs.dtype)[:, None] * self.freqs[None, :]
@@ -54,9 +64,11 @@ class SinusoidalEmbedding(nn.Module):
         return emb
 
 
-def _timestep_batch(timestep: Tensor | float, batch: int, device: torch.device) -> Tensor:
-    """Accept a (B,) tensor, a 0-d tensor or a Python number; return (B,) float32."""
-    t = torch.as_tensor(timestep, dtype=torch.float32, device=device)
+def _timestep_batch(timestep: Tensor | float, like: Tensor) -> Tensor:
+    """Accept a (B,) tensor, a 0-d tensor or a Python number; return (B,) in `like`'s dtype
+    and device, B = len(like)."""
+    batch = like.shape[0]
+    t = torch.as_tensor(timestep, dtype=like.dtype, device=like.device)
     if t.ndim == 0:
         return t.expand(batch)
     if t.shape != (batch,):
@@ -251,7 +263,7 @@ class ConditionalUnet1D(nn.Module):
         """(B, H, A), (B,) float, (B, C) -> (B, H, A)."""
         _check_inputs(x, global_cond, self.action_dim, self.global_cond_dim)
         self._check_horizon(x.shape[1])
-        t = _timestep_batch(timestep, x.shape[0], x.device)
+        t = _timestep_batch(timestep, x)
         cond = torch.cat([self.time_mlp(t).to(global_cond.dtype), global_cond], dim=-1)
 
         films = iter(self.film(cond))  # one (scale, bias) per block, in construction order
@@ -354,7 +366,7 @@ class MlpDenoiserNet(nn.Module):
                 f"`x` must have horizon {self.horizon} (fixed at construction). "
                 f"Got horizon={x.shape[1]}."
             )
-        t = _timestep_batch(timestep, x.shape[0], x.device)
+        t = _timestep_batch(timestep, x)
         c = self.cond_mlp(torch.cat([self.time_embed(t).to(global_cond.dtype), global_cond], -1))
         h = self.in_proj(x.flatten(1))
         for blk, (scale, bias) in zip(self.blocks, self.film(c), strict=True):

@@ -37,11 +37,22 @@ class AffineNormalizer:
     def identity(cls, dim: int) -> AffineNormalizer:
         return cls(np.ones(dim, np.float32), np.zeros(dim, np.float32))
 
+    def tensors(
+        self, dtype: torch.dtype, device: torch.device | str | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(scale, offset) in `dtype` on `device`. Read in float64, which holds the stored float32
+        values exactly, so a float64 policy never sees them pass through a float32 tensor."""
+        arrays = (np.asarray(a, dtype=np.float64) for a in (self.scale, self.offset))
+        scale, offset = (torch.from_numpy(a) for a in arrays)
+        return scale.to(device=device, dtype=dtype), offset.to(device=device, dtype=dtype)
+
     def normalize(self, x: torch.Tensor) -> torch.Tensor:
-        return x * self._t(self.scale, x) + self._t(self.offset, x)
+        scale, offset = self.tensors(x.dtype, x.device)
+        return x * scale + offset
 
     def unnormalize(self, y: torch.Tensor) -> torch.Tensor:
-        return (y - self._t(self.offset, y)) / self._t(self.scale, y)
+        scale, offset = self.tensors(y.dtype, y.device)
+        return (y - offset) / scale
 
     def to_dict(self) -> dict[str, list[float]]:
         return {"scale": self.scale.tolist(), "offset": self.offset.tolist()}
@@ -56,7 +67,3 @@ class AffineNormalizer:
             and np.allclose(self.scale, other.scale, rtol=rtol)
             and np.allclose(self.offset, other.offset, rtol=rtol, atol=1e-6)
         )
-
-    @staticmethod
-    def _t(a: np.ndarray, like: torch.Tensor) -> torch.Tensor:
-        return torch.as_tensor(a, dtype=like.dtype, device=like.device)

@@ -25,6 +25,8 @@ class ChunkPredictor(Protocol):
     obs_keys: tuple[str, ...]
     n_obs_steps: int
     noise_shape: tuple[int, ...]  # per env, e.g. (H, A)
+    device: torch.device  # where observations and noise are sent
+    dtype: torch.dtype  # what floating-point type the noise is sent in
 
     def predict_actions(self, obs: dict[str, torch.Tensor], noise: torch.Tensor) -> torch.Tensor:
         """{key: (B, n_obs_steps, ...)}, noise (B, *noise_shape) -> (B, n_action_steps, A)."""
@@ -94,14 +96,22 @@ class PolicyRunner:
         predicted actions."""
         keys = self.predictor.obs_keys
         if replan:
-            batch = {
-                k: torch.as_tensor(np.stack([[f[k] for f in self._history[i]] for i in replan]))
+            device, dtype = self.predictor.device, self.predictor.dtype
+            batch = {  # as the envs give them (float32 states, uint8 images); the policy casts
+                k: torch.as_tensor(
+                    np.stack([[f[k] for f in self._history[i]] for i in replan]), device=device
+                )
                 for k in keys
             }
+            # drawn on the CPU in float32 whatever the policy's device and dtype: an episode's
+            # noise is then the same on every device, and a float64 run starts each chunk from
+            # the float32 run's noise, so the two differ by rounding only
             shape = self.predictor.noise_shape
             noise = torch.stack([torch.randn(shape, generator=self._noise[i]) for i in replan])
             with torch.no_grad():
-                actions = self.predictor.predict_actions(batch, noise).cpu().numpy()
+                chunk = self.predictor.predict_actions(batch, noise.to(device, dtype)).cpu()
+            # at least float32 (numpy has no bfloat16), float64 stays float64
+            actions = chunk.to(torch.promote_types(chunk.dtype, torch.float32)).numpy()
             for row, i in enumerate(replan):
                 self._queue[i].extend(actions[row])
 
@@ -115,6 +125,14 @@ class PolicyPredictor:
         self.n_obs_steps = policy.config.n_obs_steps
         self.noise_shape = policy.chunk_shape(1)[1:]
         self.steps = steps
+
+    @property
+    def device(self) -> torch.device:
+        return self.policy.device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.policy.dtype
 
     def predict_actions(self, obs: dict[str, torch.Tensor], noise: torch.Tensor) -> torch.Tensor:
         chunk = self.policy.sample(obs, self.steps, noise)

@@ -139,7 +139,7 @@ def test_make_backbone_unknown_name_lists_choices():
 def test_low_dim_encoder():
     x = torch.randn(4, 2, 5, dtype=torch.float64)
     flat = LowDimEncoder(5, 2)
-    assert flat.out_dim == 10 and torch.equal(flat(x), x.flatten(1).float())
+    assert flat.out_dim == 10 and torch.equal(flat(x), x.flatten(1))  # keeps float64
     mlp = LowDimEncoder(5, 2, out_dim=32)
     assert mlp.out_dim == 32 and mlp(x).shape == (4, 32)
 
