@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 
+import numpy as np
 import pytest
 import torch
 
@@ -13,7 +14,7 @@ from robocompose.composition.merge import merge_parameters
 from robocompose.composition.policy import ComposedPolicy, CompositionConfig
 from robocompose.composition.samplers import sample_ancestral, sample_annealed_mcmc
 from robocompose.composition.superdiff import sample_superdiff
-from robocompose.policies.runner import PolicyPredictor
+from robocompose.policies.runner import PolicyPredictor, PolicyRunner
 from tests.policies.test_devices import (
     observations,
     run_in_float64_only,
@@ -190,3 +191,16 @@ def test_composition_on_cuda_gives_the_cpu_actions(case: str) -> None:
     on_cuda = sample(composed.to("cuda"))
     assert on_cuda.device.type == "cuda"
     torch.testing.assert_close(on_cuda.cpu(), on_cpu, atol=1e-4, rtol=0)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_runner_on_cuda_acts_as_on_the_cpu() -> None:
+    """The runner's episode noise comes from CPU generators, so the seeds give the same actions."""
+    composed = compose(parents(), "ancestral")
+    obs = {"state": np.random.default_rng(0).normal(size=(2, 3)).astype(np.float32)}
+    actions = {}
+    for device in ("cpu", "cuda"):
+        runner = PolicyRunner(composed.to(device))
+        runner.reset(np.ones(2, bool), seeds=np.array([3, 4]))
+        actions[device] = np.stack([runner(obs) for _ in range(5)])
+    np.testing.assert_allclose(actions["cuda"], actions["cpu"], atol=1e-4)
