@@ -187,3 +187,17 @@ def test_runner_sends_float64_noise_of_the_episode_seed_and_returns_float64_acti
     assert runs[torch.float64].dtype == np.float64 and runs[torch.float32].dtype == np.float32
     np.testing.assert_allclose(runs[torch.float64], runs[torch.float32], atol=1e-4)
     assert not np.array_equal(runs[torch.float64], runs[torch.float32])
+
+
+@pytest.mark.parametrize("dtype,atol", [(torch.bfloat16, 0.1), (torch.float16, 0.01)])
+def test_runner_returns_half_precision_actions_as_float32(dtype: torch.dtype, atol: float) -> None:
+    """numpy has no bfloat16: the runner hands the envs at least float32."""
+    policy = tiny_policy("flow", "mlp")
+    obs = {"state": np.random.default_rng(0).normal(size=(2, 3)).astype(np.float32)}
+    runs = {}
+    for run_dtype in (torch.float32, dtype):
+        runner = PolicyRunner(PolicyPredictor(copy.deepcopy(policy).to(run_dtype)))
+        runner.reset(np.ones(2, bool), seeds=np.array([7, 8]))
+        runs[run_dtype] = np.stack([runner(obs) for _ in range(4)])
+    assert runs[dtype].dtype == np.float32
+    np.testing.assert_allclose(runs[dtype], runs[torch.float32], atol=atol)
