@@ -111,7 +111,12 @@ def _predictor(policy: GenerativePolicy | ChunkPredictor, steps: int | None) -> 
     if isinstance(policy, GenerativePolicy):
         return PolicyPredictor(policy, steps)
     own = getattr(getattr(policy, "config", None), "denoising_steps", None)
-    if steps is not None and callable(own) and own() != steps:
+    if steps is not None and not callable(own):
+        raise ValueError(
+            f"`steps`={steps} applies to a checkpoint or a GenerativePolicy; a "
+            f"{type(policy).__name__} chooses its own."
+        )
+    if steps is not None and own() != steps:
         raise ValueError(
             f"`steps`={steps} but the composed policy samples in {own()} steps: set "
             "`steps` in its CompositionConfig (composition.steps) instead."

@@ -162,6 +162,8 @@ def test_a_predictor_without_parents_needs_a_task() -> None:
 
     with pytest.raises(ValueError, match=r"Bare names no parent policy .* pass `task=`"):
         evaluate(Bare(), [0], progress=False)
+    with pytest.raises(ValueError, match=r"`steps`=4 applies to a checkpoint .* a Bare chooses"):
+        evaluate(Bare(), [0], task="PushT", steps=4, progress=False)
 
 
 @pytest.mark.parametrize("operator", ["convex", "merge"])
