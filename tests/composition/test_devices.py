@@ -33,17 +33,24 @@ OPERATOR_CASES = {
     "superdiff_or": ("superdiff_or", (0.5, 0.5), {"steps": 6}),
     "heun": ("convex", (0.6, 0.4), {"sampler": "heun"}),
     "ancestral": ("convex", (0.6, 0.4), {"sampler": "ancestral"}),
-    "mcmc_mala": ("convex", (0.6, 0.4), {"sampler": "mcmc", "steps": 3}),
+    "mcmc_mala": (
+        "convex",
+        (0.6, 0.4),
+        {"sampler": "mcmc", "steps": 3, "sampler_kwargs": {"mcmc_steps": 4}},
+    ),
     "mcmc_ula": (
         "convex",
         (0.6, 0.4),
         {"sampler": "mcmc", "steps": 3, "sampler_kwargs": {"method": "ula", "mcmc_steps": 4}},
     ),
 }
-# the fused MLP pair runs every case; a UNet parent (parents one by one) the operators whose
-# code differs from the others'
-CASES = [*(("diffusion_mlp", c) for c in OPERATOR_CASES)] + [
-    ("diffusion_unet", c) for c in ("convex", "mixture", "superdiff_or", "ancestral")
+# The fused MLP pair runs every case; the pair run one by one (fuse=False) the cases whose code
+# differs from the others'; a UNet parent once (the single-policy tests cover its own path).
+UNFUSED = ("convex", "mixture", "superdiff_or", "ancestral")
+CASES = [
+    *(("diffusion_mlp", c, True) for c in OPERATOR_CASES),
+    *(("diffusion_mlp", c, False) for c in UNFUSED),
+    ("diffusion_unet", "convex", True),
 ]
 
 
@@ -59,7 +66,8 @@ def parents(second: str = "diffusion_mlp", mismatch: bool = False) -> list:
 
 def compose(policies: list, case: str, **overrides) -> ComposedPolicy:
     operator, weights, extra = OPERATOR_CASES[case]
-    config = CompositionConfig(operator=operator, weights=weights, **(extra | overrides))
+    settings = {"steps": 5} | extra | overrides
+    config = CompositionConfig(operator=operator, weights=weights, **settings)
     return ComposedPolicy(policies, config)
 
 
@@ -77,11 +85,12 @@ def sample_in_float64_only(composed: ComposedPolicy) -> torch.Tensor:
     return run_in_float64_only(lambda: composed.predict_actions(obs, noise))
 
 
-@pytest.mark.parametrize("second,case", CASES)
-def test_float64_composition_runs_without_a_float32_op(second: str, case: str) -> None:
-    composed = compose([p.to(torch.float64) for p in parents(second)], case)
+@pytest.mark.parametrize("second,case,fuse", CASES)
+def test_float64_composition_runs_without_a_float32_op(second: str, case: str, fuse: bool) -> None:
+    composed = compose([p.to(torch.float64) for p in parents(second)], case, fuse=fuse)
     assert composed.dtype == torch.float64
-    assert (composed.fused is not None) == (second == "diffusion_mlp" and case != "mixture")
+    fused = fuse and second == "diffusion_mlp" and case != "mixture"
+    assert (composed.fused is not None) == fused
     actions = sample_in_float64_only(composed)
     assert actions.shape == (3, 4, 2) and actions.isfinite().all()
 

@@ -17,7 +17,7 @@ from robocompose.policies.config import PolicyConfig
 from robocompose.policies.normalizer import AffineNormalizer
 from robocompose.policies.runner import PolicyPredictor, PolicyRunner
 
-IMAGE = (12, 12, 3)
+IMAGE = (8, 8, 3)
 
 
 class FloatDtypes(TorchDispatchMode):
@@ -74,6 +74,7 @@ def tiny_policy(
             horizon=8,
             n_obs_steps=2,
             n_action_steps=4,
+            num_inference_steps=5,
             action_dim=2,
             obs_shapes=shapes,
             backbone_kwargs=net,
