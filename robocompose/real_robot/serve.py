@@ -13,6 +13,7 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from robocompose.devices import check_device
 from robocompose.jobs import CompositionSpec
 
 if TYPE_CHECKING:  # the server needs the `robot` extra and torch; the config neither
@@ -40,6 +41,7 @@ class ServeConfig:
     control_hz: float | None = None  # None: the task env's control rate
     rtc_mode: str = "soft"  # real-time chunking guidance toward `prefix_actions`: hard or soft
     rtc_prefix_weight: float = 1.0  # soft mode: weight on the committed prefix, in (0, 1]
+    device: str = "auto"  # auto (CUDA if present), cpu, cuda, cuda:N or mps
 
     def __post_init__(self) -> None:
         if (self.checkpoint is None) == (not self.parents):
@@ -65,6 +67,7 @@ class ServeConfig:
         if self.rtc_mode not in GUIDANCE_MODES:
             raise ValueError(f"`rtc_mode` must be one of {GUIDANCE_MODES}. Got {self.rtc_mode!r}.")
         self.guidance()  # validates rtc_prefix_weight
+        check_device(self.device)
 
     def guidance(self) -> PrefixGuidance:
         from robocompose.real_robot.rtc import PrefixGuidance
@@ -88,6 +91,7 @@ class ServeConfig:
             spec.weights,
             guidance=self.guidance(),
             control_hz=self.control_hz,
+            device=self.device,
             **sampling,
         )
 

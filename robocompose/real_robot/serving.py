@@ -28,6 +28,7 @@ import torch
 from robocompose.composition.api import AnyPolicy, compose, task_of
 from robocompose.composition.policy import ComposedPolicy, row_generators
 from robocompose.composition.samplers import SAMPLERS, sample_euler
+from robocompose.devices import resolve_device
 from robocompose.policies.base import GenerativePolicy, is_image_shape
 from robocompose.policies.checkpoint import load_policy
 from robocompose.policies.runner import ChunkPredictor, PolicyPredictor, _noise_seed
@@ -172,12 +173,15 @@ class DenoiserServedPolicy:
     @torch.no_grad()
     def infer(self, obs: dict[str, Any]) -> dict[str, Any]:
         """`obs` as `check_observation` returns it -> {"actions": (chunk_length, A) float32}."""
-        batch = {k: torch.as_tensor(obs[k]).unsqueeze(0) for k in self.spec.obs}
+        device, dtype = self.predictor.device, self.predictor.dtype
+        batch = {k: torch.as_tensor(obs[k]).unsqueeze(0).to(device) for k in self.spec.obs}
         noise = self.noise.draw(obs.get(SEED_KEY), obs.get(CHUNK_INDEX_KEY)).unsqueeze(0)
+        noise = noise.to(device, dtype)
         prefix = obs.get(PREFIX_KEY)
         if prefix is not None and len(prefix) > 0:
             committed = obs.get(PREFIX_COMMITTED_KEY, len(prefix))
-            chunk = self._guided(batch, noise, torch.as_tensor(prefix), committed)
+            prefix = torch.as_tensor(prefix, device=device)
+            chunk = self._guided(batch, noise, prefix, committed)
         elif not self.composed:
             chunk = self.policy.sample(batch, self.steps, noise)[:, self.start :]
         elif self.policy.operator is None:  # mixture: one parent's executed actions per chunk
@@ -185,7 +189,7 @@ class DenoiserServedPolicy:
         else:
             normalized = self.policy.sample_normalized(batch, noise)
             chunk = self.reference.action_normalizer.unnormalize(normalized)[:, self.start :]
-        return {"actions": chunk[0].numpy().astype(np.float32)}
+        return {"actions": chunk[0].float().cpu().numpy()}
 
     def _guided(
         self, batch: dict[str, torch.Tensor], noise: torch.Tensor, prefix: torch.Tensor, k: int
@@ -224,11 +228,14 @@ def load_served_policy(
     steps: int | None = None,
     guidance: PrefixGuidance | None = None,
     control_hz: float | None = None,
+    device: str = "auto",
     **composition: Any,
 ) -> DenoiserServedPolicy:
     """A checkpoint, or >= 2 parents composed by `operator` ("merge": a parameter merge) with
     `weights` and the other `CompositionConfig` fields in `composition`. `steps`: denoising
-    steps (None: the checkpoint's own, or the composition's default)."""
+    steps (None: the checkpoint's own, or the composition's default); `device`: where it runs
+    (see `robocompose.devices.resolve_device`)."""
+    target = resolve_device(device)
     if (checkpoint is None) == (not parents):
         raise ValueError(
             "give either `checkpoint` or >= 2 `parents` to compose. "
@@ -240,12 +247,12 @@ def load_served_policy(
                 f"composition settings {sorted(composition)} apply to `parents` only, not to "
                 f"a single checkpoint."
             )
-        policy: AnyPolicy = load_policy(checkpoint)
+        policy: AnyPolicy = load_policy(checkpoint).to(target)
         description = f"checkpoint {os.path.basename(os.fspath(checkpoint).rstrip('/'))}"
     else:
         if len(parents) < 2:
             raise ValueError(f"`parents` must name >= 2 checkpoints. Got {list(parents)}.")
-        loaded = [load_policy(p) for p in parents]
+        loaded = [load_policy(p).to(target) for p in parents]
         if operator != "merge":  # a composition samples in `steps` by its own sampler
             composition["steps"] = steps
         policy = compose(loaded, operator, weights, **composition)

@@ -80,3 +80,22 @@ def test_bad_requests_are_named():
         obs_for(served.spec, chunk_index=1.5)
     with pytest.raises(ObservationError, match="`prefix_actions` must be finite"):
         obs_for(served.spec, prefix_actions=np.full((2, 4), np.inf))
+
+
+def test_a_float64_policy_serves_the_float32_ones_actions():
+    """Inputs follow the served policy's device and dtype; replies are always float32."""
+    checkpoint = shipped_path("PickPlace", "flow_mlp")
+    single = load_served_policy(checkpoint, device="cpu")
+    wide = load_served_policy(checkpoint, device="cpu")
+    wide.policy.to(torch.float64)
+    prefix = np.zeros((3, single.spec.action_dim), np.float32)
+    for extra in ({}, {"chunk_index": 0, "prefix_actions": prefix}):
+        expected = single.infer(obs_for(single.spec, seed=3, **extra))["actions"]
+        got = wide.infer(obs_for(wide.spec, seed=3, **extra))["actions"]
+        assert got.dtype == np.float32
+        np.testing.assert_allclose(got, expected, atol=1e-4)
+
+
+def test_serve_refuses_an_unknown_device():
+    with pytest.raises(ValueError, match="`device` must be auto, cpu, cuda"):
+        load_served_policy(shipped_path("PickPlace", "flow_mlp"), device="gpu")
