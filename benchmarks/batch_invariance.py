@@ -1,6 +1,8 @@
 """Does an episode's outcome depend on `num_envs`? Per-episode against batched inference.
 
-For each checkpoint, the same seeds run with per-episode inference (the default) at num_envs 1, 2
+Subjects: two shipped checkpoints (a UNet and an MLP) and the demo's kind of composition (Stack's
+diffusion and flow MLPs, convex 0.5/0.5), whose Python sampling loop pays most per call. For
+each, the same seeds run with per-episode inference (the default) at num_envs 1, 2
 and 8, and with batched inference at num_envs 2 and 8 (batched at 1 is per-episode by
 construction). Per-episode runs must give identical records; for batched runs we count the seeds
 whose record (success, score, return, length) differs from per-episode's, and those whose success
@@ -20,14 +22,18 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from pathlib import Path
 
 import torch
 from common import CHECKPOINTS, RESULTS
 
+from robocompose.composition.api import compose, load
+from robocompose.composition.policy import ComposedPolicy
 from robocompose.evaluation import evaluate
 from robocompose.records import EvalResult
 
-CHECKPOINT_NAMES = ("PushT_flow_unet", "Stack_flow_mlp")
+COMPOSED = "Stack_convex_0.5_0.5"
+SUBJECTS = ("PushT_flow_unet", "Stack_flow_mlp", COMPOSED)
 SEED_START = 100_000
 RUN_MODES = ("per-episode", "batched")
 RUNS = (("per-episode", 1), ("per-episode", 2), ("per-episode", 8), ("batched", 2), ("batched", 8))
@@ -42,7 +48,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--episodes", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=3, help="timing rounds at num_envs 8")
-    parser.add_argument("--only", default="", help="comma-separated checkpoint names")
+    parser.add_argument("--only", default="", help=f"comma-separated of {', '.join(SUBJECTS)}")
     args = parser.parse_args()
     torch.set_num_threads(1)
     seeds = list(range(SEED_START, SEED_START + args.episodes))
@@ -52,7 +58,7 @@ def main() -> None:
         saved = {}
     results = saved.get("checkpoints", {})
     only = {s for s in args.only.split(",") if s}
-    for name in CHECKPOINT_NAMES:
+    for name in SUBJECTS:
         if only and name not in only:
             continue
         runs = results.setdefault(name, {}).setdefault("runs", {})
@@ -84,13 +90,21 @@ def main() -> None:
             path.write_text(json.dumps({"seeds": seeds, "checkpoints": results}, indent=2) + "\n")
 
 
+def subject(name: str) -> Path | ComposedPolicy:
+    """A checkpoint folder, or the composition built afresh (a run moves it to its device)."""
+    if name != COMPOSED:
+        return CHECKPOINTS / name
+    parents = [load(CHECKPOINTS / f"Stack_{kind}_mlp") for kind in ("diffusion", "flow")]
+    return compose(parents, "convex", (0.5, 0.5))
+
+
 def timed_run(
     name: str, seeds: list[int], mode: str, num_envs: int
 ) -> tuple[EvalResult, float, float]:
     """The run's result, wall seconds and this process's CPU seconds."""
     start, cpu = time.perf_counter(), time.process_time()
     result = evaluate(
-        CHECKPOINTS / name,
+        subject(name),
         seeds,
         num_envs=num_envs,
         device="cpu",
