@@ -86,9 +86,7 @@ def evaluate(
     else:
         check_one_task(parents)
         env_id, env_kwargs = _env_id(task), _env_kwargs(parents)
-    target = resolve_device(device)
-    for module in _modules(predictor):
-        module.to(target)
+    _move(predictor, resolve_device(device))
     check_observations(predictor, env_id, env_kwargs)
     num_envs = num_envs or DEFAULT_NUM_ENVS
     return run_episodes(
@@ -139,10 +137,15 @@ def parents_of(predictor: ChunkPredictor) -> list[GenerativePolicy]:
     return [single] if isinstance(single, GenerativePolicy) else []
 
 
-def _modules(predictor: ChunkPredictor) -> list[Any]:
-    """What holds the predictor's weights: its parents, and a composition's fused network."""
-    fused = getattr(predictor, "fused", None)
-    return [*parents_of(predictor), *([fused] if fused is not None else [])]
+def _move(predictor: ChunkPredictor, device: Any) -> None:
+    """The predictor's weights onto `device`: through its own `to` (a composition moves its
+    parents and what it derived from them), else its policy's."""
+    move = getattr(predictor, "to", None)
+    if callable(move):
+        move(device)
+        return
+    for parent in parents_of(predictor):
+        parent.to(device)
 
 
 def parent_name(policy: GenerativePolicy, index: int) -> str:
