@@ -29,6 +29,7 @@ from typing import Any
 
 from tqdm import tqdm
 
+from robocompose.records import pool
 from robocompose.stats import success_rate
 
 Weights = tuple[float, ...]
@@ -141,9 +142,9 @@ class SearchResult:
 
 
 def _score(candidate: Candidate, records: list[dict]) -> None:
-    candidate.episodes = len(records)
-    candidate.successes = sum(bool(r["success"]) for r in records)
-    candidate.mean_score = sum(float(r["score"]) for r in records) / max(1, len(records))
+    rate, mean_score = pool(records)
+    candidate.episodes, candidate.successes = rate.episodes, rate.successes
+    candidate.mean_score = mean_score if records else 0.0
 
 
 def _best(candidates: Sequence[Candidate]) -> Candidate:

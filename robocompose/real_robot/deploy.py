@@ -37,8 +37,8 @@ from robocompose.real_robot.safety import SafetyLayer
 from robocompose.real_robot.safety_limits import SafetyLimits, limits_for, twin_limits
 from robocompose.real_robot.steplog import JsonlWriter, done_seeds, step_line
 from robocompose.real_robot.twin import TwinArm, ee_target_from_action
+from robocompose.records import pool
 from robocompose.sim.tasks import get_task
-from robocompose.stats import success_rate
 
 ROBOTS = ("twin", "ur5e", "xarm6", "franka")  # as in drivers.DRIVERS and safety_limits
 
@@ -399,7 +399,7 @@ def run_deploy(config: DeployConfig) -> dict[str, Any]:
         log.close()
         results.close()
     records = [done[s] for s in config.seeds() if s in done]
-    rate = success_rate(sum(r["success"] for r in records), len(records))
+    rate, _ = pool(records)
     summary = {
         "episodes": len(records),
         "success": dataclasses.asdict(rate),
