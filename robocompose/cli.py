@@ -135,6 +135,7 @@ def _collect(overrides: list[str]) -> None:
         config.episodes,
         config.out,
         obs_keys=tuple(config.obs_keys),
+        image_size=config.image_size,
         seed_start=config.seed_start,
         expert_config=config.expert,
     )
@@ -375,7 +376,8 @@ VERBS: dict[str, Verb] = {
         flags=(
             Shorthand("--episodes", "episodes", int, "number of successful demos"),
             Shorthand("--out", "out", help="output .hdf5 (appended to if it exists)"),
-            Shorthand("--obs-keys", "obs_keys", _csv(str), "comma-separated: state,image"),
+            Shorthand("--obs-keys", "obs_keys", _csv(str), "comma-separated: state,proprio,image"),
+            Shorthand("--image-size", "image_size", int, "side of the image key in pixels"),
             Shorthand("--seed-start", "seed_start", int),
             Shorthand("--expert-config", "expert", json.loads, 'JSON: {"action_noise_m": 0.003}'),
         ),

@@ -164,6 +164,7 @@ class CollectConfig:
     episodes: int
     out: str
     obs_keys: list[str] = field(default_factory=lambda: ["state"])
+    image_size: int | None = None  # side of the `image` key in pixels; None: the env's default
     seed_start: int = 0
     expert: dict[str, Any] = field(default_factory=dict)  # e.g. +expert.action_noise_m=0.003
 

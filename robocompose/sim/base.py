@@ -13,15 +13,18 @@ import gymnasium as gym
 import mujoco
 import numpy as np
 
-OBS_KEYS = ("state", "image")
+OBS_KEYS = ("state", "proprio", "image")
 
 
 class MujocoTaskEnv(gym.Env):
-    """A fixed-rate MuJoCo task with `{"state": (n,), "image": (H, W, 3) uint8}` observations.
+    """A fixed-rate MuJoCo task with `{"state": (n,), "proprio": (m,), "image": (H, W, 3) uint8}`
+    observations. `state` is privileged (object poses included); `proprio` is what the robot
+    senses of itself, so a policy seeing `proprio` and `image` learns the scene from pixels.
 
     Args:
         xml: the MJCF of the whole scene.
-        obs_keys: which observation keys to emit; "image" renders the `camera` offscreen.
+        obs_keys: which observation keys to emit; "image" renders the `camera` offscreen;
+            "proprio" needs a task that implements `_proprio_obs`.
         image_size: side of the square image observation, in pixels.
         control_hz: policy rate; each step runs `1 / (control_hz * timestep)` physics substeps.
         camera: MJCF camera used for the image key and for `render()`.
@@ -65,6 +68,15 @@ class MujocoTaskEnv(gym.Env):
         if "state" in self.obs_keys:
             n = self._state_obs().shape[0]
             spaces["state"] = gym.spaces.Box(-np.inf, np.inf, (n,), np.float64)
+        if "proprio" in self.obs_keys:
+            try:
+                n = self._proprio_obs().shape[0]
+            except NotImplementedError:
+                raise ValueError(
+                    f"{type(self).__name__} has no `proprio` observation; `obs_keys` may use "
+                    f"{[k for k in OBS_KEYS if k != 'proprio']}. Got {self.obs_keys}."
+                ) from None
+            spaces["proprio"] = gym.spaces.Box(-np.inf, np.inf, (n,), np.float64)
         if "image" in self.obs_keys:
             shape = (self.image_size, self.image_size, 3)
             spaces["image"] = gym.spaces.Box(0, 255, shape, np.uint8)
@@ -78,6 +90,10 @@ class MujocoTaskEnv(gym.Env):
         raise NotImplementedError
 
     def _state_obs(self) -> np.ndarray:
+        raise NotImplementedError
+
+    def _proprio_obs(self) -> np.ndarray:
+        """The robot's own sensed state (joint positions, gripper), nothing about objects."""
         raise NotImplementedError
 
     def _evaluate(self) -> tuple[bool, float]:
@@ -130,6 +146,8 @@ class MujocoTaskEnv(gym.Env):
         obs: dict[str, np.ndarray] = {}
         if "state" in self.obs_keys:
             obs["state"] = self._state_obs()
+        if "proprio" in self.obs_keys:
+            obs["proprio"] = self._proprio_obs()
         if "image" in self.obs_keys:
             obs["image"] = self._render(self.image_size)
         return obs

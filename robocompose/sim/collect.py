@@ -64,6 +64,7 @@ def collect(
     out: str | os.PathLike[str],
     *,
     obs_keys: tuple[str, ...] = ("state",),
+    image_size: int | None = None,
     seed_start: int = 0,
     max_attempts: int | None = None,
     expert_config: dict[str, Any] | None = None,
@@ -74,13 +75,16 @@ def collect(
     Seeds run upwards from `seed_start`; each demo stores its seed. Rerunning with the same `out`
     appends until the file holds `episodes` demos, skipping seeds already in it, so an interrupted
     collection resumes. Missing parent folders of `out` are made. Returns the expert's success
-    rate over the episodes attempted in this call.
+    rate over the episodes attempted in this call. `image_size` (None: the env's default) is
+    recorded in the file's env kwargs, so a policy trained on it is evaluated at that size.
     """
     if episodes < 1:
         raise ValueError(f"`episodes` must be >= 1. Got {episodes}.")
     spec = get_task(task)
-    env_kwargs = {"obs_keys": list(obs_keys)}
-    env = make_env(spec.name, obs_keys=tuple(obs_keys))
+    env_kwargs: dict[str, Any] = {"obs_keys": list(obs_keys)}
+    if image_size is not None:
+        env_kwargs["image_size"] = int(image_size)
+    env = make_env(spec.name, **(env_kwargs | {"obs_keys": tuple(obs_keys)}))
     expert = make_expert(spec.name, **(expert_config or {}))
     max_attempts = max_attempts or 3 * episodes
     attempted = successes = 0

@@ -20,6 +20,8 @@ closed). The table top is at z = 0; a cube on the table has its centre at z = 0.
   (m), cos(4 yaw), sin(4 yaw); target x, y (m). Yaw is taken from the cube's most horizontal
   body axis, so it is well defined for any face down; 4 yaw makes it invariant to the cube's
   quarter-turn symmetry.
+- `proprio` (4,), optional: ee x, y, z (m) and finger opening (m): the first 4 of `state`, what
+  the gantry senses of itself (no cube, no target).
 - `image` (96, 96, 3) uint8, optional: the angled camera (`camera="angled"`) or the top-down one
   (`camera="top"`).
 
@@ -217,6 +219,9 @@ class TabletopEnv(MujocoTaskEnv):
 
     def robot_obs(self) -> np.ndarray:
         return np.append(self.ee_pos(), self.opening())
+
+    def _proprio_obs(self) -> np.ndarray:
+        return self.robot_obs()
 
     def cube_obs(self, i: int) -> np.ndarray:
         xmat = self.data.xmat[self._cube_body[i]].reshape(3, 3)

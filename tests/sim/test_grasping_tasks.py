@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import mujoco
 import numpy as np
 import pytest
 
@@ -16,6 +17,7 @@ from robocompose.sim.pick_place import MAX_EPISODE_STEPS as PICK_PLACE_STEPS
 from robocompose.sim.pick_place import PickPlaceEnv
 from robocompose.sim.stack import MAX_EPISODE_STEPS as STACK_STEPS
 from robocompose.sim.stack import StackEnv
+from robocompose.sim.tasks import make_env
 
 ENVS = {
     "pick_place_1": lambda **kw: PickPlaceEnv(n_cubes=1, **kw),
@@ -161,3 +163,36 @@ def test_expert_refuses_the_wrong_task() -> None:
     env.reset(seed=0)
     with pytest.raises(TypeError, match="StackEnv"):
         StackExpert().reset(env, np.random.default_rng(0))
+
+
+@pytest.mark.parametrize("name", ENVS)
+def test_proprio_is_the_robot_part_of_state(name: str) -> None:
+    """ee xyz and finger opening, the first 4 of `state`, with no cube or target in it."""
+    env = ENVS[name](obs_keys=("state", "proprio"))
+    assert env.observation_space["proprio"].shape == (4,)
+    obs, _ = env.reset(seed=3)
+    np.testing.assert_array_equal(obs["proprio"], obs["state"][:4])
+    before = obs["proprio"]
+    for _ in range(5):
+        obs, *_ = env.step(np.array([0.1, -0.1, 0.05, 1.0]))
+    np.testing.assert_array_equal(obs["proprio"], obs["state"][:4])
+    assert not np.allclose(obs["proprio"], before), "proprio did not follow the gantry"
+    env.close()
+
+
+def test_proprio_does_not_see_the_cube() -> None:
+    """Moving the cube changes `state` and leaves `proprio` as it was."""
+    env = PickPlaceEnv(obs_keys=("state", "proprio"))
+    obs, _ = env.reset(seed=0)
+    sim = env.unwrapped
+    sim._place_cube(0, np.array([0.1, 0.1]), 0.3)
+    mujoco.mj_forward(sim.model, sim.data)
+    moved = sim._obs()
+    assert not np.allclose(moved["state"], obs["state"])
+    np.testing.assert_array_equal(moved["proprio"], obs["proprio"])
+    env.close()
+
+
+def test_proprio_on_a_task_without_it_names_the_key() -> None:
+    with pytest.raises(ValueError, match=r"PushTEnv has no `proprio` observation"):
+        make_env("PushT", obs_keys=("state", "proprio"))
