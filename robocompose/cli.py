@@ -3,8 +3,8 @@
 Every verb reads `configs/<verb>.yaml` (with its groups: task/, policy/, composition/, search/,
 sweep/, launcher/) and takes overrides in Hydra's grammar (quote brackets for the shell):
 
-    robocompose compose task=PickPlace composition=or 'composition.weights=[0.3,0.7]' episodes=20
-    robocompose sweep -m composition=convex,or 'composition.weights=[0.3,0.7],[0.7,0.3]' seed=0,1
+    robocompose compose task=PickPlace composition=mixture 'composition.weights=[0.3,0.7]'
+    robocompose sweep -m composition=convex,mixture 'composition.weights=[0.3,0.7]' seed=0,1
 
 Flags and positional arguments (`compose CKPT_A CKPT_B --weights 0.6,0.4`) are shorthands that
 become the same overrides; `--cfg` prints the composed config instead of running.
@@ -637,7 +637,10 @@ def _show(name: str, verb: Verb, overrides: list[str]) -> str:
         sweep_plan = plan(overrides, require_axes=False)
         head = f"# {len(sweep_plan.cells)} cells over axes {sweep_plan.axes}\n"
         if not sweep_plan.axes:
-            head = "# no axes yet: add one to run, e.g. composition=convex,or or sweep=operators\n"
+            head = (
+                "# no axes yet: add one to run, e.g. composition=convex,mixture "
+                "or sweep=operators\n"
+            )
         return head + OmegaConf.to_yaml(sweep_plan.tree)
     return OmegaConf.to_yaml(to_tree(compose_all(name, verb.config_class(), [overrides])[0]))
 

@@ -41,16 +41,7 @@ class TaskConfig:
 
 @dataclass(kw_only=True)
 class CompositionSpec(CompositionConfig):
-    """`CompositionConfig`, plus operator "merge": one parameter-merged policy (model soup) that
-    samples with its own sampler in `steps` steps; the other fields do not apply to it."""
-
-    def __post_init__(self) -> None:
-        if self.operator != "merge":
-            super().__post_init__()
-            return
-        # validate every other field as any operator would, then keep "merge"
-        checked = CompositionConfig(**{**dataclasses.asdict(self), "operator": "convex"})
-        self.weights = checked.weights
+    """A verb's `CompositionConfig`: its method (`operator`), weights and shared settings."""
 
     def settings(self) -> dict[str, Any]:
         """Every field but operator and weights: what a search keeps across its candidates."""

@@ -102,7 +102,7 @@ def test_ctrl_c_during_collect_says_what_is_saved_and_a_rerun_resumes(tmp_path: 
 def test_ctrl_c_during_sweep_says_what_is_saved_and_a_rerun_resumes(tmp_path: Path) -> None:
     table = tmp_path / "episodes.csv"
     args = [
-        "sweep", "-m", "task=PickPlace", "composition=convex,or", "episodes=8",
+        "sweep", "-m", "task=PickPlace", "composition=convex,mixture", "episodes=8",
         "launcher.episodes_per_task=4", f"sweep.dir={tmp_path}",
     ]
     process = _run(args)

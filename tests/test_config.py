@@ -155,7 +155,7 @@ def test_demos_ablation_names_its_missing_checkpoints(tmp_path) -> None:
 
 
 def test_sweep_axes_pin_and_fail_by_cell() -> None:
-    pinned = plan(["sweep=operators", "composition=or", "seed=0,1"])
+    pinned = plan(["sweep=operators", "composition=mixture", "seed=0,1"])
     assert pinned.axes == ["seed"] and pinned.cells[0].job.composition.operator == "mixture"
     with pytest.raises(ConfigError, match=r"sweep cell composition.steps=0: `steps` must be >= 1"):
         plan(["composition.steps=2,0"])

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 from robocompose.composition import search_record
-from robocompose.composition.merge import merge_parameters
 from robocompose.composition.policy import ComposedPolicy, CompositionConfig
 from robocompose.composition.search import (
     SearchResult,
@@ -46,15 +45,15 @@ def compose(
     weights: Sequence[float] | None = None,
     **config: Any,
 ) -> AnyPolicy:
-    """A composed policy; operator "merge" returns one parameter-merged policy instead.
+    """The policy that the method `operator` builds: a `ComposedPolicy`, or one policy for a
+    method that merges parameters ("merge").
 
     Parents of different tasks are refused first, naming each parent's task: comparing their
     normalisers or architectures would only hide that."""
     check_one_task(parents)
     weights = tuple(weights) if weights is not None else (1 / len(parents),) * len(parents)
-    if operator == "merge":
-        return merge_parameters(parents, weights)
-    return ComposedPolicy(parents, CompositionConfig(operator=operator, weights=weights, **config))
+    composition = CompositionConfig(operator=operator, weights=weights, **config)
+    return composition.method().build(parents, composition)
 
 
 def candidate_label(operator: str, weights: Sequence[float]) -> str:
@@ -94,9 +93,7 @@ def search(
             f"a search needs >= 2 parents and >= 1 seed. Got {len(policies)} and {len(seeds)}."
         )
     candidates = simplex_grid(len(policies), settings.grid_step(len(policies)))
-    composition = CompositionConfig(
-        operator="convex" if operator == "merge" else operator, weights=candidates[0], **config
-    )
+    composition = CompositionConfig(operator=operator, weights=candidates[0], **config)
     env_id, _ = task_of(compose(policies, operator, candidates[0], **config))
     if task is not None and get_task(task).env_id != env_id:
         raise ValueError(f"the parents were trained on {env_id}, not on task {task!r}.")

@@ -1,4 +1,4 @@
-"""A composed policy: K pretrained parents, an operator and weights, a sampler; runs in the harness.
+"""A composed policy: K pretrained parents, a composition method and weights; runs in the harness.
 
 Each parent keeps its own observation keys and history length (it takes the last n_obs_steps
 frames of the shared history) and its own horizon (aligned on the current step, see
@@ -19,10 +19,9 @@ from concurrent.futures import ThreadPoolExecutor
 import torch
 
 from robocompose.composition.composed import ActionMap, ComposedDenoiser, karras_sigmas
-from robocompose.composition.config import SUPERDIFF, CompositionConfig
+from robocompose.composition.config import FINITE_SIGMA_SAMPLERS, CompositionConfig
 from robocompose.composition.fused import StackedMlpDenoiser, fusable
-from robocompose.composition.samplers import SAMPLERS
-from robocompose.composition.superdiff import sample_superdiff
+from robocompose.composition.samplers import SAMPLERS, DenoiseFn
 from robocompose.policies.base import GenerativePolicy
 
 
@@ -64,6 +63,26 @@ def shared_executor() -> ThreadPoolExecutor:
     return _EXECUTOR
 
 
+class RowGenerators(Sequence[torch.Generator]):
+    """`row_generators(noise)`, made on first use: a deterministic sampler never reads them, nor
+    so the noise's values (a tensor on `meta` has none)."""
+
+    def __init__(self, noise: torch.Tensor) -> None:
+        self._noise = noise
+        self._made: list[torch.Generator] | None = None
+
+    def _generators(self) -> list[torch.Generator]:
+        if self._made is None:
+            self._made = row_generators(self._noise)
+        return self._made
+
+    def __len__(self) -> int:
+        return len(self._generators())
+
+    def __getitem__(self, i):  # type: ignore[override]
+        return self._generators()[i]
+
+
 def row_generators(noise: torch.Tensor) -> list[torch.Generator]:
     """One CPU generator per batch row, seeded from that row's noise values (summed on the CPU,
     so noise on a GPU seeds the same draws as on the CPU)."""
@@ -74,8 +93,9 @@ def row_generators(noise: torch.Tensor) -> list[torch.Generator]:
 class ComposedPolicy:
     """A `ChunkPredictor` (see `robocompose.policies.runner`) over K composed parents.
 
-    It runs where its parents are, in their dtype; `to(...)` moves them all. What it derives
-    from the parents' weights (the fused network, the action maps) follows them there."""
+    What it runs is the config's method (`config.method()`, see `composition.methods`). It runs
+    where its parents are, in their dtype; `to(...)` moves them all. What it derives from the
+    parents' weights (the fused network, the action maps) follows them there."""
 
     def __init__(self, parents: Sequence[GenerativePolicy], config: CompositionConfig) -> None:
         if len(parents) < 2:
@@ -88,6 +108,12 @@ class ComposedPolicy:
         dims = [p.config.action_dim for p in parents]
         if len(set(dims)) != 1:
             raise ValueError(f"parents must share one action dimension. Got {dims}.")
+        self.method = config.method()
+        if self.method.merges_parameters:
+            raise ValueError(
+                f"operator {config.operator!r} merges the parents into one policy, not a "
+                "ComposedPolicy; build it with `robocompose.composition.compose`."
+            )
         self.parents = list(parents)
         self.config = config
         action_maps(parents, config.allow_normalizer_mismatch)  # refuse before anything else
@@ -96,13 +122,9 @@ class ComposedPolicy:
         self.n_obs_steps = max(p.config.n_obs_steps for p in parents)
         # align chunks on the current step: parent i's step n_i - 1 is the reference's n_0 - 1
         self.starts = [ref.n_obs_steps - p.config.n_obs_steps for p in parents]
-        # mixture: one extra noise row is the per-chunk draw of which parent to run
-        extra = 1 if config.operator == "mixture" else 0
-        self.noise_shape = (ref.horizon + extra, ref.action_dim)
+        self.noise_shape = (ref.horizon + self.method.extra_noise_rows, ref.action_dim)
         self.executed = parents[0].executed_slice()
-        self.operator = None if config.operator == "mixture" else config.make_operator()
-        if self.operator is None and any(w < 0 for w in config.weights):
-            raise ValueError(f"mixture `weights` must be >= 0. Got {config.weights}.")
+        self.operator = self.method.operator(config)
         self._executor = shared_executor() if config.parallel else None
         self._fuse = config.fuse and self.operator is not None and fusable(parents)
         self._placed_for: tuple[torch.device, torch.dtype] | None = None
@@ -158,10 +180,12 @@ class ComposedPolicy:
         return self._maps, self._fused
 
     def denoiser(self, obs: dict[str, torch.Tensor]) -> ComposedDenoiser:
-        """The composed D for one observation batch (each parent conditions on its own view)."""
-        assert self.operator is not None, "mixture has no single denoiser"
+        """The parents' denoisers for one observation batch (each conditions on its own view),
+        combined by the method's operator."""
+        if self.operator is None:
+            raise ValueError(f"operator {self.config.operator!r} evaluates no parents jointly.")
         maps, fused = self._place()
-        conds = [p.encode(self._view(p, obs)) for p in self.parents]
+        conds = [p.encode(self.parent_view(p, obs)) for p in self.parents]
         bound = [p.denoiser_for(c) for p, c in zip(self.parents, conds, strict=True)]
         if fused is None:
             return ComposedDenoiser(bound, self.operator, self.starts, maps, self._executor)
@@ -175,53 +199,38 @@ class ComposedPolicy:
         )
 
     def sigmas(self, denoiser: ComposedDenoiser) -> list[float]:
-        """The configured grid; a Karras grid where the operator needs a finite sigma_max."""
+        """The configured grid; a Karras grid where the method or sampler needs a finite
+        sigma_max."""
         cfg = self.config
         grid = denoiser.sigmas(cfg.denoising_steps()) if cfg.grid == "reference" else None
-        if grid is None or (math.isinf(grid[0]) and self._needs_finite_sigma()):
+        finite = self.method.needs_finite_sigma_max(cfg) or cfg.sampler in FINITE_SIGMA_SAMPLERS
+        if grid is None or (math.isinf(grid[0]) and finite):
             grid = karras_sigmas(cfg.denoising_steps(), cfg.sigma_min, cfg.sigma_max)
         return grid
 
-    def _needs_finite_sigma(self) -> bool:
-        weights_sum = sum(self.config.weights)
-        return (
-            self.config.operator in SUPERDIFF
-            or self.config.sampler == "mcmc"
-            or (self.config.operator == "weighted_sum" and abs(weights_sum - 1) > 1e-6)
-        )
+    def run_sampler(
+        self, denoise: DenoiseFn, noise: torch.Tensor, sigmas: list[float]
+    ) -> torch.Tensor:
+        """The configured sampler on `denoise`. Its random draws come from per-row generators
+        seeded by each row's own noise, so an episode's chunks do not depend on the batch it
+        ran in."""
+        sampler = SAMPLERS[self.config.sampler]
+        generator = RowGenerators(noise)
+        return sampler(denoise, noise, sigmas, generator=generator, **self.config.sampler_kwargs)
 
     def sample_normalized(self, obs: dict[str, torch.Tensor], noise: torch.Tensor) -> torch.Tensor:
-        """Composed chunks (B, H_0, A) in parent 0's normalised action space.
+        """Composed chunks (B, H_0, A) in parent 0's normalised action space, by the method.
 
-        Stochastic samplers draw from per-row generators seeded by each row's own noise, so an
-        episode's chunks do not depend on the batch it ran in. With parallel parents each runs
-        on one torch thread: K threads each asking for all cores would oversubscribe them."""
+        With parallel parents each runs on one torch thread: K threads each asking for all
+        cores would oversubscribe them."""
         if self._executor is None:
-            return self._sample(obs, noise)
+            return self.method.sample(self, obs, noise)
         threads = torch.get_num_threads()
         torch.set_num_threads(1)
         try:
-            return self._sample(obs, noise)
+            return self.method.sample(self, obs, noise)
         finally:
             torch.set_num_threads(threads)
-
-    def _sample(self, obs: dict[str, torch.Tensor], noise: torch.Tensor) -> torch.Tensor:
-        denoiser = self.denoiser(obs)
-        if self.config.operator in SUPERDIFF:
-            if len(set(self.starts)) != 1 or len({p.config.horizon for p in self.parents}) != 1:
-                raise ValueError("SuperDiff needs parents with one horizon and history length.")
-            return sample_superdiff(
-                denoiser.parent_outputs,
-                noise,
-                self.sigmas(denoiser),
-                SUPERDIFF[self.config.operator],
-                self.config.weights,
-                row_generators(noise),
-            )
-        kwargs = dict(self.config.sampler_kwargs)
-        if self.config.sampler in ("ancestral", "mcmc"):
-            kwargs["generator"] = row_generators(noise)
-        return SAMPLERS[self.config.sampler](denoiser, noise, self.sigmas(denoiser), **kwargs)
 
     def fingerprint(self) -> str:
         parts = [p.fingerprint() for p in self.parents]
@@ -236,34 +245,11 @@ class ComposedPolicy:
         device, dtype = self._placement()
         obs = {k: v.to(device) for k, v in obs.items() if k in self.obs_keys}
         noise = noise.to(device=device, dtype=dtype)
-        if self.operator is None:
-            return self._mixture(obs, noise)
-        chunk = self.sample_normalized(obs, noise)
-        return self.parents[0].action_normalizer.unnormalize(chunk)[:, self.executed]
-
-    def _mixture(self, obs: dict[str, torch.Tensor], noise: torch.Tensor) -> torch.Tensor:
-        """OR: each env draws one parent per chunk with probability w_i, which samples alone.
-
-        The draw is made on the CPU in float64 from the extra noise row, so every device and
-        dtype picks the same parent for the same noise."""
-        weights = torch.tensor(self.config.weights, dtype=torch.float64)
-        u = torch.special.ndtr(noise[:, -1, 0].cpu().double())  # extra noise row -> U(0, 1)
-        cdf = torch.cumsum(weights / weights.sum(), 0)
-        choice = torch.searchsorted(cdf, u.contiguous()).clamp(max=len(self.parents) - 1)
-        n_exec = self.executed.stop - self.executed.start
-        out = noise.new_empty(noise.shape[0], n_exec, noise.shape[-1])
-        for i, parent in enumerate(self.parents):
-            rows = torch.nonzero(choice == i).flatten().to(noise.device)
-            if len(rows) == 0:
-                continue
-            view = {k: v[rows] for k, v in self._view(parent, obs).items()}
-            steps = self.config.denoising_steps()
-            chunk = parent.sample(view, steps, noise[rows, : parent.config.horizon])
-            begin = self.executed.start - self.starts[i]  # parent i's current step
-            out[rows] = chunk[:, begin : begin + n_exec]
-        return out
+        return self.method.predict_actions(self, obs, noise)
 
     @staticmethod
-    def _view(parent: GenerativePolicy, obs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    def parent_view(
+        parent: GenerativePolicy, obs: dict[str, torch.Tensor]
+    ) -> dict[str, torch.Tensor]:
         n = parent.config.n_obs_steps
         return {k: obs[k][:, -n:] for k in parent.config.obs_keys}

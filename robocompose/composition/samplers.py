@@ -3,6 +3,9 @@
 Every step is written in DDIM form (x0_hat = D, eps_hat, x' = x0_hat + sigma' * eps_hat), which is
 Euler on the probability-flow ODE dx/dsigma = eps_hat (Karras et al. 2022, Eq. 4 with s(t) = 1),
 and stays finite when the grid starts at sigma = inf (see `robocompose.policies.denoiser`).
+
+Every sampler is `sampler(denoise, noise, sigmas, *, generator, **kwargs)`: the deterministic
+ones ignore `generator`, so a caller passes one whatever sampler it runs.
 """
 
 from __future__ import annotations
@@ -50,7 +53,9 @@ def _check_sigmas(sigmas: Sequence[float]) -> None:
 
 
 @torch.no_grad()
-def sample_euler(denoise: DenoiseFn, noise: torch.Tensor, sigmas: Sequence[float]) -> torch.Tensor:
+def sample_euler(
+    denoise: DenoiseFn, noise: torch.Tensor, sigmas: Sequence[float], *, generator: Rng = None
+) -> torch.Tensor:
     """Deterministic Euler (= DDIM with eta 0) from unit `noise` (B, H, A) down `sigmas` to 0."""
     _check_sigmas(sigmas)
     x = initial_noise_to_x(noise, sigmas[0])
@@ -61,7 +66,9 @@ def sample_euler(denoise: DenoiseFn, noise: torch.Tensor, sigmas: Sequence[float
 
 
 @torch.no_grad()
-def sample_heun(denoise: DenoiseFn, noise: torch.Tensor, sigmas: Sequence[float]) -> torch.Tensor:
+def sample_heun(
+    denoise: DenoiseFn, noise: torch.Tensor, sigmas: Sequence[float], *, generator: Rng = None
+) -> torch.Tensor:
     """Heun's 2nd-order method (Karras et al. 2022, Algorithm 1 without churn).
 
     A step from sigma = inf has no trapezoid to take and falls back to Euler; the last step (to
@@ -100,6 +107,7 @@ def sample_ancestral(
     denoise: DenoiseFn,
     noise: torch.Tensor,
     sigmas: Sequence[float],
+    *,
     generator: Rng = None,
 ) -> torch.Tensor:
     """Stochastic sampler: Euler-Maruyama on the reverse SDE in its ancestral (DDPM) form."""
@@ -115,8 +123,8 @@ def sample_annealed_mcmc(
     denoise: DenoiseFn,
     noise: torch.Tensor,
     sigmas: Sequence[float],
-    generator: Rng = None,
     *,
+    generator: Rng = None,
     mcmc_steps: int = 10,
     step_scale: float = 0.1,
     method: str = "mala",

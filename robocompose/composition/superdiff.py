@@ -34,12 +34,14 @@ def sample_superdiff(
     parent_outputs: ParentsFn,
     noise: torch.Tensor,
     sigmas: Sequence[float],
+    *,
+    generator: Rng = None,
     mode: str,
     weights: Sequence[float] | None = None,
-    generator: Rng = None,
     return_log_density: bool = False,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
-    """`parent_outputs(x, sigma)` -> every parent's (x0_hat, eps_hat) at one point.
+    """`parent_outputs(x, sigma)` -> every parent's (x0_hat, eps_hat) at one point; the
+    samplers' signature (see `composition.samplers`), with `mode` "and" or "or".
 
     With `return_log_density`, also the tracked change of each parent's log-density from the
     start to the last nonzero sigma, (K, B)."""

@@ -81,7 +81,7 @@ class ServeConfig:
         from robocompose.real_robot.serving import load_served_policy
 
         spec = self.composition
-        one_network = self.checkpoint is not None or spec.operator == "merge"
+        one_network = self.checkpoint is not None or spec.method().merges_parameters
         # a composition takes its steps (and sampler) from `composition`
         sampling = {"steps": self.steps} if one_network else spec.settings()
         return load_served_policy(

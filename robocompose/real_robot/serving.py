@@ -26,8 +26,9 @@ import numpy as np
 import torch
 
 from robocompose.composition.api import AnyPolicy, compose, task_of
-from robocompose.composition.policy import ComposedPolicy, row_generators
-from robocompose.composition.samplers import SAMPLERS, sample_euler
+from robocompose.composition.methods import get_method, method_names
+from robocompose.composition.policy import ComposedPolicy
+from robocompose.composition.samplers import sample_euler
 from robocompose.devices import resolve_device
 from robocompose.policies.base import GenerativePolicy, is_image_shape
 from robocompose.policies.checkpoint import load_policy
@@ -127,7 +128,7 @@ def policy_spec(
         else:
             dtype = "uint8" if is_image_shape(shape) else "float64"
         obs[key] = ObsKeySpec(shape, np.dtype(dtype).name)
-    mixture = isinstance(policy, ComposedPolicy) and policy.operator is None
+    executed_only = isinstance(policy, ComposedPolicy) and not policy.method.samples_full_chunk
     start = ref.n_obs_steps - 1
     extra: dict[str, Any] = {"server": "robocompose", "policy": description}
     if env_id is not None:
@@ -136,7 +137,7 @@ def policy_spec(
         obs=obs,
         n_obs_steps=max(p.config.n_obs_steps for p in parents),
         action_dim=ref.action_dim,
-        chunk_length=ref.n_action_steps if mixture else ref.horizon - start,
+        chunk_length=ref.n_action_steps if executed_only else ref.horizon - start,
         n_action_steps=ref.n_action_steps,
         control_hz=control_hz or task_hz,
         extra=extra,
@@ -184,7 +185,7 @@ class DenoiserServedPolicy:
             chunk = self._guided(batch, noise, prefix, committed)
         elif not self.composed:
             chunk = self.policy.sample(batch, self.steps, noise)[:, self.start :]
-        elif self.policy.operator is None:  # mixture: one parent's executed actions per chunk
+        elif not self.policy.method.samples_full_chunk:  # e.g. the mixture: executed steps only
             chunk = self.policy.predict_actions(batch, noise)
         else:
             normalized = self.policy.sample_normalized(batch, noise)
@@ -203,19 +204,15 @@ class DenoiserServedPolicy:
             guided = PrefixGuidedDenoiser(denoiser, target, weights, self.start)
             sample = sample_euler(guided, noise, denoiser.sigmas(self.steps))
         else:
-            config = self.policy.config
-            if self.policy.operator is None or config.operator.startswith("superdiff"):
+            if not self.policy.method.single_denoiser:
+                guidable = [n for n in method_names() if get_method(n).single_denoiser]
                 raise ValueError(
-                    f"`{PREFIX_KEY}`: operator {config.operator!r} has no single denoiser to "
-                    "guide; send no prefix, or serve a convex/weighted/guided/schedule composition."
+                    f"`{PREFIX_KEY}`: operator {self.policy.config.operator!r} has no single "
+                    f"denoiser to guide; send no prefix, or serve one of {guidable}."
                 )
             denoiser = self.policy.denoiser(batch)
             guided = PrefixGuidedDenoiser(denoiser, target, weights, self.start)
-            kwargs = dict(config.sampler_kwargs)
-            if config.sampler in ("ancestral", "mcmc"):
-                kwargs["generator"] = row_generators(noise)
-            sampler = SAMPLERS[config.sampler]
-            sample = sampler(guided, noise, self.policy.sigmas(denoiser), **kwargs)
+            sample = self.policy.run_sampler(guided, noise, self.policy.sigmas(denoiser))
         return normalizer.unnormalize(sample)[:, self.start :]
 
 
@@ -231,7 +228,8 @@ def load_served_policy(
     device: str = "auto",
     **composition: Any,
 ) -> DenoiserServedPolicy:
-    """A checkpoint, or >= 2 parents composed by `operator` ("merge": a parameter merge) with
+    """A checkpoint, or >= 2 parents composed by the method `operator` (e.g. "merge": a
+    parameter merge, which samples in `steps` with its own sampler) with
     `weights` and the other `CompositionConfig` fields in `composition`. `steps`: denoising
     steps (None: the checkpoint's own, or the composition's default); `device`: where it runs
     (see `robocompose.devices.resolve_device`)."""
@@ -253,9 +251,7 @@ def load_served_policy(
         if len(parents) < 2:
             raise ValueError(f"`parents` must name >= 2 checkpoints. Got {list(parents)}.")
         loaded = [load_policy(p).to(target) for p in parents]
-        if operator != "merge":  # a composition samples in `steps` by its own sampler
-            composition["steps"] = steps
-        policy = compose(loaded, operator, weights, **composition)
+        policy = compose(loaded, operator, weights, steps=steps, **composition)
         names = ", ".join(os.path.basename(os.fspath(p).rstrip("/")) for p in parents)
         shown = list(weights) if weights is not None else "equal"
         description = f"{operator} {shown} of {names}"

@@ -1,7 +1,7 @@
 """A sweep's config and its cells: the base config, the axes, one job per point of their grid.
 
 Axes come from `sweep.axes` (an ablation preset, e.g. `sweep=operators`) and from sweep
-overrides on the command line (`composition=convex,or seed=0,1`), expanded as Hydra's basic
+overrides on the command line (`composition=convex,mixture seed=0,1`), expanded as Hydra's basic
 sweeper does (choice and range sweeps, cartesian product in axis order). A plain override of an
 axis's key pins it. Every cell is composed by Hydra and built into a `SweepConfig` before any
 rollout runs, so a bad value fails at once and names its cell.
@@ -32,7 +32,7 @@ class SweepSettings:
 
     name: str = "sweep"
     dir: str = "runs/sweeps/${sweep.name}"  # episodes.csv, summary.md, plots/, sweep.json
-    axes: dict[str, str] = field(default_factory=dict)  # key -> Hydra sweep, e.g. "convex,or"
+    axes: dict[str, str] = field(default_factory=dict)  # key -> Hydra sweep, e.g. "convex,mixture"
     requires: str = ""  # the command that makes the sweep's parents, named when one is missing
 
 
@@ -133,8 +133,9 @@ def plan(overrides: Sequence[str], require_axes: bool = True) -> SweepPlan:
         return SweepPlan(base, [], [], tree)
     if not axes:
         raise ConfigError(
-            "a sweep needs at least one axis: e.g. `robocompose sweep -m composition=convex,or "
-            "seed=0,1`, or an ablation preset `sweep=operators` (configs/sweep/)."
+            "a sweep needs at least one axis: e.g. `robocompose sweep -m "
+            "composition=convex,mixture seed=0,1`, or an ablation preset `sweep=operators` "
+            "(configs/sweep/)."
         )
     points = list(itertools.product(*axes.values()))
     lines = [plain_lines + [f"{k}={v}" for k, v in zip(axes, p, strict=True)] for p in points]

@@ -47,14 +47,14 @@ def _check_parents(sweep_plan: SweepPlan) -> None:
 
 
 def _applicable(sweep_plan: SweepPlan) -> tuple[list[int], dict[tuple[str, ...], str]]:
-    """Cells whose policy builds; a merge of parents that cannot merge (e.g. two
+    """Cells whose policy builds; a parameter merge of parents that cannot merge (e.g. two
     architectures) is skipped with its reason, any other failure stops the sweep."""
     ok, skipped = [], {}
     for i, cell in enumerate(sweep_plan.cells):
         try:
             cell.job.policy()
         except ValueError as e:
-            if cell.job.composition.operator != "merge":
+            if not cell.job.composition.method().merges_parameters:
                 raise ValueError(f"sweep cell {cell.name(sweep_plan.axes)}: {e}") from None
             skipped[cell.values] = str(e)
             continue

@@ -103,8 +103,10 @@ def test_refuses_mismatched_action_dims_and_normalisers() -> None:
 def test_weights_off_the_simplex_are_refused_and_named() -> None:
     with pytest.raises(ValueError, match=r"`weights` of convex must lie on the simplex"):
         Convex([0.7, 0.7])
-    with pytest.raises(ValueError, match="`operator` must be one of"):
-        CompositionConfig(operator="and")
+    with pytest.raises(ValueError, match="`weights` of convex must lie on the simplex"):
+        CompositionConfig(operator="convex", weights=(0.7, 0.7))
+    with pytest.raises(ValueError, match="`operator` must be one of .*'superdiff_or'"):
+        CompositionConfig(operator="sum")
 
 
 def test_merge_interpolates_parameters_and_refuses_other_architectures() -> None:

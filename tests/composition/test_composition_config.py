@@ -1,23 +1,68 @@
-"""The light composition config names the same operators and samplers as the torch modules."""
+"""The light composition config names the same methods and samplers as the torch modules, and
+each method's declarations are what it runs by."""
 
 from __future__ import annotations
 
 import pytest
 
-from robocompose.composition.config import OPERATOR_NAMES, SAMPLER_NAMES, CompositionConfig
+from robocompose.composition.config import SAMPLER_NAMES, CompositionConfig
+from robocompose.composition.methods import get_method, method_names
 from robocompose.composition.operators import OPERATORS
 from robocompose.composition.samplers import SAMPLERS
 
+SHIPPED = (
+    "convex",
+    "weighted_sum",
+    "guided",
+    "schedule",
+    "superdiff_and",
+    "superdiff_or",
+    "mixture",
+    "merge",
+)
+
 
 def test_names_match_the_registries() -> None:
-    assert tuple(OPERATORS) == OPERATOR_NAMES
     assert tuple(SAMPLERS) == SAMPLER_NAMES
+    assert set(SHIPPED) <= set(method_names())
 
 
-def test_every_named_operator_is_made() -> None:
-    for name in OPERATOR_NAMES:
+def test_every_linear_operator_is_a_method_with_one_denoiser() -> None:
+    for name, operator_class in OPERATORS.items():
         config = CompositionConfig(operator=name, low_weights=(0.5, 0.5))
-        assert type(config.make_operator()) is OPERATORS[name]
+        method = config.method()
+        assert method.single_denoiser and type(method.operator(config)) is operator_class
+
+
+def test_declarations_say_how_a_method_runs() -> None:
+    assert get_method("mixture").extra_noise_rows == 1
+    assert not get_method("mixture").samples_full_chunk
+    assert get_method("merge").merges_parameters
+    assert all(get_method(n).stochastic for n in ("superdiff_and", "superdiff_or"))
+    assert CompositionConfig(operator="superdiff_or").denoising_steps() == 40
+    assert CompositionConfig(operator="convex").denoising_steps() == 10
+    product = CompositionConfig(operator="weighted_sum", weights=(1.0, 1.0))
+    assert product.method().needs_finite_sigma_max(product)
+    assert not product.method().needs_finite_sigma_max(CompositionConfig(operator="weighted_sum"))
+
+
+def test_weight_constraints_are_checked_without_torch() -> None:
+    with pytest.raises(ValueError, match=r"`weights` of mixture must be >= 0. Got \[-0.5, 1.5\]"):
+        CompositionConfig(operator="mixture", weights=(-0.5, 1.5))
+    with pytest.raises(ValueError, match="`weights` of schedule must lie on the simplex"):
+        CompositionConfig(operator="schedule", weights=(1.0, 1.0), low_weights=(0.5, 0.5))
+    with pytest.raises(ValueError, match="`low_weights` must be set for operator 'schedule'"):
+        CompositionConfig(operator="schedule")
+    assert CompositionConfig(operator="guided", weights=(1.0, -0.5)).weights == [1.0, -0.5]
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [("and", "'weighted_sum' \\(preset `composition=product`\\)"), ("or", "'mixture'")],
+)
+def test_retired_names_name_what_replaces_them(old: str, new: str) -> None:
+    with pytest.raises(ValueError, match=f"`operator` '{old}' is no longer a method name: .*{new}"):
+        CompositionConfig(operator=old)
 
 
 def test_unknown_sampler_lists_the_names() -> None:

@@ -178,9 +178,11 @@ def test_superdiff_and_stochastic_samplers_draw_onto_meta(mode: str) -> None:
     rows = [torch.Generator().manual_seed(i) for i in range(2)]
     sigmas = [8.0, 2.0, 0.5, 0.0]
     outs = [
-        sample_superdiff(denoiser.parent_outputs, noise, sigmas, mode, (0.5, 0.5), rows),
-        sample_ancestral(denoiser, noise, sigmas, rows),
-        sample_annealed_mcmc(denoiser, noise, sigmas, rows, mcmc_steps=2, method="ula"),
+        sample_superdiff(
+            denoiser.parent_outputs, noise, sigmas, generator=rows, mode=mode, weights=(0.5, 0.5)
+        ),
+        sample_ancestral(denoiser, noise, sigmas, generator=rows),
+        sample_annealed_mcmc(denoiser, noise, sigmas, generator=rows, mcmc_steps=2, method="ula"),
     ]
     assert all(out.device.type == "meta" and out.shape == (2, 8, 2) for out in outs)
 

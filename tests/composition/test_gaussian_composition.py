@@ -120,7 +120,7 @@ def test_mcmc_corrected_sampler_approaches_the_product(method: str) -> None:
         composed,
         noise,
         karras_sigmas(30, 0.01, 20.0),
-        g,
+        generator=g,
         mcmc_steps=20,
         step_scale=0.2,
         method=method,
@@ -139,7 +139,7 @@ def test_ancestral_sampler_samples_a_single_gaussian() -> None:
     g = torch.Generator().manual_seed(1)
     noise = torch.randn(4000, 1, 1, generator=g, dtype=torch.float64)
     parent = GaussianDenoiser(0.5, 0.3)
-    x = sample_ancestral(parent, noise, karras_sigmas(500, 0.002, SIGMA_MAX), g)
+    x = sample_ancestral(parent, noise, karras_sigmas(500, 0.002, SIGMA_MAX), generator=g)
     assert x.mean().item() == pytest.approx(0.5, abs=0.04)
     assert x.var().item() == pytest.approx(0.3, rel=0.1)
 
@@ -259,7 +259,12 @@ def test_superdiff_or_samples_the_mixture() -> None:
     g = torch.Generator().manual_seed(4)
     noise = torch.randn(2000, 1, 1, generator=g, dtype=torch.float64)
     x = sample_superdiff(
-        lambda x, s: [a(x, s), b(x, s)], noise, karras_sigmas(200, 0.002, 20.0), "or", [0.3, 0.7], g
+        lambda x, s: [a(x, s), b(x, s)],
+        noise,
+        karras_sigmas(200, 0.002, 20.0),
+        generator=g,
+        mode="or",
+        weights=[0.3, 0.7],
     )
     right = (x > 0).double().mean().item()
     assert right == pytest.approx(0.7, abs=0.04)
@@ -274,7 +279,9 @@ def test_superdiff_and_lands_where_the_densities_agree() -> None:
     g = torch.Generator().manual_seed(5)
     noise = torch.randn(2000, 1, 1, generator=g, dtype=torch.float64)
     sigmas = karras_sigmas(200, 0.002, 20.0)
-    x_and = sample_superdiff(lambda x, s: [a(x, s), b(x, s)], noise, sigmas, "and", None, g)
+    x_and = sample_superdiff(
+        lambda x, s: [a(x, s), b(x, s)], noise, sigmas, generator=g, mode="and"
+    )
     x_ode = sample_euler(ComposedDenoiser([a, b], Convex(W)), noise, sigmas)
     gap_and = (_log_normal(x_and, MUS[0], VARS[0]) - _log_normal(x_and, MUS[1], VARS[1])).abs()
     gap_ode = (_log_normal(x_ode, MUS[0], VARS[0]) - _log_normal(x_ode, MUS[1], VARS[1])).abs()
@@ -299,7 +306,9 @@ def test_ito_density_estimate_tracks_the_true_log_density() -> None:
         out = parent(x, sigma)
         return [out, out]
 
-    _, ell = sample_superdiff(parents, noise, sigmas, "or", None, g, return_log_density=True)
+    _, ell = sample_superdiff(
+        parents, noise, sigmas, generator=g, mode="or", return_log_density=True
+    )
     x_last, sigma_last = trace[-1]
     true = _log_normal(x_last, mu, var + sigma_last**2) - _log_normal(
         x_start, mu, var + sigmas[0] ** 2

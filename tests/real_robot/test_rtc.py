@@ -95,7 +95,7 @@ def test_guidance_wraps_a_composed_denoiser():
 def test_stochastic_sampler_keeps_the_prefix(setup):
     gauss, noise, target = setup
     guided = PrefixGuidedDenoiser(gauss, target, PrefixGuidance("hard").weights(5, 5))
-    out = sample_ancestral(guided, noise, SIGMAS, torch.Generator().manual_seed(3))
+    out = sample_ancestral(guided, noise, SIGMAS, generator=torch.Generator().manual_seed(3))
     torch.testing.assert_close(out[:, :5], target, rtol=0, atol=1e-12)
 
 

@@ -32,7 +32,7 @@ pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="finds the cluster's processes in /proc"
 )
 
-AXES = ["composition=convex,or"]
+AXES = ["composition=convex,mixture"]
 COLUMNS = ["composition"]
 EPISODES = 4
 PER_TASK = 2  # episodes per task

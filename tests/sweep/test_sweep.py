@@ -20,7 +20,7 @@ from robocompose.config import hydra_value
 from robocompose.sweep import run_sweep
 from robocompose.sweep.table import OUTCOME, EpisodeTable
 
-AXES = ["composition=convex,or", "composition.weights=[0.3,0.7],[0.7,0.3]", "seed=0,1"]
+AXES = ["composition=convex,mixture", "composition.weights=[0.3,0.7],[0.7,0.3]", "seed=0,1"]
 COLUMNS = ["composition", "composition.weights", "seed"]
 EPISODES = 3
 TOTAL = 2 * 2 * 2 * EPISODES
@@ -80,7 +80,7 @@ def _rows(table: Path) -> list[tuple[str, ...]]:
 def _expected() -> set[tuple[str, ...]]:
     cells = [
         (op, w, str(s))
-        for op in ("convex", "or")
+        for op in ("convex", "mixture")
         for w in ("[0.3,0.7]", "[0.7,0.3]")
         for s in (0, 1)
     ]

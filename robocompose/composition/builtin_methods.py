@@ -1,0 +1,179 @@
+"""The shipped composition methods: the linear operators, SuperDiff AND/OR, the exact mixture
+and the parameter merge. Torch-free at import (see `robocompose.composition.methods`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from robocompose.composition.methods import (
+    CompositionMethod,
+    DenoiserMethod,
+    register_method,
+)
+
+if TYPE_CHECKING:
+    import torch
+
+    from robocompose.composition.config import CompositionConfig
+    from robocompose.composition.operators import Operator
+    from robocompose.composition.policy import ComposedPolicy
+    from robocompose.policies.base import GenerativePolicy
+
+# SuperDiff integrates the reverse SDE by Euler-Maruyama, whose noise per step is too large on a
+# coarse grid: at 10 steps PickPlace's 99% flow composed with itself by OR succeeds 0-5% of the
+# time, at 40 steps 100% (20 episodes each).
+SUPERDIFF_STEPS = 40
+
+
+@register_method("convex")
+class ConvexMethod(DenoiserMethod):
+    """GPC: D = sum_i w_i D_i with w on the simplex."""
+
+    weights_sum_to_one = True
+    weights_nonnegative = True
+
+    def operator(self, config: CompositionConfig) -> Operator:
+        from robocompose.composition.operators import Convex
+
+        return Convex(config.weights)
+
+
+@register_method("weighted_sum")
+class ProductMethod(DenoiserMethod):
+    """Product of experts: a sum of scores; weights not summing to 1 need a finite sigma_max."""
+
+    weights_nonnegative = True
+
+    def needs_finite_sigma_max(self, config: CompositionConfig) -> bool:
+        return abs(sum(config.weights) - 1) > 1e-6
+
+    def operator(self, config: CompositionConfig) -> Operator:
+        from robocompose.composition.operators import WeightedSum
+
+        return WeightedSum(config.weights)
+
+
+@register_method("guided")
+class GuidedMethod(DenoiserMethod):
+    """Composable Diffusion AND/NOT: parent 0 is the base, a negative weight is NOT."""
+
+    def operator(self, config: CompositionConfig) -> Operator:
+        from robocompose.composition.operators import Guided
+
+        return Guided(config.weights)
+
+
+@register_method("schedule")
+class ScheduleMethod(DenoiserMethod):
+    """Convex `weights` above sigma_switch, convex `low_weights` below it."""
+
+    weights_sum_to_one = True
+    weights_nonnegative = True
+
+    def check(self, config: CompositionConfig) -> None:
+        if config.low_weights is None:
+            raise ValueError("`low_weights` must be set for operator 'schedule'.")
+        super().check(config)
+
+    def operator(self, config: CompositionConfig) -> Operator:
+        from robocompose.composition.operators import Schedule
+
+        assert config.low_weights is not None  # `check` refused it
+        return Schedule(config.weights, config.low_weights, config.sigma_switch)
+
+
+class SuperDiffMethod(CompositionMethod):
+    """SuperDiff (Skreta et al. 2024): per-step, per-row weights from Ito log-density
+    estimates, sampled by its own Euler-Maruyama loop (the configured sampler is not used)."""
+
+    mode: str
+    default_steps = SUPERDIFF_STEPS
+    stochastic = True
+
+    def needs_finite_sigma_max(self, config: CompositionConfig) -> bool:
+        return True
+
+    def operator(self, config: CompositionConfig) -> Operator:
+        """The parents' outputs are plumbed as an equal convex pair; the weights are per step."""
+        from robocompose.composition.operators import Convex
+
+        return Convex([1.0 / len(config.weights)] * len(config.weights))
+
+    def sample(
+        self, policy: ComposedPolicy, obs: dict[str, torch.Tensor], noise: torch.Tensor
+    ) -> torch.Tensor:
+        from robocompose.composition.policy import row_generators
+        from robocompose.composition.superdiff import sample_superdiff
+
+        horizons = {p.config.horizon for p in policy.parents}
+        if len(set(policy.starts)) != 1 or len(horizons) != 1:
+            raise ValueError("SuperDiff needs parents with one horizon and history length.")
+        denoiser = policy.denoiser(obs)
+        return sample_superdiff(
+            denoiser.parent_outputs,
+            noise,
+            policy.sigmas(denoiser),
+            generator=row_generators(noise),
+            mode=self.mode,
+            weights=policy.config.weights,
+        )
+
+
+@register_method("superdiff_and")
+class SuperDiffAndMethod(SuperDiffMethod):
+    mode = "and"
+
+
+@register_method("superdiff_or")
+class SuperDiffOrMethod(SuperDiffMethod):
+    mode = "or"
+
+
+@register_method("mixture")
+class MixtureMethod(CompositionMethod):
+    """OR as an exact mixture: each env draws one parent per chunk with probability w_i, which
+    samples alone with its own sampler."""
+
+    extra_noise_rows = 1  # the per-chunk draw of which parent to run
+    samples_full_chunk = False  # parents of other horizons: only the executed steps align
+    weights_nonnegative = True
+
+    def predict_actions(
+        self, policy: ComposedPolicy, obs: dict[str, torch.Tensor], noise: torch.Tensor
+    ) -> torch.Tensor:
+        """The draw is made on the CPU in float64 from the extra noise row, so every device and
+        dtype picks the same parent for the same noise."""
+        import torch
+
+        weights = torch.tensor(policy.config.weights, dtype=torch.float64)
+        u = torch.special.ndtr(noise[:, -1, 0].cpu().double())  # extra noise row -> U(0, 1)
+        cdf = torch.cumsum(weights / weights.sum(), 0)
+        choice = torch.searchsorted(cdf, u.contiguous()).clamp(max=len(policy.parents) - 1)
+        n_exec = policy.executed.stop - policy.executed.start
+        out = noise.new_empty(noise.shape[0], n_exec, noise.shape[-1])
+        for i, parent in enumerate(policy.parents):
+            rows = torch.nonzero(choice == i).flatten().to(noise.device)
+            if len(rows) == 0:
+                continue
+            view = {k: v[rows] for k, v in policy.parent_view(parent, obs).items()}
+            steps = policy.config.denoising_steps()
+            chunk = parent.sample(view, steps, noise[rows, : parent.config.horizon])
+            begin = policy.executed.start - policy.starts[i]  # parent i's current step
+            out[rows] = chunk[:, begin : begin + n_exec]
+        return out
+
+
+@register_method("merge")
+class MergeMethod(CompositionMethod):
+    """Parameter merge (model soup): theta = sum_i w_i theta_i, one policy that samples with
+    its own sampler; the composition settings other than `weights` do not apply to it."""
+
+    merges_parameters = True
+
+    def build(
+        self, parents: Sequence[GenerativePolicy], config: CompositionConfig
+    ) -> GenerativePolicy:
+        from robocompose.composition.merge import merge_parameters
+
+        return merge_parameters(parents, config.weights)

@@ -1,0 +1,152 @@
+"""Composition methods: one registered object per method says what it needs and how it runs.
+
+The callers (`ComposedPolicy`, `compose`, the verbs' configs, a sweep, the policy server) ask
+the method object instead of checking its name. Its declarations are class attributes, read
+without torch, so a config names and checks a method on the CLI's torch-free path; `operator`,
+`sample`, `predict_actions` and `build` import what they run when they run.
+
+Adding a method: subclass `CompositionMethod` (or `DenoiserMethod` for an operator on the
+parents' denoiser outputs) in any module, decorate it with `@register_method("<name>")`, import
+that module before use, and add the preset configs/composition/<name>.yaml. The built-in
+methods live in `robocompose.composition.builtin_methods`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+
+if TYPE_CHECKING:
+    import torch
+
+    from robocompose.composition.api import AnyPolicy
+    from robocompose.composition.config import CompositionConfig
+    from robocompose.composition.operators import Operator
+    from robocompose.composition.policy import ComposedPolicy
+    from robocompose.policies.base import GenerativePolicy
+
+DEFAULT_STEPS = 10
+SIMPLEX_ATOL = 1e-6
+BUILTIN_MODULE = "robocompose.composition.builtin_methods"
+# names that once meant something else, and what to write now
+RENAMED = {
+    "and": "preset `composition=and` ran the product of experts, now operator 'weighted_sum' "
+    "(preset `composition=product`); SuperDiff AND is operator 'superdiff_and'",
+    "or": "preset `composition=or` ran the exact mixture, now operator 'mixture' (preset "
+    "`composition=mixture`); SuperDiff OR is operator 'superdiff_or'",
+}
+
+
+class CompositionMethod:
+    """How K parents become one policy. Subclasses set the declarations and override the
+    hooks their kind of method runs by; the defaults describe a composition that samples
+    one chunk per observation batch by `sample`."""
+
+    name: ClassVar[str] = ""
+    default_steps: ClassVar[int] = DEFAULT_STEPS  # when `steps` is left unset
+    # one Denoiser D(x, sigma) of the composition exists (prefix guidance and the configured
+    # sampler run on it)
+    single_denoiser: ClassVar[bool] = False
+    stochastic: ClassVar[bool] = False  # draws from per-row generators beyond the noise
+    extra_noise_rows: ClassVar[int] = 0  # noise rows per chunk beyond the reference horizon
+    # `sample` gives the whole reference chunk; False: only `predict_actions` (executed steps)
+    samples_full_chunk: ClassVar[bool] = True
+    # one policy with the weighted parents' parameters, not a ComposedPolicy: the parents must
+    # share one architecture (a sweep skips cells whose parents do not)
+    merges_parameters: ClassVar[bool] = False
+    weights_sum_to_one: ClassVar[bool] = False
+    weights_nonnegative: ClassVar[bool] = False
+
+    def check(self, config: CompositionConfig) -> None:
+        """Refuse a config this method cannot run, naming the field (torch-free)."""
+        weights = list(config.weights)
+        negative = any(w < -SIMPLEX_ATOL for w in weights)
+        if self.weights_sum_to_one and (negative or abs(sum(weights) - 1.0) > 1e-4):
+            raise ValueError(
+                f"`weights` of {self.name} must lie on the simplex (>= 0, sum 1). Got {weights}."
+            )
+        if self.weights_nonnegative and negative:
+            raise ValueError(f"`weights` of {self.name} must be >= 0. Got {weights}.")
+
+    def needs_finite_sigma_max(self, config: CompositionConfig) -> bool:
+        """Whether the sampling grid must start at a finite sigma (a Karras grid otherwise)."""
+        return False
+
+    def operator(self, config: CompositionConfig) -> Operator | None:
+        """What combines the parents' denoiser outputs at one (x, sigma); None when the parents
+        are not evaluated jointly."""
+        return None
+
+    def build(self, parents: Sequence[GenerativePolicy], config: CompositionConfig) -> AnyPolicy:
+        from robocompose.composition.policy import ComposedPolicy
+
+        return ComposedPolicy(parents, config)
+
+    def sample(
+        self, policy: ComposedPolicy, obs: dict[str, torch.Tensor], noise: torch.Tensor
+    ) -> torch.Tensor:
+        """Composed chunks (B, H_0, A) in parent 0's normalised action space."""
+        raise ValueError(f"operator {self.name!r} samples no whole chunk; use predict_actions.")
+
+    def predict_actions(
+        self, policy: ComposedPolicy, obs: dict[str, torch.Tensor], noise: torch.Tensor
+    ) -> torch.Tensor:
+        """The executed actions (B, n_action_steps, A) in env units."""
+        chunk = policy.sample_normalized(obs, noise)
+        return policy.parents[0].action_normalizer.unnormalize(chunk)[:, policy.executed]
+
+
+class DenoiserMethod(CompositionMethod):
+    """An operator on the parents' denoiser outputs, sampled by the configured sampler."""
+
+    single_denoiser = True
+
+    def operator(self, config: CompositionConfig) -> Operator:
+        raise NotImplementedError(f"{type(self).__name__} must define its operator.")
+
+    def sample(
+        self, policy: ComposedPolicy, obs: dict[str, torch.Tensor], noise: torch.Tensor
+    ) -> torch.Tensor:
+        denoiser = policy.denoiser(obs)
+        return policy.run_sampler(denoiser, noise, policy.sigmas(denoiser))
+
+
+_REGISTRY: dict[str, CompositionMethod] = {}
+M = TypeVar("M", bound=type[CompositionMethod])
+
+
+def register_method(name: str) -> Callable[[M], M]:
+    """Class decorator: the method is known as `name` (the config's `operator`)."""
+
+    def add(cls: M) -> M:
+        if name in _REGISTRY or name in RENAMED:
+            raise ValueError(f"composition method {name!r} is already registered.")
+        cls.name = name
+        _REGISTRY[name] = cls()
+        return cls
+
+    return add
+
+
+def _registry() -> dict[str, CompositionMethod]:
+    importlib.import_module(BUILTIN_MODULE)  # registers the built-ins on first use
+    return _REGISTRY
+
+
+def method_names() -> tuple[str, ...]:
+    return tuple(_registry())
+
+
+def get_method(name: str) -> CompositionMethod:
+    methods = _registry()
+    if name in RENAMED:
+        raise ValueError(f"`operator` {name!r} is no longer a method name: {RENAMED[name]}.")
+    if name not in methods:
+        raise ValueError(f"`operator` must be one of {tuple(methods)}. Got {name!r}.")
+    return methods[name]
+
+
+def unregister_method(name: str) -> Any:
+    """Drop a registered method (a test's toy method); returns it."""
+    return _REGISTRY.pop(name)
