@@ -89,7 +89,6 @@ class SuperDiffMethod(CompositionMethod):
 
     mode: str
     default_steps = SUPERDIFF_STEPS
-    stochastic = True
 
     def needs_finite_sigma_max(self, config: CompositionConfig) -> bool:
         return True

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, ClassVar, TypeVar
 
 if TYPE_CHECKING:
     import torch
@@ -48,7 +48,6 @@ class CompositionMethod:
     # one Denoiser D(x, sigma) of the composition exists (prefix guidance and the configured
     # sampler run on it)
     single_denoiser: ClassVar[bool] = False
-    stochastic: ClassVar[bool] = False  # draws from per-row generators beyond the noise
     extra_noise_rows: ClassVar[int] = 0  # noise rows per chunk beyond the reference horizon
     # `sample` gives the whole reference chunk; False: only `predict_actions` (executed steps)
     samples_full_chunk: ClassVar[bool] = True
@@ -145,8 +144,3 @@ def get_method(name: str) -> CompositionMethod:
     if name not in methods:
         raise ValueError(f"`operator` must be one of {tuple(methods)}. Got {name!r}.")
     return methods[name]
-
-
-def unregister_method(name: str) -> Any:
-    """Drop a registered method (a test's toy method); returns it."""
-    return _REGISTRY.pop(name)

@@ -7,7 +7,7 @@ Every operator here is linear in the parents' scores, so with coefficients c_i i
 
 which is D = x + sum_i c_i (D_i - x). When the c_i sum to 1 (convex, guided) the x term vanishes
 and the combination is finite even at sigma = inf. Mixture (OR) and SuperDiff are not of this
-form: they live in `robocompose.composition.policy` and `robocompose.composition.superdiff`.
+form: they are methods of their own (`robocompose.composition.builtin_methods`).
 
 | operator      | c_i(sigma)                                    | paper                        |
 |---------------|-----------------------------------------------|------------------------------|

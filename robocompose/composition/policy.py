@@ -64,8 +64,8 @@ def shared_executor() -> ThreadPoolExecutor:
 
 
 class RowGenerators(Sequence[torch.Generator]):
-    """`row_generators(noise)`, made on first use: a deterministic sampler never reads them, nor
-    so the noise's values (a tensor on `meta` has none)."""
+    """`row_generators(noise)`, made on first use: a deterministic sampler never asks for them,
+    so it never reads the noise's values (a tensor on `meta` has none)."""
 
     def __init__(self, noise: torch.Tensor) -> None:
         self._noise = noise
@@ -79,7 +79,7 @@ class RowGenerators(Sequence[torch.Generator]):
     def __len__(self) -> int:
         return len(self._generators())
 
-    def __getitem__(self, i):  # type: ignore[override]
+    def __getitem__(self, i: int) -> torch.Generator:  # type: ignore[override]
         return self._generators()[i]
 
 

@@ -38,7 +38,6 @@ def test_declarations_say_how_a_method_runs() -> None:
     assert get_method("mixture").extra_noise_rows == 1
     assert not get_method("mixture").samples_full_chunk
     assert get_method("merge").merges_parameters
-    assert all(get_method(n).stochastic for n in ("superdiff_and", "superdiff_or"))
     assert CompositionConfig(operator="superdiff_or").denoising_steps() == 40
     assert CompositionConfig(operator="convex").denoising_steps() == 10
     product = CompositionConfig(operator="weighted_sum", weights=(1.0, 1.0))

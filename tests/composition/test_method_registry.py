@@ -49,7 +49,9 @@ class HeaviestParent(CompositionMethod):
 
     samples_full_chunk = False
 
-    def predict_actions(self, policy, obs, noise) -> torch.Tensor:
+    def predict_actions(
+        self, policy: ComposedPolicy, obs: dict[str, torch.Tensor], noise: torch.Tensor
+    ) -> torch.Tensor:
         parent = policy.parents[_heaviest(policy.config.weights)]
         view = policy.parent_view(parent, obs)
         chunk = parent.sample(view, policy.config.denoising_steps(), noise)
@@ -63,6 +65,15 @@ def test_registered_methods_are_named_and_checked_by_the_config() -> None:
         CompositionConfig(operator="heaviest_denoiser", weights=(-1.0, 2.0))
     with pytest.raises(ValueError, match="already registered"):
         register_method("convex")(HeaviestParent)
+
+
+def test_a_parameter_merge_is_built_by_its_method_not_by_composed_policy() -> None:
+    parents = [tiny_policy(0), tiny_policy(1)]
+    config = CompositionConfig(operator="merge", weights=(0.25, 0.75))
+    merged = config.method().build(parents, config)
+    assert not isinstance(merged, ComposedPolicy) and merged.config == parents[0].config
+    with pytest.raises(ValueError, match="'merge' merges the parents into one policy"):
+        ComposedPolicy(parents, CompositionConfig(operator="merge"))
 
 
 def test_denoiser_method_samples_the_heaviest_gaussian_exactly() -> None:
