@@ -135,11 +135,3 @@ class Schedule(Operator):
 
     def coefficients(self, sigma: float) -> list[float]:
         return list(self.high if sigma > self.sigma_switch else self.low)
-
-
-OPERATORS: dict[str, type[Operator]] = {
-    "convex": Convex,
-    "weighted_sum": WeightedSum,
-    "guided": Guided,
-    "schedule": Schedule,
-}
