@@ -22,6 +22,8 @@ from robocompose.composition.methods import (
 from robocompose.composition.operators import Convex, Operator
 from robocompose.composition.policy import ComposedPolicy
 from robocompose.composition.samplers import sample_euler
+from robocompose.config import load as load_config
+from robocompose.jobs import ComposeConfig
 from robocompose.shipped import parent_pair
 from tests.composition.test_composed_policy import _obs, tiny_policy
 from tests.composition.test_gaussian_composition import GaussianDenoiser
@@ -114,3 +116,20 @@ def test_per_chunk_method_composes_and_evaluates_on_a_shipped_pair(tmp_path) -> 
         {k: r[k] for k in keys} for r in alone.records
     ]
     assert (tmp_path / "ours.jsonl").read_text().count("\n") == 2
+
+
+def test_a_preset_file_makes_the_method_a_verb_option(tmp_path) -> None:
+    """One YAML beside the module: `composition=<name>` builds it in the compose verb, labelled
+    like any method."""
+    (tmp_path / "composition").mkdir()
+    (tmp_path / "composition" / "heaviest_parent.yaml").write_text(
+        "operator: heaviest_parent\nweights: [0.25, 0.75]\n"
+    )
+    overrides = [
+        f"hydra.searchpath=[file://{tmp_path}]",
+        "composition=heaviest_parent",
+        "task=PickPlaceTwoCubes",
+    ]
+    config = load_config("compose", ComposeConfig, overrides)
+    assert config.label() == "heaviest_parent_0.250_0.750"
+    assert config.policy().method.name == "heaviest_parent"
