@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 MISSING = "???"
+RETIRED = "# Retired name"  # first line of a preset kept only to name its replacement
 
 
 class ConfigError(ValueError):
@@ -200,8 +201,14 @@ def code_presets() -> dict[str, dict[str, dict[str, Any]]]:
 
 def group_options(group: str) -> list[str]:
     """The options of config group `group`: configs/<group>/*.yaml and the code presets."""
-    files = {p.stem for p in (CONFIGS / group).glob("*.yaml")}
+    files = {p.stem for p in (CONFIGS / group).glob("*.yaml") if not _retired(p)}
     return sorted(files | set(code_presets().get(group, {})))
+
+
+def _retired(preset: Path) -> bool:
+    """A preset kept only to say what replaced it (its file opens with `# Retired name`)."""
+    with preset.open(encoding="utf-8") as f:
+        return f.readline().startswith(RETIRED)
 
 
 def _store_code_presets() -> None:

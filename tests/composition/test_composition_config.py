@@ -65,6 +65,17 @@ def test_retired_names_name_what_replaces_them(old: str, new: str) -> None:
         CompositionConfig(operator=old)
 
 
+def test_retired_presets_stop_with_their_replacement_and_are_not_offered() -> None:
+    from robocompose.cli import load_verb_config
+    from robocompose.config import group_options
+
+    options = group_options("composition")
+    assert "and" not in options and "or" not in options
+    assert {"product", "mixture", "convex"} <= set(options)
+    with pytest.raises(ValueError, match="composition=mixture"):
+        load_verb_config("compose", ["composition=or"])
+
+
 def test_unknown_sampler_lists_the_names() -> None:
     with pytest.raises(ValueError, match="`sampler` must be one of .*'mcmc'"):
         CompositionConfig(sampler="rk4")
