@@ -68,11 +68,11 @@ def check_args(skill: str, params: Sequence[Param], args: Mapping[str, Any]) -> 
     missing = [n for n in names if n not in args]
     if missing:
         raise SkillError(f"`{skill}` is missing the argument `{missing[0]}`.")
-    return {p.name: _check_value(skill, p, args[p.name]) for p in params}
+    return {p.name: check_value(p, args[p.name], f"`{skill}` argument `{p.name}`") for p in params}
 
 
-def _check_value(skill: str, param: Param, value: Any) -> Any:
-    where = f"`{skill}` argument `{param.name}`"
+def check_value(param: Param, value: Any, where: str) -> Any:
+    """`value` checked against `param` (type, choices, range); `where` opens the message."""
     if param.type == "str":
         if not isinstance(value, str):
             raise SkillError(f"{where} must be a string. Got {type(value).__name__} {value!r}.")

@@ -16,14 +16,12 @@ the call. A plan with problems has no calls: it goes back to the LLM, never half
 
 from __future__ import annotations
 
-import difflib
 import json
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from robocompose.hierarchical.base import Completion, LLMBackend, Param, PlanCost, Skill
+from robocompose.hierarchical.base import Completion, LLMBackend, PlanCost, Skill
 from robocompose.hierarchical.corrections import SkillCall
 from robocompose.hierarchical.grammar import gbnf, json_schema
 from robocompose.hierarchical.prompts import (
@@ -34,6 +32,7 @@ from robocompose.hierarchical.prompts import (
     skill_messages,
     usable_examples,
 )
+from robocompose.hierarchical.registry import SkillError, check_value, suggest
 
 CONSTRAINTS = ("grammar", "json_schema", "none")
 TOKENS_PER_CALL = 40  # a call is ~20-30 tokens; the grammar bounds its length
@@ -76,45 +75,6 @@ class SkillPlan(PlanCost):
 
 
 # -- validation -------------------------------------------------------------------------------
-def _did_you_mean(value: str, options: list[str]) -> str:
-    close = difflib.get_close_matches(value, options, n=1)
-    return f"; did you mean {close[0]!r}?" if close else "."
-
-
-def _number(value: Any, where: str, param: Param, *, integer: bool) -> float | int:
-    kind = "an integer" if integer else "a number"
-    ok = isinstance(value, int) if integer else isinstance(value, int | float)
-    if isinstance(value, bool) or not ok or not math.isfinite(value):
-        raise PlanError(f"{where} must be {kind}. Got {value!r}.")
-    low = -math.inf if param.low is None else param.low
-    high = math.inf if param.high is None else param.high
-    if not low <= value <= high:
-        raise PlanError(f"{where} must be in [{low:g}, {high:g}]. Got {value!r}.")
-    return int(value) if integer else float(value)
-
-
-def validate_value(param: Param, value: Any, where: str) -> Any:
-    """`value` checked against `param` (type, choices, range); ints become floats for floats."""
-    if param.type == "str":
-        if not isinstance(value, str):
-            raise PlanError(f"{where} must be a string. Got {value!r}.")
-        if param.choices is not None and value not in param.choices:
-            raise PlanError(
-                f"{where} must be one of {list(param.choices)} (what the scene has). "
-                f"Got {value!r}" + _did_you_mean(value, list(param.choices))
-            )
-        return value
-    if param.type == "int":
-        return _number(value, where, param, integer=True)
-    if param.type == "float":
-        return _number(value, where, param, integer=False)
-    if param.type == "vec2":
-        if not isinstance(value, list | tuple) or len(value) != 2:
-            raise PlanError(f"{where} must be a list of 2 numbers. Got {value!r}.")
-        return [_number(v, f"{where}[{i}]", param, integer=False) for i, v in enumerate(value)]
-    raise PlanError(f"{where} has a type the planner does not know: {param.type!r}.")
-
-
 def validate_call(skills: Mapping[str, Skill], item: Any, index: int = 0) -> SkillCall:
     """One `{"skill": name, "args": {...}}` item checked against the registry."""
     at = f"call {index + 1}"
@@ -126,10 +86,9 @@ def validate_call(skills: Mapping[str, Skill], item: Any, index: int = 0) -> Ski
         raise PlanError(f'{at} {what}; a call is {{"skill": name, "args": {{...}}}}.')
     name, args = item["skill"], item.get("args", {})
     if not isinstance(name, str) or name not in skills:
-        raise PlanError(
-            f"{at}: unknown skill {name!r}" + _did_you_mean(str(name), list(skills))
-            + f" Skills: {list(skills)}."
-        )
+        near = suggest(str(name), list(skills))
+        hint = f"; did you mean {near!r}?" if near else "."
+        raise PlanError(f"{at}: unknown skill {name!r}{hint} Skills: {list(skills)}.")
     at = f"{at} `{name}`"
     if not isinstance(args, dict):
         raise PlanError(f"{at}: `args` must be an object. Got {args!r}.")
@@ -139,7 +98,10 @@ def validate_call(skills: Mapping[str, Skill], item: Any, index: int = 0) -> Ski
         parts = [f"missing {missing}"] if missing else []
         parts += [f"unexpected {extra}"] if extra else []
         raise PlanError(f"{at}: arguments {' and '.join(parts)}; it takes {list(params)}.")
-    clean = {p: validate_value(params[p], args[p], f"{at} argument `{p}`") for p in params}
+    try:
+        clean = {p: check_value(params[p], args[p], f"{at} argument `{p}`") for p in params}
+    except SkillError as e:
+        raise PlanError(str(e)) from None
     return SkillCall(name, clean)
 
 

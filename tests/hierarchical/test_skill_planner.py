@@ -52,7 +52,7 @@ def _problems(registry, items, max_calls=4) -> str:
         ),
         (
             [{"skill": "move_to", "args": {"x": "0.1", "y": 0, "z": 0.1}}],
-            "argument `x` must be a number. Got '0.1'",
+            "argument `x` must be a number. Got str '0.1'",
         ),
         ([{"skill": "move_to", "args": {"x": True, "y": 0, "z": 0.1}}], "must be a number"),
         ([{"skill": "open_gripper"}] * 5, "the plan has 5 calls; at most 4"),
