@@ -44,6 +44,8 @@ def test_every_verb_config_composes_without_torch() -> None:
         (["eval", "--help"], "checkpoint: str (required)", (*SIM, "hydra", "omegaconf")),
         (["eval", "bogus=1"], "unknown config key 'bogus'", SIM),
         (["compose", "--cfg"], "composition:", SIM),
+        (["sweep", "bogus=1"], "unknown config key 'bogus'", SIM),
+        (["sweep", "composition=convex,nonesuch"], "composition/nonesuch", SIM),
     ],
 )
 def test_commands_that_run_nothing_import_no_simulator_or_torch(

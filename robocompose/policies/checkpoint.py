@@ -18,11 +18,9 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from robocompose.policies.base import GenerativePolicy
-from robocompose.policies.config import PolicyConfig
+from robocompose.policies.config import CONFIG, WEIGHTS, PolicyConfig
 from robocompose.policies.normalizer import AffineNormalizer
 from robocompose.policies.registry import build_policy
-
-WEIGHTS, CONFIG = "model.safetensors", "config.json"
 
 
 class CheckpointError(ValueError):

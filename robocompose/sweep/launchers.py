@@ -25,10 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import torch
-
-from robocompose.evaluation import evaluate
-from robocompose.policies.checkpoint import CONFIG, WEIGHTS
+from robocompose.policies.config import CONFIG, WEIGHTS
 from robocompose.sweep.config import LauncherConfig, SweepConfig
 
 if TYPE_CHECKING:
@@ -64,6 +61,10 @@ class WorkersLost(RuntimeError):
 def run_task(job: SweepConfig, seeds: list[int]) -> list[dict[str, Any]]:
     """The episodes `seeds` of one cell; one torch thread, so parallel tasks share the cores
     and a result does not depend on the thread count."""
+    import torch  # here, not at import: planning a sweep (and its config errors) needs no torch
+
+    from robocompose.evaluation import evaluate
+
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
