@@ -239,6 +239,26 @@ def _compose(overrides: list[str]) -> None:
     _print_outputs(episodes, result.videos)
 
 
+def _compare(overrides: list[str]) -> None:
+    import json
+
+    from robocompose.compare import compare
+
+    config = load_verb_config("compare", overrides)
+    result = compare(
+        *config.checkpoints,
+        config.seeds(),
+        out_dir=config.out,
+        num_envs=config.num_envs,
+        device=config.device,
+        batch_invariant=config.batch_invariant,
+    )
+    print(result.table())
+    record = Path(config.out) / "compare.json"
+    record.write_text(json.dumps(result.to_dict(), indent=2) + "\n")
+    print(f"record: {record}")
+
+
 def _print_outputs(episodes: Path, videos: list[Path]) -> None:
     """Where eval/compose put their results, so nobody has to guess the default folders; each
     video as written (`seed_N-2.mp4` when `seed_N.mp4` was already there)."""
@@ -419,6 +439,15 @@ VERBS: dict[str, Verb] = {
             OUT,
             VIDEO_SEEDS,
         ),
+    ),
+    "compare": Verb(
+        "two checkpoints on the same seeds: each one's success, where each succeeds alone, "
+        "and the paired difference (before a search: has the pair anything to gain?)",
+        "robocompose.jobs:CompareConfig",
+        _compare,
+        positional=Shorthand("", "checkpoints", help="two checkpoint folders"),
+        many=True,
+        flags=(EPISODES, SEED_START, Shorthand("--num-envs", "num_envs", int), OUT),
     ),
     "search": Verb(
         "test-time search of composition weights (defaults: the demo's search)",

@@ -10,11 +10,13 @@ with per-episode inference, so an episode's actions depend on its seed alone.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
+import torch
 
 from robocompose.devices import resolve_device
 from robocompose.policies.base import GenerativePolicy
@@ -57,6 +59,7 @@ def evaluate(
     video_dir: str | os.PathLike[str] | None = None,
     progress: bool = True,
     batch_invariant: bool = True,
+    torch_threads: int | None = 1,
 ) -> EvalResult:
     """Success (Wilson 95% CI) and score of `policy` over `seeds`; records named
     "<env id>:<label>", appended to `out` (JSONL) as episodes end and reused by a rerun.
@@ -75,6 +78,12 @@ def evaluate(
             its actions do not depend on `num_envs` or a resume; False batches the envs that
             replan together (faster, but an episode then depends on its batch). Records say
             which ("batch"), and a resume into a file of the other layout is refused.
+        torch_threads: torch's intra-op threads while it runs (restored after). One by default:
+            batch-of-one inference gains little from more, and with more it stalls whenever
+            anything else wants a core (2 episodes of a PickPlace UNet took 160 s with two
+            threads beside a training job on two cores, 5.5 s with one). The thread count can
+            change the rounding, so the default also keeps a rerun's records identical.
+            None: leave torch's setting.
     """
     if isinstance(policy, str | os.PathLike):
         label = label or Path(policy).name
@@ -89,20 +98,37 @@ def evaluate(
     _move(predictor, resolve_device(device))
     check_observations(predictor, env_id, env_kwargs)
     num_envs = num_envs or DEFAULT_NUM_ENVS
-    return run_episodes(
-        env_id,
-        PolicyRunner(predictor, batch_invariant=batch_invariant),
-        seeds,
-        out=out,
-        num_envs=num_envs,
-        env_kwargs=env_kwargs,
-        video_seeds=video_seeds,
-        video_dir=video_dir,
-        progress=progress,
-        env_id=f"{env_id}:{label or 'policy'}",
-        policy_id=predictor.fingerprint(),
-        batch=batch_layout(batch_invariant, num_envs),
-    )
+    with torch_threads_set(torch_threads):
+        return run_episodes(
+            env_id,
+            PolicyRunner(predictor, batch_invariant=batch_invariant),
+            seeds,
+            out=out,
+            num_envs=num_envs,
+            env_kwargs=env_kwargs,
+            video_seeds=video_seeds,
+            video_dir=video_dir,
+            progress=progress,
+            env_id=f"{env_id}:{label or 'policy'}",
+            policy_id=predictor.fingerprint(),
+            batch=batch_layout(batch_invariant, num_envs),
+        )
+
+
+@contextmanager
+def torch_threads_set(threads: int | None) -> Iterator[None]:
+    """torch's intra-op thread count set to `threads` (None: unchanged) for the block."""
+    if threads is None:
+        yield
+        return
+    if threads < 1:
+        raise ValueError(f"`torch_threads` must be >= 1 or None. Got {threads}.")
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def _predictor(policy: GenerativePolicy | ChunkPredictor, steps: int | None) -> ChunkPredictor:

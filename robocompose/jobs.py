@@ -172,6 +172,21 @@ class EvalConfig(EpisodesConfig):
 
 
 @dataclass(kw_only=True)
+class CompareConfig(EpisodesConfig):
+    """`robocompose compare A B`: two checkpoints on the same seeds, and where each succeeds
+    alone (what a composition of them could gain)."""
+
+    checkpoints: list[str]
+    num_envs: int | None = None
+    out: str = "runs/compare"  # episodes of each (<name>.jsonl, resumable) and compare.json
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if len(self.checkpoints) != 2:
+            raise ValueError(f"`checkpoints` must name 2 checkpoints. Got {self.checkpoints}.")
+
+
+@dataclass(kw_only=True)
 class ExpertsConfig:
     """`robocompose experts`: every task's scripted expert, a table and one video each."""
 

@@ -47,3 +47,54 @@ def success_rate(successes: int, episodes: int) -> SuccessRate:
     low, high = wilson_interval(successes, episodes)
     rate = successes / episodes if episodes else 0.0
     return SuccessRate(successes, episodes, rate, low, high)
+
+
+@dataclass(frozen=True)
+class PairedOutcomes:
+    """Two policies on the same seeds: who succeeded where, and the difference of their rates
+    (A minus B) with Newcombe's 95% interval for paired proportions (his method 10: Wilson
+    intervals of both rates, combined with the correlation of the pairs). Pairing is what makes
+    a small difference detectable: seeds both solve or both fail carry no information about it.
+    """
+
+    only_a: int
+    only_b: int
+    both: int
+    neither: int
+    difference: float
+    ci_low: float
+    ci_high: float
+
+    @property
+    def episodes(self) -> int:
+        return self.only_a + self.only_b + self.both + self.neither
+
+    def format(self) -> str:
+        """"+6.0 points [-2.1, 14.0] (n=100 paired)"."""
+        d, lo, hi = (100 * v for v in (self.difference, self.ci_low, self.ci_high))
+        return f"{d:+.1f} points [{lo:+.1f}, {hi:+.1f}] (n={self.episodes} paired)"
+
+    def __str__(self) -> str:
+        return self.format()
+
+
+def paired_outcomes(a: list[bool], b: list[bool], z: float = Z_95) -> PairedOutcomes:
+    """`a[i]` and `b[i]`: the two policies' outcomes on seed i."""
+    if len(a) != len(b) or not a:
+        raise ValueError(f"paired outcomes need two equal, non-empty lists. Got {len(a)}, {len(b)}.")
+    both = sum(x and y for x, y in zip(a, b, strict=True))
+    only_a = sum(x and not y for x, y in zip(a, b, strict=True))
+    only_b = sum(y and not x for x, y in zip(a, b, strict=True))
+    n = len(a)
+    neither = n - both - only_a - only_b
+    p1, p2 = (both + only_a) / n, (both + only_b) / n
+    l1, u1 = wilson_interval(both + only_a, n, z)
+    l2, u2 = wilson_interval(both + only_b, n, z)
+    margins = (both + only_a) * (only_b + neither) * (both + only_b) * (only_a + neither)
+    phi = (both * neither - only_a * only_b) / math.sqrt(margins) if margins else 0.0
+    below = (p1 - l1) ** 2 - 2 * phi * (p1 - l1) * (u2 - p2) + (u2 - p2) ** 2
+    above = (u1 - p1) ** 2 - 2 * phi * (u1 - p1) * (p2 - l2) + (p2 - l2) ** 2
+    difference = p1 - p2
+    low = max(-1.0, difference - math.sqrt(max(below, 0.0)))
+    high = min(1.0, difference + math.sqrt(max(above, 0.0)))
+    return PairedOutcomes(only_a, only_b, both, neither, difference, low, high)

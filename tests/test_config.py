@@ -21,6 +21,7 @@ REQUIRED = {
     "serve": ["checkpoint=c"],
     "replay": ["log=l"],
     "report": ["run=r"],
+    "compare": ["checkpoints=[a,b]"],
 }
 
 

@@ -4,7 +4,6 @@ and of a resume; batched inference kept apart; observations and devices checked 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -32,15 +31,6 @@ def outcomes(result: EvalResult) -> dict[int, tuple]:
     return {r["seed"]: tuple(r[k] for k in OUTCOME) for r in result.records}
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread() -> Iterator[None]:
-    """One torch thread, as the sweep runs: two threads on a busy 2-core machine crawl."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 @pytest.fixture(scope="module")
 def reference() -> EvalResult:
     """PUSHT on SHORT_SEEDS, one env at a time."""
@@ -53,6 +43,27 @@ def test_num_envs_does_not_change_any_episode(reference: EvalResult) -> None:
     assert [r["seed"] for r in three.records] == SHORT_SEEDS
     assert {r["batch"] for r in three.records} == {"per-episode"}
     assert reference.env_id == "robocompose/PushT-v0:PushT_flow_unet"  # label: the folder
+
+
+def test_inference_runs_on_one_thread_whatever_torch_was_set_to(reference: EvalResult) -> None:
+    """The caller's thread count changes neither the episodes nor survives the call."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        seen: list[int] = []
+        predictor = PolicyPredictor(load_checkpoint(PUSHT))
+        predict = predictor.predict_actions
+
+        def recording(obs, noise):
+            seen.append(torch.get_num_threads())
+            return predict(obs, noise)
+
+        predictor.predict_actions = recording
+        again = evaluate(predictor, SHORT_SEEDS[:1], progress=False)
+        assert set(seen) == {1} and torch.get_num_threads() == 2
+        assert outcomes(again)[SHORT_SEEDS[0]] == outcomes(reference)[SHORT_SEEDS[0]]
+    finally:
+        torch.set_num_threads(before)
 
 
 def test_a_rerun_gives_the_same_episodes(reference: EvalResult) -> None:

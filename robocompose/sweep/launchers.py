@@ -59,27 +59,20 @@ class WorkersLost(RuntimeError):
 
 
 def run_task(job: SweepConfig, seeds: list[int]) -> list[dict[str, Any]]:
-    """The episodes `seeds` of one cell; one torch thread, so parallel tasks share the cores
-    and a result does not depend on the thread count."""
-    import torch  # here, not at import: planning a sweep (and its config errors) needs no torch
+    """The episodes `seeds` of one cell, on one torch thread (evaluate's default), so parallel
+    tasks share the cores and a result does not depend on the thread count."""
+    from robocompose.evaluation import evaluate  # here: planning a sweep needs no torch
 
-    from robocompose.evaluation import evaluate
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        result = evaluate(
-            job.policy(),
-            seeds,
-            steps=job.composition.steps,
-            label=job.label(),
-            num_envs=job.num_envs,
-            device=job.device,
-            batch_invariant=job.batch_invariant,
-            progress=False,
-        )
-    finally:
-        torch.set_num_threads(threads)
+    result = evaluate(
+        job.policy(),
+        seeds,
+        steps=job.composition.steps,
+        label=job.label(),
+        num_envs=job.num_envs,
+        device=job.device,
+        batch_invariant=job.batch_invariant,
+        progress=False,
+    )
     return result.records
 
 
