@@ -81,7 +81,9 @@ class PairedOutcomes:
 def paired_outcomes(a: list[bool], b: list[bool], z: float = Z_95) -> PairedOutcomes:
     """`a[i]` and `b[i]`: the two policies' outcomes on seed i."""
     if len(a) != len(b) or not a:
-        raise ValueError(f"paired outcomes need two equal, non-empty lists. Got {len(a)}, {len(b)}.")
+        raise ValueError(
+            f"paired outcomes need two equal, non-empty lists. Got {len(a)}, {len(b)}."
+        )
     both = sum(x and y for x, y in zip(a, b, strict=True))
     only_a = sum(x and not y for x, y in zip(a, b, strict=True))
     only_b = sum(y and not x for x, y in zip(a, b, strict=True))
