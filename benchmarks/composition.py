@@ -31,10 +31,9 @@ import fcntl
 import json
 import random
 import statistics
-import time
 
 import torch
-from common import RESULTS, ROOT
+from common import RESULTS, ROOT, median_ms
 from policy_latency import random_obs
 
 from robocompose.composition.api import candidate_label, compose, search
@@ -169,17 +168,6 @@ def heldout(task: str, parents: list, names: list[str], chosen, episodes: int) -
     }
 
 
-def _median_ms(fn, repeats: int) -> float:
-    for _ in range(3):
-        fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(1e3 * (time.perf_counter() - start))
-    return statistics.median(times)
-
-
 @torch.no_grad()
 def _euler(parent, obs, noise) -> torch.Tensor:
     """One parent alone, sampled the way a composition samples (Denoiser + Euler, own grid)."""
@@ -197,14 +185,18 @@ def latency(task: str, repeats: int) -> dict:
         for threads in (1, 2):
             torch.set_num_threads(threads)
             for name, parent in zip(names, parents, strict=True):
-                ms = _median_ms(lambda p=parent, o=obs, n=noise: p.sample(o, 10, n), repeats)
+                ms = median_ms(
+                    lambda p=parent, o=obs, n=noise: p.sample(o, 10, n), repeats, warmup=3
+                )
                 single[name] = min(single.get(name, float("inf")), ms)
-                ms = _median_ms(lambda p=parent, o=obs, n=noise: _euler(p, o, n), repeats)
+                ms = median_ms(lambda p=parent, o=obs, n=noise: _euler(p, o, n), repeats, warmup=3)
                 single_euler[name] = min(single_euler.get(name, float("inf")), ms)
             for parallel in (False, True):
                 policy = compose(parents, "convex", (0.5, 0.5), parallel=parallel)
                 assert isinstance(policy, ComposedPolicy)
-                ms = _median_ms(lambda p=policy, o=obs, n=noise: p.predict_actions(o, n), repeats)
+                ms = median_ms(
+                    lambda p=policy, o=obs, n=noise: p.predict_actions(o, n), repeats, warmup=3
+                )
                 key = f"threads{threads}_{'parallel' if parallel else 'serial'}"
                 composed[key] = ms
         best_key = min(composed, key=composed.get)

@@ -17,14 +17,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
-import time
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import torch
-from common import RESULTS
+from common import RESULTS, median_ms
 from policy_latency import random_obs
 
 from robocompose.policies.checkpoint import build_policy, load_policy
@@ -37,24 +34,13 @@ BATCH = 64
 ACTION_DIM = 4
 
 
-def median_ms(fn: Callable[[], Any], repeats: int, warmup: int = 2) -> float:
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(1e3 * (time.perf_counter() - start))
-    return statistics.median(times)
-
-
 def step_ms(obs_keys: tuple[str, ...], size: int, steps: int) -> float:
     """Median ms of one PickPlace control step (10 Hz, 25 physics substeps) with `obs_keys`."""
     env = make_env("PickPlace", obs_keys=obs_keys, image_size=size)
     env.reset(seed=0)
     action = np.array([0.05, -0.05, 0.1, -1.0])  # a reachable target: the gantry moves
     try:
-        return median_ms(lambda: env.step(action), steps)
+        return median_ms(lambda: env.step(action), steps, warmup=2)
     finally:
         env.close()
 
@@ -99,7 +85,7 @@ def train_step_ms(size: int, backbone: str, keys: tuple[str, ...], repeats: int)
         policy.loss(obs, actions).backward()
         optimizer.step()
 
-    return median_ms(step, repeats)
+    return median_ms(step, repeats, warmup=2)
 
 
 def measure_train(sizes: list[int], repeats: int) -> list[dict[str, Any]]:
@@ -129,7 +115,7 @@ def measure_inference(folders: list[str], repeats: int) -> list[dict[str, Any]]:
         obs = random_obs(policy, 1)
         steps = policy.config.num_inference_steps
         with torch.inference_mode():
-            ms = median_ms(lambda p=policy, o=obs, s=steps: p.sample(o, s), repeats)
+            ms = median_ms(lambda p=policy, o=obs, s=steps: p.sample(o, s), repeats, warmup=2)
         rows.append(
             {
                 "checkpoint": folder,

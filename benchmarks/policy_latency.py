@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
-import time
 
 import torch
-from common import RESULTS, shipped_checkpoints
+from common import RESULTS, median_ms, shipped_checkpoints
 
 from robocompose.policies.base import is_image_shape
 from robocompose.policies.checkpoint import load_policy
@@ -30,16 +28,9 @@ def random_obs(policy, batch: int) -> dict[str, torch.Tensor]:
     return obs
 
 
-def median_ms(policy, batch: int, steps: int, repeats: int) -> float:
+def sample_ms(policy, batch: int, steps: int, repeats: int) -> float:
     obs = random_obs(policy, batch)
-    for _ in range(5):
-        policy.sample(obs, steps)
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        policy.sample(obs, steps)
-        times.append(1e3 * (time.perf_counter() - start))
-    return statistics.median(times)
+    return median_ms(lambda: policy.sample(obs, steps), repeats, warmup=5)
 
 
 def main() -> None:
@@ -62,7 +53,7 @@ def main() -> None:
                 "obs": obs_kind,
                 "batch": batch,
                 "steps": args.steps,
-                "median_ms": median_ms(policy, batch, args.steps, args.repeats),
+                "median_ms": sample_ms(policy, batch, args.steps, args.repeats),
                 "torch_threads": torch.get_num_threads(),
             }
             rows.append(row)

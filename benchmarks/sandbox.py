@@ -10,12 +10,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
-import time
 
-from common import RESULTS
+from common import RESULTS, median_ms
 
 from robocompose.hierarchical.base import Param
 from robocompose.hierarchical.sandbox import (
@@ -49,15 +47,6 @@ def api() -> SandboxAPI:
             ApiFunction("noop", (), lambda args: None),
         ]
     )
-
-
-def median_ms(run, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        run()
-        times.append(1e3 * (time.perf_counter() - start))
-    return statistics.median(times)
 
 
 def ok(code: str, limits: SandboxLimits):
