@@ -98,17 +98,18 @@ $(TRAIN): train-%: collect-%
 	$(if $(filter $*,$(FLOW_UNET_TASKS)),$(BIN)/robocompose train dataset=data/$*.hdf5 out=checkpoints/$*_diffusion_unet_v $(DIFFUSION_UNET_V))
 	$(if $(filter $*,$(DIFFUSION_MLP_TASKS)),$(BIN)/robocompose train dataset=data/$*.hdf5 out=checkpoints/$*_diffusion_mlp $(DIFFUSION_MLP) $(SECOND_HALF))
 
-checkpoints: $(TRAIN) train-PickPlace-image
+IMAGE_TASKS := PickPlace PickPlaceTwoCubes
+checkpoints: $(TRAIN) $(IMAGE_TASKS:%=train-%-image)
 
-# An image policy: PickPlace's flow MLP on the 64x64 angled camera and `proprio` (the gantry's ee
-# and fingers), never the privileged `state`. 64 px and the MLP train fastest on one core
-# (benchmarks/image_policy.py says why): 6000 steps, ~47 min.
+# Image policies: the task's flow MLP on the 64x64 angled camera and `proprio` (the gantry's ee
+# and fingers), never the privileged `state`, 200 demos. 64 px and the MLP train fastest on one
+# core (benchmarks/image_policy.py says why): 6000 steps, ~47 min each.
 IMAGE_FLOW_MLP = policy.family=flow policy.backbone=mlp 'policy.obs_keys=[proprio,image]' steps=6000 batch_size=64 checkpoint_every=500 checkpoint_dtype=float16 torch_threads=1
-.PHONY: train-PickPlace-image
+.PHONY: $(IMAGE_TASKS:%=train-%-image)
 
-train-PickPlace-image: setup
-	$(BIN)/robocompose collect PickPlace --episodes 200 --obs-keys state,proprio,image --image-size 64 --out data/PickPlace_image64.hdf5
-	$(BIN)/robocompose train dataset=data/PickPlace_image64.hdf5 out=checkpoints/PickPlace_image_flow $(IMAGE_FLOW_MLP)
+$(IMAGE_TASKS:%=train-%-image): train-%-image: setup
+	$(BIN)/robocompose collect $* --episodes 200 --obs-keys state,proprio,image --image-size 64 --out data/$*_image64.hdf5
+	$(BIN)/robocompose train dataset=data/$*_image64.hdf5 out=checkpoints/$*_image_flow $(IMAGE_FLOW_MLP)
 
 # ---- demos ablation (configs/sweep/demos.yaml) -----------------------------------------------
 # Pairs of PickPlace flow MLPs, the two of a pair trained on disjoint sets of N demos from one

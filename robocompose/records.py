@@ -197,7 +197,8 @@ class EpisodeLog:
             raise ValueError(
                 f"{self.path} holds episodes of policy {record.get('policy_id')!r}, not of this "
                 f"one ({self.policy_id!r}): the policy changed since they ran. Delete the file "
-                "or use another `out` to evaluate it afresh."
+                "or use another `out` to evaluate it afresh. (Composed policies' logs written "
+                "before their fingerprint covered the resolved sigma grid do not resume either.)"
             )
         if record.get("batch") != self.batch:
             held = record.get("batch") or "unrecorded (written before records named it)"

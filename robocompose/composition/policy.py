@@ -232,9 +232,22 @@ class ComposedPolicy:
         finally:
             torch.set_num_threads(threads)
 
+    def resolved_sigmas(self) -> list[float] | None:
+        """The grid the method samples on (None for methods that sample each parent with its
+        own sampler): known without an observation, since no grid depends on one."""
+        if self.operator is None:
+            return None
+        unbound = [p.denoiser_for(None) for p in self.parents]  # the nets are never called
+        return self.sigmas(ComposedDenoiser(unbound, self.operator, self.starts))
+
     def fingerprint(self) -> str:
+        """Hashes everything that changes actions: the parents, the settings and the resolved
+        sigma grid (a Karras grid replaces the reference one when the method needs it)."""
         parts = [p.fingerprint() for p in self.parents]
-        config = dataclasses.asdict(self.config) | {"steps": self.config.denoising_steps()}
+        config = dataclasses.asdict(self.config) | {
+            "steps": self.config.denoising_steps(),
+            "sigmas": self.resolved_sigmas(),
+        }
         for how_it_runs in ("parallel", "fuse"):  # the same actions to float rounding
             del config[how_it_runs]
         text = json.dumps([parts, config], sort_keys=True, default=str)

@@ -142,6 +142,30 @@ def test_fingerprint_names_parents_and_weights_not_threading() -> None:
     assert fingerprint([a, b]) != fingerprint([a, tiny_policy(2, family="diffusion")])
 
 
+def test_fingerprint_covers_the_resolved_sigma_grid(monkeypatch) -> None:
+    """Logs must not resume across a change in how the grid is resolved, even when no setting
+    changed: the grid the sampler runs on is the one the fingerprint hashes."""
+    a, b = tiny_policy(0), tiny_policy(1, family="diffusion")
+    composed = ComposedPolicy([a, b], CompositionConfig(weights=(0.5, 0.5)))
+    used = []
+    run_sampler = composed.run_sampler
+
+    def spy(denoise, noise, sigmas):
+        used.append(sigmas)
+        return run_sampler(denoise, noise, sigmas)
+
+    monkeypatch.setattr(composed, "run_sampler", spy)
+    with torch.no_grad():
+        composed.predict_actions(_obs(2), torch.randn(2, *composed.noise_shape))
+    assert used == [composed.resolved_sigmas()]
+    before = composed.fingerprint()
+    monkeypatch.setattr(ComposedDenoiser, "sigmas", lambda self, steps: [9.0, 1.0, 0.0])
+    assert composed.resolved_sigmas() == [9.0, 1.0, 0.0]
+    assert composed.fingerprint() != before
+    mixture = ComposedPolicy([a, b], CompositionConfig(operator="mixture", weights=(0.5, 0.5)))
+    assert mixture.resolved_sigmas() is None  # each parent samples on its own grid
+
+
 def test_simplex_grid() -> None:
     assert len(simplex_grid(2, 0.1)) == 11
     assert len(simplex_grid(3, 0.25)) == 15
