@@ -107,9 +107,13 @@ checkpoints: $(TRAIN) $(IMAGE_TASKS:%=train-%-image)
 IMAGE_FLOW_MLP = policy.family=flow policy.backbone=mlp 'policy.obs_keys=[proprio,image]' steps=6000 batch_size=64 checkpoint_every=500 checkpoint_dtype=float16 torch_threads=1
 .PHONY: $(IMAGE_TASKS:%=train-%-image)
 
-$(IMAGE_TASKS:%=train-%-image): train-%-image: setup
+# It borrows the state diffusion UNet's action normaliser, so the two compose exactly.
+$(IMAGE_TASKS:%=train-%-image): train-%-image: setup checkpoints/%_diffusion_unet/config.json
 	$(BIN)/robocompose collect $* --episodes 200 --obs-keys state,proprio,image --image-size 64 --out data/$*_image64.hdf5
-	$(BIN)/robocompose train dataset=data/$*_image64.hdf5 out=checkpoints/$*_image_flow $(IMAGE_FLOW_MLP)
+	$(BIN)/robocompose train dataset=data/$*_image64.hdf5 out=checkpoints/$*_image_flow $(IMAGE_FLOW_MLP) action_normalizer_from=checkpoints/$*_diffusion_unet
+
+checkpoints/%_diffusion_unet/config.json:
+	$(MAKE) train-$*
 
 # ---- demos ablation (configs/sweep/demos.yaml) -----------------------------------------------
 # Pairs of PickPlace flow MLPs, the two of a pair trained on disjoint sets of N demos from one

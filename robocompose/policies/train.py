@@ -33,7 +33,12 @@ from tqdm import tqdm
 
 from robocompose.devices import resolve_device
 from robocompose.policies.base import GenerativePolicy, is_image_shape
-from robocompose.policies.checkpoint import build_policy, save_policy, write_atomic
+from robocompose.policies.checkpoint import (
+    build_policy,
+    read_checkpoint_config,
+    save_policy,
+    write_atomic,
+)
 from robocompose.policies.config import PolicyConfig
 from robocompose.policies.normalizer import AffineNormalizer
 from robocompose.policies.train_config import TrainConfig
@@ -64,6 +69,26 @@ RESUMABLE_CHANGES = (
 )
 
 
+def action_normalizer(config: TrainConfig, episodes: list, action_dim: int) -> AffineNormalizer:
+    """Fitted to the whole dataset, or taken from `action_normalizer_from`'s checkpoint."""
+    if config.action_normalizer_from is None:
+        return AffineNormalizer.from_stats(action_stats(episodes))
+    source = config.action_normalizer_from
+    try:
+        stored = read_checkpoint_config(source)["normalizers"]["action"]
+    except KeyError:
+        raise ValueError(
+            f"`action_normalizer_from`: {source} holds no action normaliser."
+        ) from None
+    normalizer = AffineNormalizer.from_dict(stored)
+    if normalizer.scale.shape != (action_dim,):
+        raise ValueError(
+            f"`action_normalizer_from`: {source} normalises {normalizer.scale.shape[0]}-dim "
+            f"actions, {config.dataset} holds {action_dim}-dim ones."
+        )
+    return normalizer
+
+
 def prepare(config: TrainConfig) -> tuple[GenerativePolicy, SequenceWindows, dict[str, Any]]:
     """Read the dataset, fit normalisers, build the policy; returns (policy, windows, metadata)."""
     all_episodes = load_demos(config.dataset, config.policy.obs_keys)
@@ -85,7 +110,7 @@ def prepare(config: TrainConfig) -> tuple[GenerativePolicy, SequenceWindows, dic
     low_dim = [k for k in policy_config.obs_keys if not is_image_shape(policy_config.obs_shapes[k])]
     # Normalisers come from the whole file, not the subset trained on: policies trained on
     # different subsets of one dataset then share one action space and compose directly.
-    normalizers = {"action": AffineNormalizer.from_stats(action_stats(all_episodes))}
+    normalizers = {"action": action_normalizer(config, all_episodes, policy_config.action_dim)}
     for key, stats in obs_stats(all_episodes, low_dim).items():
         normalizers[key] = AffineNormalizer.from_stats(stats)
     torch.manual_seed(config.seed)

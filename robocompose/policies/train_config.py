@@ -36,6 +36,10 @@ class TrainConfig:
     seed: int = 0
     demo_offset: int = 0  # train on demos [demo_offset, demo_offset + max_demos)
     max_demos: int | None = None
+    # a checkpoint folder whose action normaliser to use instead of fitting one to `dataset`:
+    # a policy trained on another file then acts in that checkpoint's action space and composes
+    # with it exactly (no `allow_normalizer_mismatch`)
+    action_normalizer_from: str | None = None
     torch_threads: int | None = None
     # the inference checkpoint's weight dtype: float16 halves what the repo ships
     checkpoint_dtype: str = "float32"
