@@ -1,13 +1,16 @@
 """Composition figures, each measured in one run of this script.
 
-P1 quality, per task: the task's shipped parent pair (robocompose.shipped) and the convex (GPC)
-    composition found by successive halving, all on the same >= 200 seeds with Wilson CIs; plus
-    other operators at their natural weights (product of experts w = (1, 1), SuperDiff AND and
-    OR, mixture at the chosen weights) and parameter merge where the parents share an
-    architecture; and, as the control for the product, the better parent alone with its score
-    doubled (w = (2, 0): p^2, as sharp as the product).
-    delta_pts = best composed - best parent, in points. With --heldout-episodes, the parents, the
-    chosen convex weights and the product again on fresh seeds (the search chose on the P1 seeds).
+P1 quality, per task: the task's shipped parent pair (robocompose.shipped: chosen with headroom,
+    the better parent between 40% and 85%). Everything is chosen on the search seeds: the better
+    parent, the convex (GPC) weights by successive halving, and the operator (searched convex,
+    product of experts w = (1, 1), SuperDiff AND and OR, mixture at the searched weights). Then
+    on fresh seeds (>= 200): the parents with their complementarity (only A succeeds, only B,
+    both, neither), and the searched convex, the product, the chosen operator and the control
+    for the product (the better parent alone with its score doubled, w = (2, 0): p^2, as sharp
+    as the product), each paired seed by seed against the better parent: the difference with
+    Newcombe's paired 95% interval. Headlines: `mean_delta_pts_fresh` (best composed minus
+    better parent on fresh seeds, mean over tasks), `tasks_ci_above_zero`; `mean_delta_pts` is
+    the convex gain on the search seeds (biased up: the weights were picked there).
 P2 latency, per task pair: composed (K=2) chunk latency / the slower parent's, batch 1 and 16, 10
     steps, each at its best torch thread count (1 or 2), median of many calls. The headline
     `latency_ratio` is the worst pair at batch 1. A diffusion parent's native sampler is diffusers'
@@ -21,7 +24,7 @@ P3 search cost, per task: the full grid (11 weights x N seeds) against successiv
 
 Episodes are written under runs/benchmarks/composition/ as they finish; a rerun resumes.
 
-    python benchmarks/composition.py --part all [--tasks PushT,...] [--episodes 200]
+    python benchmarks/composition.py --part all [--tasks PushT,...] [--fresh-episodes 200]
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ import torch
 from common import RESULTS, ROOT, median_ms
 from policy_latency import random_obs
 
+from robocompose.compare import compare
 from robocompose.composition.api import candidate_label, compose, search
 from robocompose.composition.policy import ComposedPolicy
 from robocompose.composition.samplers import sample_euler
@@ -82,89 +86,101 @@ def parents_of(task: str) -> tuple[list, list[str]]:
     return [load_policy(p) for p in paths], [p.name for p in paths]
 
 
-def quality(
-    task: str, episodes: int, first_slice: int, operator_episodes: int, heldout_episodes: int
-) -> dict:
-    parents, names = parents_of(task)
-    seeds = list(range(SEED_START, SEED_START + episodes))
-    folder = OUT / task
-    rows = []
-    for name, parent in zip(names, parents, strict=True):  # the same file policies.py writes
-        log = ROOT / "runs" / "benchmarks" / "policies" / f"{name}.jsonl"
-        result = evaluate(parent, seeds, out=log, label=name)
-        rows.append({"checkpoint": name, **result.row()})
-        print(f"{task} parent {name}: {result.summary()}", flush=True)
-    found = search(parents, seeds, out_dir=folder, method="halving", first_slice=first_slice)
-    chosen = next(c for c in found.candidates if c.weights == found.chosen)
-    best = {"operator": "convex", "weights": list(found.chosen), **chosen.row()}
-    print(f"{task} convex search:\n{found.table()}", flush=True)
-    plot_search(found, folder / "search.png", [dict(r, label=r["checkpoint"]) for r in rows], task)
+def _pick(rows: dict[str, dict]) -> str:
+    """The key of the best row: success first, mean score to break ties."""
+    return max(rows, key=lambda k: (rows[k]["success"], rows[k]["mean_score"]))
 
-    operators = {"convex": best}
-    better = max(range(2), key=lambda i: rows[i]["success"])
+
+def quality(task: str, search_episodes: int, fresh_episodes: int, first_slice: int) -> dict:
+    """P1 the honest way: everything is chosen on the search seeds (the better parent, the
+    convex weights, the operator), then measured on fresh seeds, each composition paired
+    seed by seed against the better parent."""
+    parents, names = parents_of(task)
+    search_seeds = list(range(SEED_START, SEED_START + search_episodes))
+    fresh_seeds = list(range(HELDOUT_SEED_START, HELDOUT_SEED_START + fresh_episodes))
+    folder = OUT / task
+    on_search = compare(*parents, search_seeds, out_dir=folder / "search", labels=tuple(names))
+    parents_search = {n: r.row() for n, r in zip(names, on_search.results, strict=True)}
+    better = _pick(parents_search)
+    print(f"{task} on the search seeds:\n{on_search.table()}", flush=True)
+
+    found = search(parents, search_seeds, out_dir=folder / "search", first_slice=first_slice)
+    print(f"{task} convex search:\n{found.table()}", flush=True)
+    weights = tuple(found.chosen)
+    rows_for_plot = [dict(r, label=n) for n, r in parents_search.items()]
+    plot_search(found, folder / "search" / "search.png", rows_for_plot, task)
     trials = {
+        "convex": ("convex", weights),
         "product_of_experts": ("weighted_sum", (1.0, 1.0)),
-        # the control for the product: the better parent alone, sharpened the same way (p^2)
-        "sharpened_best_parent": ("weighted_sum", tuple(2.0 * (i == better) for i in range(2))),
         "superdiff_and": ("superdiff_and", (0.5, 0.5)),
         "superdiff_or": ("superdiff_or", (0.5, 0.5)),
-        "mixture": ("mixture", tuple(found.chosen)),
-        "merge": ("merge", tuple(found.chosen)),
+        "mixture": ("mixture", weights),
     }
-    for key, (operator, weights) in trials.items():
-        try:
-            policy = compose(parents, operator, weights)
-        except ValueError as e:  # e.g. merge of different architectures
-            operators[key] = {"operator": operator, "skipped": str(e)}
-            continue
-        label = candidate_label(operator, weights)
-        result = evaluate(
-            policy,
-            seeds[:operator_episodes],
-            out=folder / "episodes" / f"{label}.jsonl",
-            label=label,
+    composed_search = {}
+    for key, (operator, w) in trials.items():
+        label = candidate_label(operator, w)
+        out = folder / "search" / "episodes" / f"{label}.jsonl"  # the search's own file
+        result = evaluate(compose(parents, operator, w), search_seeds, out=out, label=label)
+        composed_search[key] = {"operator": operator, "weights": list(w), **result.row()}
+        print(f"{task} search seeds {key}: {result.summary()}", flush=True)
+    chosen_key = _pick(composed_search)
+
+    sharpened = tuple(2.0 * (n == better) for n in names)
+    fresh_trials = {
+        "convex": trials["convex"],
+        "product_of_experts": trials["product_of_experts"],
+        "chosen_operator": trials[chosen_key],
+        "sharpened_better_parent": ("weighted_sum", sharpened),
+    }
+    better_policy = parents[names.index(better)]
+    fresh_dir = folder / "fresh"
+    on_fresh = compare(*parents, fresh_seeds, out_dir=fresh_dir, labels=tuple(names))
+    print(f"{task} on fresh seeds:\n{on_fresh.table()}", flush=True)
+    composed_fresh, paired = {}, {}
+    for key, (operator, w) in fresh_trials.items():
+        label = candidate_label(operator, w)
+        pair = compare(
+            compose(parents, operator, w),
+            better_policy,
+            fresh_seeds,
+            out_dir=fresh_dir,
+            labels=(label, better),
         )
-        operators[key] = {"operator": operator, "weights": list(weights), **result.row()}
-        print(f"{task} {key}: {result.summary()}", flush=True)
-
-    ranked = [v for v in operators.values() if "success" in v]
-    top = max(ranked, key=lambda r: (r["success"], r["mean_score"]))
-    best_parent = max(r["success"] for r in rows)
-    record = {
-        "parents": rows,
-        "best": best,
-        "best_any_operator": top,
-        "operators": operators,
-        "search": found.to_dict(),
-        "delta_pts": 100 * (best["success"] - best_parent),
-        "delta_pts_any_operator": 100 * (top["success"] - best_parent),
+        composed_fresh[key] = {"operator": operator, "weights": list(w), **pair.results[0].row()}
+        paired[key] = pair.to_dict() | {"formatted": pair.paired.format()}
+        print(f"{task} fresh {key} - {better}: {pair.paired.format()}", flush=True)
+    gains = {
+        k: paired[k]["difference"] for k in ("convex", "product_of_experts", "chosen_operator")
     }
-    if heldout_episodes:
-        record["heldout"] = heldout(task, parents, names, found.chosen, heldout_episodes)
-    return record
-
-
-def heldout(task: str, parents: list, names: list[str], chosen, episodes: int) -> dict:
-    """The parents, the searched convex weights and the product of experts again, on fresh
-    seeds: the search picked its weights on the P1 seeds, so their P1 figure is biased up."""
-    seeds = list(range(HELDOUT_SEED_START, HELDOUT_SEED_START + episodes))
-    runs = {name: parent for name, parent in zip(names, parents, strict=True)}
-    runs[candidate_label("convex", chosen)] = compose(parents, "convex", chosen)
-    runs[candidate_label("weighted_sum", (1.0, 1.0))] = compose(parents, "weighted_sum", (1, 1))
-    rows = {}
-    for label, policy in runs.items():
-        log = OUT / task / "heldout" / f"{label}.jsonl"
-        result = evaluate(policy, seeds, out=log, label=label)
-        rows[label] = result.row()
-        print(f"{task} held out {label}: {result.summary()}", flush=True)
-    best_parent = max(rows[name]["success"] for name in names)
-    convex = rows[candidate_label("convex", chosen)]["success"]
-    product = rows[candidate_label("weighted_sum", (1.0, 1.0))]["success"]
+    best_key = max(gains, key=gains.get)
+    best_parent_search = parents_search[better]["success"]
     return {
-        "seed_start": HELDOUT_SEED_START,
-        "rows": rows,
-        "convex_delta_pts": 100 * (convex - best_parent),
-        "product_delta_pts": 100 * (product - best_parent),
+        # the first release's keys, from the search seeds
+        "parents": [{"checkpoint": n, **r} for n, r in parents_search.items()],
+        "best": composed_search["convex"],
+        "operators": composed_search,
+        "delta_pts": 100 * (composed_search["convex"]["success"] - best_parent_search),
+        "search": found.to_dict(),
+        # the second release's
+        "pair": names,
+        "modalities": {n: "+".join(p.config.obs_keys) for n, p in zip(names, parents, strict=True)},
+        "families": {n: p.config.family for n, p in zip(names, parents, strict=True)},
+        "better_parent": better,
+        "better_parent_search_success": best_parent_search,
+        "headroom": 0.40 <= best_parent_search <= 0.85,
+        "search_seeds": {"start": SEED_START, "episodes": search_episodes},
+        "fresh_seeds": {"start": HELDOUT_SEED_START, "episodes": fresh_episodes},
+        "complementarity_search": on_search.to_dict(),
+        "chosen_operator": chosen_key,
+        "fresh": {
+            "parents": {n: r.row() for n, r in zip(names, on_fresh.results, strict=True)},
+            "complementarity": on_fresh.to_dict(),
+            "composed": composed_fresh,
+            "paired_vs_better_parent": paired,
+        },
+        "best_composed_fresh": best_key,
+        "delta_pts_fresh": 100 * gains[best_key],
+        "ci_above_zero": paired[best_key]["ci_low"] > 0,
     }
 
 
@@ -261,16 +277,26 @@ def search_cost(task: str, episodes: int, first_slice: int, replays: int) -> dic
     }
 
 
+def _store_quality(results: dict, task: str, found: dict) -> None:
+    per_task = results.setdefault("quality", {})
+    per_task[task] = found
+    rows = list(per_task.values())
+    results["mean_delta_pts"] = statistics.mean(r["delta_pts"] for r in rows)
+    fresh = [r for r in rows if "delta_pts_fresh" in r]
+    results["mean_delta_pts_fresh"] = statistics.mean(r["delta_pts_fresh"] for r in fresh)
+    results["tasks_ci_above_zero"] = sorted(
+        t for t, r in per_task.items() if r.get("ci_above_zero")
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--part", default="all", choices=["all", "quality", "latency", "search"])
     parser.add_argument("--tasks", default=",".join(PARENT_PAIRS))
-    parser.add_argument("--episodes", type=int, default=200)
-    parser.add_argument("--first-slice", type=int, default=25)
-    parser.add_argument("--operator-episodes", type=int, default=200)
-    parser.add_argument(
-        "--heldout-episodes", type=int, default=200, help="P1 again on fresh seeds (0: skip)"
-    )
+    parser.add_argument("--p1-search-episodes", type=int, default=100, help="P1 search seeds")
+    parser.add_argument("--fresh-episodes", type=int, default=200, help="P1 fresh seeds")
+    parser.add_argument("--p1-first-slice", type=int, default=12, help="P1 halving first slice")
+    parser.add_argument("--first-slice", type=int, default=25, help="P3 halving first slice")
     parser.add_argument("--search-episodes", type=int, default=200, help="P3 grid seeds")
     parser.add_argument("--replays", type=int, default=50)
     parser.add_argument("--repeats", type=int, default=50)
@@ -293,20 +319,8 @@ def main() -> None:
             lambda rows: statistics.mean(r["search_cost_ratio"] for r in rows),
         )
     for task in tasks if args.part in ("all", "quality") else ():
-        found = quality(
-            task,
-            args.episodes,
-            args.first_slice,
-            args.operator_episodes,
-            args.heldout_episodes,
-        )
-        _record(
-            "quality",
-            task,
-            found,
-            "mean_delta_pts",
-            lambda rows: statistics.mean(r["delta_pts"] for r in rows),
-        )
+        found = quality(task, args.p1_search_episodes, args.fresh_episodes, args.p1_first_slice)
+        _update(lambda results, task=task, found=found: _store_quality(results, task, found))
 
 
 if __name__ == "__main__":

@@ -28,9 +28,14 @@ def shipped_path(task: str, kind: str) -> Path:
         have = ", ".join(p.name for p in shipped_checkpoints()) or "none"
         raise FileNotFoundError(
             f"no shipped checkpoint {path.name} in {CHECKPOINTS} (have: {have}). "
-            f"Train it with `make train-{task}` (the Makefile holds the exact command)."
+            f"Train it with `make {_make_target(task, kind)}` (the Makefile holds the exact "
+            "command)."
         )
     return path
+
+
+def _make_target(task: str, kind: str) -> str:
+    return f"train-{task}-image" if kind.startswith("image") else f"train-{task}"
 
 
 def parent_pair(task: str) -> list[Path]:

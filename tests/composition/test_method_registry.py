@@ -24,9 +24,12 @@ from robocompose.composition.policy import ComposedPolicy
 from robocompose.composition.samplers import sample_euler
 from robocompose.config import load as load_config
 from robocompose.jobs import ComposeConfig
-from robocompose.shipped import parent_pair
+from robocompose.shipped import shipped_path
 from tests.composition.test_composed_policy import _obs, tiny_policy
 from tests.composition.test_gaussian_composition import GaussianDenoiser
+
+# two flow MLPs of one architecture (merge needs that), trained on halves of one file
+TWO_CUBES_FLOWS = [shipped_path("PickPlaceTwoCubes", k) for k in ("flow_mlp", "flow_mlp_b")]
 
 
 def _heaviest(weights: list[float]) -> int:
@@ -104,7 +107,7 @@ def test_denoiser_method_runs_in_a_composed_policy_as_its_operator_does() -> Non
 def test_per_chunk_method_composes_and_evaluates_on_a_shipped_pair(tmp_path) -> None:
     """Through `compose` and `evaluate` on 2 seeds: the heavier parent's episodes, as that
     parent evaluated alone in as many steps gives them (the same noise for the same seed)."""
-    paths = parent_pair("PickPlaceTwoCubes")
+    paths = TWO_CUBES_FLOWS
     parents = [load(p) for p in paths]
     policy = compose(parents, "heaviest_parent", (0.25, 0.75))
     assert isinstance(policy, ComposedPolicy) and policy.method.name == "heaviest_parent"

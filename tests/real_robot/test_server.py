@@ -25,7 +25,10 @@ from robocompose.real_robot.obs_check import check_observation  # noqa: E402
 from robocompose.real_robot.server import PolicyServer  # noqa: E402
 from robocompose.real_robot.serving import load_served_policy  # noqa: E402
 from robocompose.real_robot.wire import pack, unpack  # noqa: E402
-from robocompose.shipped import parent_pair, shipped_path  # noqa: E402
+from robocompose.shipped import shipped_path  # noqa: E402
+
+# two flow MLPs of one architecture (merge needs that), trained on halves of one file
+TWO_CUBES_FLOWS = [shipped_path("PickPlaceTwoCubes", k) for k in ("flow_mlp", "flow_mlp_b")]
 
 
 @pytest.fixture(scope="module")
@@ -298,7 +301,7 @@ def test_plain_http_without_upgrade_is_refused(server):
 
 @pytest.fixture(scope="module")
 def composed():
-    return load_served_policy(parents=parent_pair("PickPlaceTwoCubes"), weights=(0.5, 0.5))
+    return load_served_policy(parents=TWO_CUBES_FLOWS, weights=(0.5, 0.5))
 
 
 def test_composed_pair_served(composed):

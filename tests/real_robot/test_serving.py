@@ -10,7 +10,10 @@ from robocompose.policies.runner import _noise_seed
 from robocompose.real_robot.obs_check import ObservationError, check_observation
 from robocompose.real_robot.rtc import PrefixGuidance
 from robocompose.real_robot.serving import EpisodeNoise, load_served_policy
-from robocompose.shipped import parent_pair, shipped_path
+from robocompose.shipped import shipped_path
+
+# two flow MLPs of one architecture (merge needs that), trained on halves of one file
+TWO_CUBES_FLOWS = [shipped_path("PickPlaceTwoCubes", k) for k in ("flow_mlp", "flow_mlp_b")]
 
 
 def obs_for(spec, value=0.1, **extra):
@@ -57,13 +60,13 @@ def test_flow_soft_prefix_pins_the_committed_and_leans_toward_the_rest():
 
 
 def test_merged_pair_is_served():
-    served = load_served_policy(parents=parent_pair("PickPlaceTwoCubes"), operator="merge")
+    served = load_served_policy(parents=TWO_CUBES_FLOWS, operator="merge")
     assert served.spec.extra["policy"].startswith("merge")
     assert served.infer(obs_for(served.spec, seed=1))["actions"].shape == (15, 4)
 
 
 def test_mixture_serves_its_executed_actions_and_refuses_a_prefix():
-    served = load_served_policy(parents=parent_pair("PickPlaceTwoCubes"), operator="mixture")
+    served = load_served_policy(parents=TWO_CUBES_FLOWS, operator="mixture")
     assert served.spec.chunk_length == served.spec.n_action_steps == 8
     assert served.infer(obs_for(served.spec, seed=1))["actions"].shape == (8, 4)
     with pytest.raises(ValueError, match="operator 'mixture' has no single denoiser"):
