@@ -215,12 +215,26 @@ def task_of(policy: GenerativePolicy | ChunkPredictor) -> tuple[str, dict[str, A
 
 
 def _env_kwargs(parents: Sequence[GenerativePolicy]) -> dict[str, Any]:
-    """The first parent's env kwargs, observing every key any parent needs."""
-    if not parents:
-        return {}
+    """Every parent's env kwargs, observing every key any parent needs: a state parent first
+    and an image parent second still get the image size the second was trained on. Parents
+    recording different values of one kwarg are refused, naming both."""
+    merged: dict[str, Any] = {}
+    owner: dict[str, int] = {}
+    for i, parent in enumerate(parents):
+        for key, value in parent.metadata.get("env_kwargs", {}).items():
+            if key == "obs_keys":
+                continue
+            if key in merged and merged[key] != value:
+                first = parents[owner[key]]
+                raise ValueError(
+                    f"the parents need different envs: {parent_name(first, owner[key])} was "
+                    f"trained with {key}={merged[key]!r}, {parent_name(parent, i)} with "
+                    f"{key}={value!r}."
+                )
+            merged.setdefault(key, value)
+            owner.setdefault(key, i)
     keys = list(dict.fromkeys(k for p in parents for k in p.config.obs_keys))
-    own = parents[0].metadata.get("env_kwargs", {})
-    return {k: v for k, v in own.items() if k != "obs_keys"} | {"obs_keys": tuple(keys)}
+    return merged | {"obs_keys": tuple(keys)} if parents else {}
 
 
 def _env_id(task: str) -> str:

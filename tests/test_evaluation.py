@@ -13,7 +13,7 @@ from robocompose.cli import main
 from robocompose.composition.api import compose
 from robocompose.composition.api import evaluate as api_evaluate
 from robocompose.demo import DemoConfig, run_demo
-from robocompose.evaluation import check_observations, evaluate, load_checkpoint
+from robocompose.evaluation import check_observations, evaluate, load_checkpoint, task_of
 from robocompose.interrupt import Interrupted
 from robocompose.policies.runner import PolicyPredictor
 from robocompose.records import EvalResult
@@ -209,3 +209,21 @@ def test_the_configs_device_reaches_the_evaluation(tmp_path) -> None:
     with pytest.raises(ValueError, match=r"`device`='cuda': this machine has 0 CUDA"):
         run_demo(DemoConfig(episodes=1, out=str(tmp_path), device="cuda"))
     assert not list(tmp_path.rglob("*.jsonl"))  # refused before any episode ran
+
+
+def test_a_state_parent_first_still_gets_the_image_parents_env() -> None:
+    """The env must render what every parent was trained on, not only the first parent."""
+    state, image = (
+        load_checkpoint(f"checkpoints/PickPlace_{k}") for k in ("diffusion_unet", "image_flow")
+    )
+    env_id, kwargs = task_of(compose([state, image], "convex", (0.5, 0.5)))
+    assert env_id == "robocompose/PickPlace-v0"
+    assert kwargs == {"image_size": 64, "obs_keys": ("state", "proprio", "image")}
+    other = load_checkpoint("checkpoints/PickPlace_image_flow")
+    other.metadata = {**other.metadata, "env_kwargs": {"image_size": 96}}
+    with pytest.raises(
+        ValueError,
+        match=r"the parents need different envs: PickPlace_image_flow was trained with "
+        r"image_size=64, PickPlace_image_flow with image_size=96",
+    ):
+        task_of(compose([image, other], "convex", (0.5, 0.5)))
