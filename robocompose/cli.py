@@ -76,6 +76,13 @@ EPISODES = Shorthand("--episodes", "episodes", int)
 SEED_START = Shorthand("--seed-start", "seed_start", int, "first evaluation seed")
 OUT = Shorthand("--out", "out")
 VIDEO_SEEDS = Shorthand("--video-seeds", "video_seeds", _csv(int), "comma-separated seeds to film")
+VIDEO_VIEWS = Shorthand(
+    "--video-views",
+    "video_views",
+    _csv(str),
+    "what the videos show side by side: image (what an image policy sees) or a camera "
+    "(PickPlace: angled, top); default the env's view",
+)
 OPERATOR = Shorthand("--operator", "composition.operator")
 # every verb: more config files (e.g. DIR/sweep/mine.yaml -> sweep=mine) beside configs/
 CONFIG_DIR = Shorthand(
@@ -179,6 +186,7 @@ def _eval(overrides: list[str]) -> None:
         batch_invariant=config.batch_invariant,
         video_seeds=config.video_seeds,
         video_dir=videos if config.video_seeds else None,
+        video_views=config.video_views,
     )
     print(result.summary())
     _print_outputs(episodes, result.videos)
@@ -234,6 +242,7 @@ def _compose(overrides: list[str]) -> None:
         batch_invariant=config.batch_invariant,
         video_seeds=config.video_seeds,
         video_dir=videos,
+        video_views=config.video_views,
     )
     print(result.summary())
     _print_outputs(episodes, result.videos)
@@ -420,6 +429,7 @@ VERBS: dict[str, Verb] = {
             Shorthand("--num-envs", "num_envs", int),
             Shorthand("--out", "out", help="episodes JSONL (default: CHECKPOINT/eval/)"),
             VIDEO_SEEDS,
+            VIDEO_VIEWS,
         ),
     ),
     "compose": Verb(
@@ -438,6 +448,7 @@ VERBS: dict[str, Verb] = {
             SEED_START,
             OUT,
             VIDEO_SEEDS,
+            VIDEO_VIEWS,
         ),
     ),
     "compare": Verb(

@@ -57,6 +57,7 @@ def evaluate(
     device: str = "auto",
     video_seeds: Iterable[int] = (),
     video_dir: str | os.PathLike[str] | None = None,
+    video_views: Sequence[str] = (),
     progress: bool = True,
     batch_invariant: bool = True,
     torch_threads: int | None = 1,
@@ -74,6 +75,9 @@ def evaluate(
         device: "auto", "cpu", "cuda", "cuda:N" or "mps"; the policy is moved there.
         video_seeds, video_dir: seeds to film into `video_dir`; each filmed record's "video" is
             the file written.
+        video_views: what the videos show side by side (default: the env's render): an image
+            observation key, as the policy sees it ("image": an image parent's own frames,
+            nearest-pixel scaled), or a camera of the task ("angled", "top").
         batch_invariant: True (default) infers each episode's chunk as its own batch of one, so
             its actions do not depend on `num_envs` or a resume; False batches the envs that
             replan together (faster, but an episode then depends on its batch). Records say
@@ -108,6 +112,7 @@ def evaluate(
             env_kwargs=env_kwargs,
             video_seeds=video_seeds,
             video_dir=video_dir,
+            video_views=video_views,
             progress=progress,
             env_id=f"{env_id}:{label or 'policy'}",
             policy_id=predictor.fingerprint(),

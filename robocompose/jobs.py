@@ -135,6 +135,8 @@ class ComposeConfig(RolloutConfig):
 
     out: str = "runs/compose"
     video_seeds: list[int] = field(default_factory=list)
+    # image observation keys and cameras the videos show side by side; []: the env's view
+    video_views: list[str] = field(default_factory=list)
 
 
 @dataclass(kw_only=True)
@@ -169,6 +171,7 @@ class EvalConfig(EpisodesConfig):
     num_envs: int | None = None
     out: str | None = None  # episodes JSONL; None: <checkpoint>/eval/episodes.jsonl
     video_seeds: list[int] = field(default_factory=list)
+    video_views: list[str] = field(default_factory=list)  # as ComposeConfig's
 
 
 @dataclass(kw_only=True)

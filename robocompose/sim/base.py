@@ -136,6 +136,18 @@ class MujocoTaskEnv(gym.Env):
             return None
         return self._render(self.render_size)
 
+    @property
+    def camera_names(self) -> tuple[str, ...]:
+        """The scene's MJCF cameras, any of which `render_camera` can film."""
+        return tuple(self.model.camera(i).name for i in range(self.model.ncam))
+
+    def render_camera(self, camera: str, size: int | None = None) -> np.ndarray:
+        """An rgb frame (size, size, 3) of the scene from `camera` (default size: the render
+        size), whatever camera the image observation uses: a video can show another view."""
+        if camera not in self.camera_names:
+            raise ValueError(f"`camera` must be one of {self.camera_names}. Got {camera!r}.")
+        return self._render(size or self.render_size, camera)
+
     def close(self) -> None:
         for renderer in self._renderers.values():
             renderer.close()
@@ -152,11 +164,11 @@ class MujocoTaskEnv(gym.Env):
             obs["image"] = self._render(self.image_size)
         return obs
 
-    def _render(self, size: int) -> np.ndarray:
+    def _render(self, size: int, camera: str | None = None) -> np.ndarray:
         renderer = self._renderers.get(size)
         if renderer is None:
             renderer = self._renderers[size] = mujoco.Renderer(self.model, size, size)
-        renderer.update_scene(self.data, camera=self.camera)
+        renderer.update_scene(self.data, camera=camera or self.camera)
         return renderer.render().copy()
 
     def body_pose_xy(self, body_id: int) -> tuple[np.ndarray, float]:

@@ -15,7 +15,7 @@ import os
 import time
 import warnings
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, SupportsFloat
 
@@ -30,7 +30,7 @@ from tqdm import tqdm
 from robocompose.interrupt import Interrupted
 from robocompose.records import EpisodeLog, EvalResult, stamped
 
-__all__ = ["EvalResult", "evaluate"]
+__all__ = ["EvalResult", "evaluate", "side_by_side"]
 
 SUCCESS_KEYS = ("success", "is_success")  # robocompose / gymnasium-robotics conventions
 FRAME_KEY = "robocompose_frame"  # info key carrying a rendered frame out of a sub-env
@@ -54,6 +54,7 @@ def evaluate(
     stop_on_success: bool = True,
     video_seeds: Iterable[int] = (),
     video_dir: str | os.PathLike[str] | None = None,
+    video_views: Sequence[str] = (),
     progress: bool = True,
     env_id: str | None = None,
     policy_id: str | None = None,
@@ -81,6 +82,10 @@ def evaluate(
             made with render_mode="rgb_array", a factory must do that itself. A video is never
             overwritten: if that file exists, the next free `seed_{seed}-2.mp4`, `-3`... is
             written instead, with a warning naming both; the record's "video" is the path written.
+        video_views: what the videos show, side by side, each view scaled to the tallest one's
+            height (nearest pixel): an image key of the observation (its frames as the policy
+            gets them, e.g. "image") or a camera of the env (through its
+            `render_camera(name)`, e.g. "top"). Empty: the env's `render()`.
         env_id: name for the records and summary; default the id or the factory's name.
         policy_id: stored in every record; resuming from an `out` file written by another
             policy_id (say, the checkpoint was retrained since) is refused with an error.
@@ -108,6 +113,7 @@ def evaluate(
         )
     if record_seeds and video_dir is None:
         raise ValueError("`video_dir` must be given with `video_seeds`.")
+    video_views = tuple(video_views)
     name = env_id or _env_name(env)
     log = EpisodeLog(out, name, policy_id, batch) if out is not None else None
     done = log.read() if log is not None else {}
@@ -117,7 +123,9 @@ def evaluate(
         return EvalResult.from_records(name, [records[s] for s in seeds])
 
     n = min(num_envs or DEFAULT_NUM_ENVS, len(queue))
-    env_fn = _env_factory(env, dict(env_kwargs or {}), max_episode_steps, bool(record_seeds))
+    env_fn = _env_factory(
+        env, dict(env_kwargs or {}), max_episode_steps, bool(record_seeds), video_views
+    )
     vector_cls = SyncVectorEnv if vectorization == "sync" else AsyncVectorEnv
     envs = vector_cls([env_fn] * n, autoreset_mode=AutoresetMode.DISABLED)
     bar = tqdm(total=len(seeds), initial=len(records), desc=name, unit="ep", disable=not progress)
@@ -287,12 +295,23 @@ class _Guard(gym.Wrapper):
 
     A vector env re-raises a sub-env's exception for the whole batch and cannot say which
     sub-env failed, so each sub-env reports `info["error"]` with terminated=True instead, and a
-    zero observation of its space. It also renders frames for video seeds (see VIDEO_OPTION).
+    zero observation of its space. It also renders frames for video seeds (see VIDEO_OPTION),
+    from `views` when given (see `evaluate`'s `video_views`), checked here before any episode.
     """
 
-    def __init__(self, env: gym.Env) -> None:
+    def __init__(self, env: gym.Env, views: Sequence[str] = ()) -> None:
         super().__init__(env)
         self._steps, self._error, self._record = 0, None, False
+        self._views = tuple(views)
+        self._image_keys = _image_keys(env.observation_space)
+        cameras = tuple(getattr(env.unwrapped, "camera_names", ()))
+        unknown = [v for v in self._views if v not in self._image_keys and v not in cameras]
+        if unknown:
+            raise ValueError(
+                f"`video_views` {unknown} name neither an image observation key "
+                f"{list(self._image_keys)} nor a camera {list(cameras)} of "
+                f"{type(env.unwrapped).__name__}."
+            )
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
@@ -307,7 +326,7 @@ class _Guard(gym.Wrapper):
             obs, info, self._error = None, {}, f"{type(exc).__name__}: {exc}"
         if self._error is not None:
             return _zeros(self.observation_space), {"error": self._error}
-        return obs, self._with_frame(info)
+        return obs, self._with_frame(info, obs)
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         if self._error is not None:
@@ -322,11 +341,17 @@ class _Guard(gym.Wrapper):
             self._error = f"{type(exc).__name__}: {exc}"
         if self._error is not None:
             return _zeros(self.observation_space), 0.0, True, False, {"error": self._error}
-        return obs, reward, terminated, truncated, self._with_frame(info)
+        return obs, reward, terminated, truncated, self._with_frame(info, obs)
 
-    def _with_frame(self, info: dict[str, Any]) -> dict[str, Any]:
+    def _with_frame(self, info: dict[str, Any], obs: Any) -> dict[str, Any]:
         if not self._record:
             return info
+        if self._views:
+            frames = [
+                obs[v] if v in self._image_keys else self.env.unwrapped.render_camera(v)
+                for v in self._views
+            ]
+            return {**info, FRAME_KEY: side_by_side(frames)}
         frame = self.env.render()
         if frame is None:
             raise RuntimeError(
@@ -341,6 +366,7 @@ def _env_factory(
     kwargs: dict[str, Any],
     max_episode_steps: int | None,
     render: bool,
+    views: Sequence[str] = (),
 ) -> Callable[[], gym.Env]:
     def make() -> gym.Env:
         if isinstance(env, str):
@@ -350,9 +376,37 @@ def _env_factory(
             inner = env(**kwargs)
             if max_episode_steps is not None:
                 inner = TimeLimit(inner, max_episode_steps)
-        return _Guard(inner)
+        return _Guard(inner, views)
 
     return make
+
+
+def _image_keys(space: spaces.Space) -> tuple[str, ...]:
+    """The keys of a Dict observation space holding rgb images (H, W, 3) uint8."""
+    if not isinstance(space, spaces.Dict):
+        return ()
+    return tuple(
+        k
+        for k, s in space.spaces.items()
+        if isinstance(s, spaces.Box)
+        and s.dtype == np.uint8
+        and len(s.shape) == 3
+        and s.shape[2] == 3
+    )
+
+
+def side_by_side(frames: Sequence[np.ndarray]) -> np.ndarray:
+    """rgb frames left to right, each scaled (nearest pixel, aspect kept) to the tallest one's
+    height: a 64 px observation stays as blocky as the policy sees it."""
+    height = max(f.shape[0] for f in frames)
+    scaled = []
+    for frame in frames:
+        h, w = frame.shape[:2]
+        width = round(w * height / h)
+        rows = np.arange(height) * h // height
+        cols = np.arange(width) * w // width
+        scaled.append(np.asarray(frame, dtype=np.uint8)[rows][:, cols])
+    return np.concatenate(scaled, axis=1)
 
 
 def _env_name(env: str | Callable[..., gym.Env]) -> str:
