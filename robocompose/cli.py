@@ -469,7 +469,7 @@ VERBS: dict[str, Verb] = {
         many=True,
         flags=(
             OPERATOR,
-            Shorthand("--method", "search.method", help="grid or halving"),
+            Shorthand("--method", "search.method", help="grid, halving or racing"),
             Shorthand("--step", "search.step", float, "simplex grid step (0.1 for K=2)"),
             EPISODES,
             SEED_START,
@@ -512,7 +512,7 @@ VERBS: dict[str, Verb] = {
         flags=(
             Shorthand("--task", "task", help="the task (config group task/)", group=True),
             EPISODES,
-            Shorthand("--method", "method", help="grid or halving"),
+            Shorthand("--method", "method", help="grid, halving or racing"),
             OUT,
         ),
         adapt=_task_name,

@@ -22,6 +22,7 @@ from robocompose.composition.search import (
     SearchSettings,
     grid_search,
     plot_search,
+    racing,
     simplex_grid,
     successive_halving,
 )
@@ -127,6 +128,8 @@ def search(
 
     if settings.method == "grid":
         result = grid_search(run, candidates, seeds, progress)
+    elif settings.method == "racing":
+        result = racing(run, candidates, seeds, settings.first_slice, progress=progress)
     else:
         result = successive_halving(run, candidates, seeds, settings.first_slice, progress=progress)
     result.provenance = provenance

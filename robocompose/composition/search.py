@@ -9,6 +9,11 @@ episode's sampling noise from its seed), so differences between candidates are p
   keep the best 1/eta, double the slice, repeat; the winner ends on the full seed list so its
   interval is comparable with the grid's. Slices are prefixes of one seed list, so every episode
   already run is reused.
+- `racing` (Maron & Moore 1994, with paired intervals): every surviving candidate runs the next
+  `first_slice` seeds, then each candidate whose paired difference against the leader has its
+  whole 95% interval (Newcombe, `robocompose.stats.paired_outcomes`) below 0 is dropped. Unlike
+  halving it never drops a candidate that the episodes cannot tell from the leader, and it
+  stops early once only the leader is left; the winner ends on the full seed list too.
 
 The evaluator does the episodes and must be resumable (the harness's JSONL files are), so an
 interrupted search picks up where it stopped. `SearchSettings` holds the defaults that both the
@@ -30,12 +35,12 @@ from typing import Any
 from tqdm import tqdm
 
 from robocompose.records import pool
-from robocompose.stats import success_rate
+from robocompose.stats import Z_95, paired_outcomes, success_rate
 
 Weights = tuple[float, ...]
 # (weights, seeds) -> one record per seed with at least "seed", "success", "score"
 Evaluator = Callable[[Weights, Sequence[int]], list[dict]]
-METHODS = ("grid", "halving")
+METHODS = ("grid", "halving", "racing")
 N_NOTE = "n = episodes behind each point"
 
 
@@ -43,9 +48,9 @@ N_NOTE = "n = episodes behind each point"
 class SearchSettings:
     """How the weights are searched; the one place these defaults live."""
 
-    method: str = "halving"  # "grid" (every candidate on every seed) or "halving"
+    method: str = "halving"  # "grid" (every candidate on every seed), "halving" or "racing"
     step: float | None = None  # simplex grid step; None: 0.1 for two parents, else 0.25
-    first_slice: int = 10  # halving: seeds every candidate runs in the first round
+    first_slice: int = 10  # halving: seeds of the first round; racing: seeds added per round
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
@@ -194,6 +199,57 @@ def successive_halving(
     )
 
 
+def _outcomes(records: Sequence[dict], seeds: Sequence[int]) -> list[bool]:
+    """Successes in the order of `seeds`, so two candidates' lists pair seed by seed."""
+    by_seed = {r["seed"]: bool(r["success"]) for r in records}
+    missing = [s for s in seeds if s not in by_seed]
+    if missing:
+        raise ValueError(f"the evaluator returned no record for seeds {missing[:5]}.")
+    return [by_seed[s] for s in seeds]
+
+
+def racing(
+    evaluate: Evaluator,
+    candidates: Sequence[Weights],
+    seeds: Sequence[int],
+    first_slice: int = SearchSettings.first_slice,
+    z: float = Z_95,
+    progress: bool = True,
+) -> SearchResult:
+    """Race the candidates on growing prefixes of `seeds`, `first_slice` more per round.
+
+    A candidate leaves once its paired interval (at `z`) against the round's leader lies below
+    0: on common seeds the discordant pairs are all that decide, so a clearly worse candidate
+    goes after few episodes while close ones stay (their episodes are what tells them apart)."""
+    if first_slice < 1 or z <= 0:
+        raise ValueError(f"need first_slice >= 1 and z > 0. Got {first_slice}, {z}.")
+    pool = [Candidate(tuple(w)) for w in candidates]
+    alive, n, rounds = list(pool), 0, []
+    outcomes: dict[Weights, list[bool]] = {}
+    bar = tqdm(desc="racing", disable=not progress, unit="round")
+    while len(alive) > 1 and n < len(seeds):
+        n = min(len(seeds), n + first_slice)
+        for c in alive:
+            records = evaluate(c.weights, seeds[:n])
+            _score(c, records)
+            outcomes[c.weights] = _outcomes(records, seeds[:n])
+        leader = _best(alive)
+        alive = [
+            c
+            for c in alive
+            if c is leader
+            or paired_outcomes(outcomes[c.weights], outcomes[leader.weights], z).ci_high >= 0
+        ]
+        rounds.append({"seeds": n, "leader": list(leader.weights), "alive": len(alive)})
+        bar.update()
+    bar.close()
+    winner = _best(alive)
+    if winner.episodes < len(seeds):  # the winner ends on every seed, as in the grid
+        _score(winner, evaluate(winner.weights, seeds))
+    spent = sum(c.episodes for c in pool)
+    return SearchResult("racing", pool, winner.weights, spent, len(seeds), {"rounds": rounds})
+
+
 def _title(result: SearchResult, title: str) -> str:
     """The caller's title, or the task, operator and parents; then what backs each point."""
     if not title and result.provenance:
@@ -310,13 +366,53 @@ def _ranked_bars(ax: Any, result: SearchResult) -> None:
     ax.set_xlim(0, 115)
 
 
+def _simplex_xy(weights: Sequence[float]) -> tuple[float, float]:
+    """A point of the 2-simplex in the plane: A at (0, 0), B at (1, 0), C at the apex."""
+    return weights[1] + weights[2] / 2, weights[2] * math.sqrt(3) / 2
+
+
+def _triangle(ax: Any, result: SearchResult) -> None:
+    """K=3: success over the 2-simplex, one marker per candidate (area grows with its n), a
+    heat map between them where every candidate ran the same seeds, the chosen one starred."""
+    import matplotlib.tri as mtri
+
+    rows = [c.row() for c in result.candidates]
+    x, y = zip(*(_simplex_xy(r["weights"]) for r in rows), strict=True)
+    z = [100 * r["success"] for r in rows]
+    style = {"cmap": "viridis", "vmin": 0, "vmax": 100}
+    if len({r["episodes"] for r in rows}) == 1 and len(rows) >= 3:  # one n: a heat map
+        ax.tripcolor(mtri.Triangulation(x, y), z, shading="gouraud", alpha=0.85, **style)
+    most = max(r["episodes"] for r in rows) or 1
+    sizes = [10 + 110 * r["episodes"] / most for r in rows]
+    points = ax.scatter(x, y, c=z, s=sizes, edgecolors="black", linewidths=0.4, **style)
+    ax.figure.colorbar(points, ax=ax, shrink=0.8, label="success rate (%)")
+    cx, cy = _simplex_xy(result.chosen)
+    ax.plot([cx], [cy], "*", ms=16, color="gold", markeredgecolor="black", label="chosen")
+    ax.plot([0, 1, 0.5, 0], [0, 0, math.sqrt(3) / 2, 0], color="black", lw=0.8)
+    corners = ((0, 0, "right"), (1, 0, "left"), (0.5, math.sqrt(3) / 2, "center"))
+    for i, (name, (vx, vy, align)) in enumerate(zip(_parent_names(result), corners, strict=True)):
+        ax.annotate(
+            f"{chr(ord('A') + i)} = {name}",
+            (vx, vy),
+            xytext=(0, -12 if vy == 0 else 6),
+            textcoords="offset points",
+            ha=align,
+            fontsize=7,
+        )
+    ax.set_title("success over the weights; marker area grows with n", fontsize=8)
+    ax.set_aspect("equal")
+    ax.set_axis_off()
+    ax.legend(fontsize=7, loc="upper right")
+
+
 def search_figure(
     result: SearchResult,
     parents: Sequence[dict] = (),
     title: str = "",
     others: Sequence[dict] = (),
 ) -> Any:
-    """The search's matplotlib figure: a weight axis for two parents, ranked bars for more.
+    """The search's matplotlib figure: a weight axis for two parents, ranked bars for more, and
+    for three the 2-simplex as a heat map beside the bars.
 
     `parents` (K=2: drawn at w = 1 and 0; more: as levels), `others` (e.g. another operator,
     drawn as a dashed level with its interval): rows {"label", "success", "ci_low", "ci_high"
@@ -326,8 +422,12 @@ def search_figure(
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    two = len(result.chosen) == 2
-    fig, ax = plt.subplots(figsize=(6.5, 4.5 if two else 5.5))
+    two, three = len(result.chosen) == 2, len(result.chosen) == 3
+    if three:  # ranked bars with their intervals, and the simplex as a heat map beside them
+        fig, (ax, simplex) = plt.subplots(1, 2, figsize=(13, 5.5))
+        _triangle(simplex, result)
+    else:
+        fig, ax = plt.subplots(figsize=(6.5, 4.5 if two else 5.5))
     if two:
         _weight_axis(ax, result, parents)
     else:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -10,7 +12,12 @@ from robocompose.composition.composed import ComposedDenoiser, karras_sigmas
 from robocompose.composition.merge import merge_parameters
 from robocompose.composition.operators import Convex
 from robocompose.composition.policy import ComposedPolicy, CompositionConfig
-from robocompose.composition.search import grid_search, simplex_grid, successive_halving
+from robocompose.composition.search import (
+    grid_search,
+    racing,
+    simplex_grid,
+    successive_halving,
+)
 from robocompose.policies.checkpoint import build_policy
 from robocompose.policies.config import PolicyConfig
 from robocompose.policies.normalizer import AffineNormalizer
@@ -196,6 +203,42 @@ def test_successive_halving_finds_the_best_for_fewer_episodes() -> None:
     assert abs(full.chosen[0] - 0.7) < 0.11 and abs(fast.chosen[0] - 0.7) < 0.11
     assert fast.episodes_spent < 0.35 * full.episodes_spent
     assert "**chosen**" in fast.table()
+
+
+def test_racing_finds_the_best_of_three_parents_for_fewer_episodes_than_the_grid() -> None:
+    grid = simplex_grid(3, 0.1)
+    peak = (0.5, 0.3, 0.2)
+    p_of = {w: 0.2 + 0.7 * max(0.0, 1 - 2 * math.dist(w, peak)) for w in grid}
+    seeds = list(range(400))
+    full = grid_search(_bernoulli_evaluator(p_of), grid, seeds, progress=False)
+    raced = racing(_bernoulli_evaluator(p_of), grid, seeds, first_slice=10, progress=False)
+    assert full.chosen == raced.chosen == peak
+    assert raced.episodes_spent < 0.5 * full.episodes_spent
+    winner = next(c for c in raced.candidates if c.weights == peak)
+    assert winner.episodes == len(seeds)  # the winner ends on every seed, as in the grid
+    rounds = raced.extra["rounds"]
+    assert [r["seeds"] for r in rounds] == [10 * (i + 1) for i in range(len(rounds))]
+    alive = [r["alive"] for r in rounds]
+    assert alive == sorted(alive, reverse=True) and alive[-1] == 1 and alive[0] < len(grid)
+
+
+def test_racing_keeps_candidates_the_episodes_cannot_tell_apart() -> None:
+    """Two arms of equal success on the same seeds never separate: both run every seed."""
+    grid = simplex_grid(2, 0.5)
+    p_of = {(0.0, 1.0): 0.6, (0.5, 0.5): 0.6, (1.0, 0.0): 0.1}
+    seeds = list(range(200))
+    raced = racing(_bernoulli_evaluator(p_of), grid, seeds, first_slice=20, progress=False)
+    episodes = {c.weights: c.episodes for c in raced.candidates}
+    assert episodes[(0.0, 1.0)] == episodes[(0.5, 0.5)] == 200
+    assert episodes[(1.0, 0.0)] < 200 and raced.chosen in ((0.0, 1.0), (0.5, 0.5))
+
+
+@pytest.mark.parametrize(
+    "first_slice, z, match", [(0, 1.96, "first_slice >= 1"), (10, 0.0, "z > 0")]
+)
+def test_racing_refuses_bad_settings(first_slice: int, z: float, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        racing(_bernoulli_evaluator({}), simplex_grid(2, 0.5), [0], first_slice, z)
 
 
 def test_karras_grid_ends_at_zero_and_decreases() -> None:

@@ -91,6 +91,33 @@ def test_search_records_what_it_searched_and_refuses_another_search(tmp_path: Pa
     assert json.loads((out / "search.json").read_text())["result"] == record["result"]
 
 
+def test_three_parents_race_end_to_end_from_the_cli(tmp_path: Path, capsys) -> None:
+    """K=3 through `robocompose search`: the simplex's vertices raced on real episodes, the
+    record names the three parents and the method, the plot is written."""
+    three = [
+        str(shipped_path("Stack", kind)) for kind in ("diffusion_mlp", "flow_mlp", "flow_mlp_b")
+    ]
+    out = tmp_path / "k3"
+    main(
+        ["search", *three, "--method", "racing", "--step", "1.0", "--episodes", "2"]
+        + ["--out", str(out), "num_envs=1", "search.first_slice=1"]
+    )
+    assert "| weights | success [95% CI] | episodes | mean score |" in capsys.readouterr().out
+    record = json.loads((out / "search.json").read_text())
+    assert [p["name"] for p in record["parents"]] == [Path(p).name for p in three]
+    assert record["search"] == {"method": "racing", "step": 1.0, "first_slice": 1}
+    result = record["result"]
+    assert result["method"] == "racing" and len(result["chosen"]) == 3
+    assert {tuple(c["weights"]) for c in result["candidates"]} == {
+        (1.0, 0.0, 0.0),
+        (0.0, 1.0, 0.0),
+        (0.0, 0.0, 1.0),
+    }
+    chosen = next(c for c in result["candidates"] if c["weights"] == result["chosen"])
+    assert chosen["episodes"] == 2 and 3 <= result["episodes_spent"] <= 6
+    assert (out / "search.png").stat().st_size > 1000
+
+
 def test_a_search_folder_of_an_older_robocompose_is_refused(tmp_path: Path) -> None:
     (tmp_path / "search.json").write_text(json.dumps({"method": "grid", "candidates": []}))
     (tmp_path / "episodes").mkdir()
@@ -112,7 +139,9 @@ def test_a_search_that_ran_no_episode_binds_nothing(tmp_path: Path) -> None:
 
 
 def test_bad_settings_name_the_field() -> None:
-    with pytest.raises(ValueError, match=r"`method` must be one of \('grid', 'halving'\)"):
+    with pytest.raises(
+        ValueError, match=r"`method` must be one of \('grid', 'halving', 'racing'\)"
+    ):
         search(PARENTS, SEEDS, out_dir="unused", method="random")
     with pytest.raises(ValueError, match=r"`first_slice` must be >= 1"):
         SearchSettings(first_slice=0)

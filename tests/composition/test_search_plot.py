@@ -1,13 +1,15 @@
 """The search plot names the task and the parents, shows each point's episode count (successive
 halving leaves pruned candidates on fewer seeds) and its 95% interval; more than two parents
-get ranked bars."""
+get ranked bars, and three the 2-simplex as a heat map beside them."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import matplotlib.pyplot as plt
-from matplotlib.collections import LineCollection, PathCollection
+import pytest
+from matplotlib.collections import LineCollection, PathCollection, TriMesh
 from matplotlib.container import BarContainer
 
 from robocompose.composition.search import (
@@ -93,4 +95,38 @@ def test_three_parents_get_ranked_bars_with_their_n() -> None:
     labels = [t.get_text() for t in ax.get_yticklabels()]
     assert labels[-1] == "(" + ", ".join(f"{x:.2f}" for x in best.weights) + ")"  # best on top
     assert {t.get_text() for t in ax.texts} == {f"n={c.episodes}" for c in candidates}
+    plt.close(fig)
+
+
+def _simplex_axis(result: SearchResult):
+    fig = search_figure(result)
+    return fig, fig.axes[1]  # ranked bars, then the simplex (then its colour bar)
+
+
+def test_three_parents_get_the_simplex_as_a_heat_map_with_the_chosen_starred() -> None:
+    weights = simplex_grid(3, 0.25)
+    candidates = [Candidate(w, successes=i % 6, episodes=5) for i, w in enumerate(weights)]
+    chosen = (0.25, 0.25, 0.5)
+    provenance = {
+        **PROVENANCE,
+        "parents": [*PROVENANCE["parents"], {"name": "Stack_flow_mlp_b", "path": None}],
+    }
+    grid = SearchResult("grid", candidates, chosen, 75, 5, provenance=provenance)
+    fig, ax = _simplex_axis(grid)
+    assert any(isinstance(c, TriMesh) for c in ax.collections)  # one n: a heat map
+    points = next(c for c in ax.collections if isinstance(c, PathCollection))
+    assert len(points.get_offsets()) == len(weights)
+    star = next(line for line in ax.lines if line.get_marker() == "*")
+    x, y = star.get_xdata()[0], star.get_ydata()[0]
+    assert (x, y) == pytest.approx((0.25 + 0.5 / 2, 0.5 * math.sqrt(3) / 2))
+    corners = {t.get_text() for t in ax.texts}
+    assert corners == {"A = Stack_diffusion_mlp", "B = Stack_flow_mlp", "C = Stack_flow_mlp_b"}
+    plt.close(fig)
+
+    pruned = [Candidate(w, successes=1, episodes=5 if w == chosen else 2) for w in weights]
+    halving = SearchResult("successive_halving", pruned, chosen, 33, 5, provenance=provenance)
+    fig, ax = _simplex_axis(halving)
+    assert not any(isinstance(c, TriMesh) for c in ax.collections)  # mixed n: no smoothing
+    sizes = next(c for c in ax.collections if isinstance(c, PathCollection)).get_sizes()
+    assert max(sizes) == sizes[weights.index(chosen)] > min(sizes)
     plt.close(fig)
