@@ -231,8 +231,9 @@ def _compose(overrides: list[str]) -> None:
     config = load_verb_config("compose", overrides)
     label = config.label()
     episodes, videos = Path(config.out) / f"{label}.jsonl", Path(config.out) / "videos" / label
+    policy = config.policy()
     result = evaluate(
-        config.policy(),
+        policy,
         config.seeds(),
         steps=config.composition.steps,
         label=label,
@@ -245,6 +246,9 @@ def _compose(overrides: list[str]) -> None:
         video_views=config.video_views,
     )
     print(result.summary())
+    times = getattr(policy, "times", None)  # a parameter merge is one policy: no parents run
+    if times is not None:
+        print(times.summary())
     _print_outputs(episodes, result.videos)
 
 
@@ -295,6 +299,8 @@ def _search(overrides: list[str]) -> None:
         **config.composition.settings(),
     )
     print(result.table())
+    if result.times is not None:
+        print(result.times.summary())
     print(f"chosen {result.chosen}; {result.episodes_spent} episodes spent")
     print(f"record: {Path(config.out) / 'search.json'}\nplot: {Path(config.out) / 'search.png'}")
 

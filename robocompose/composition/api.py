@@ -26,6 +26,7 @@ from robocompose.composition.search import (
     simplex_grid,
     successive_halving,
 )
+from robocompose.composition.timing import ParentTimes, sum_times
 from robocompose.devices import check_device
 from robocompose.evaluation import check_one_task, evaluate, load_checkpoint, task_of
 from robocompose.policies.base import GenerativePolicy
@@ -112,10 +113,13 @@ def search(
     )
     search_record.start(folder, provenance)
 
+    times: list[ParentTimes] = []
+
     def run(weights: tuple[float, ...], subset: Sequence[int]) -> list[dict]:
         label = candidate_label(operator, weights)
+        policy = compose(policies, operator, weights, **config)
         result = evaluate(
-            compose(policies, operator, weights, **config),
+            policy,
             subset,
             out=folder / "episodes" / f"{label}.jsonl",
             label=label,
@@ -124,6 +128,8 @@ def search(
             batch_invariant=batch_invariant,
             progress=False,
         )
+        if isinstance(policy, ComposedPolicy):
+            times.append(policy.times)
         return result.records
 
     if settings.method == "grid":
@@ -133,6 +139,7 @@ def search(
     else:
         result = successive_halving(run, candidates, seeds, settings.first_slice, progress=progress)
     result.provenance = provenance
+    result.times = sum_times(times)
     result.save(folder / search_record.RECORD)
     plot_search(result, folder / "search.png")
     return result

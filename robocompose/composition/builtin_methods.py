@@ -157,7 +157,8 @@ class MixtureMethod(CompositionMethod):
                 continue
             view = {k: v[rows] for k, v in policy.parent_view(parent, obs).items()}
             steps = policy.config.denoising_steps()
-            chunk = parent.sample(view, steps, noise[rows, : parent.config.horizon])
+            with policy.times.sampling(i, len(rows)):
+                chunk = parent.sample(view, steps, noise[rows, : parent.config.horizon])
             begin = policy.executed.start - policy.starts[i]  # parent i's current step
             out[rows] = chunk[:, begin : begin + n_exec]
         return out

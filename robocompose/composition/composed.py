@@ -12,12 +12,14 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 from robocompose.composition.operators import Operator
+from robocompose.composition.timing import ParentTimes
 from robocompose.policies.denoiser import Denoiser, DenoiserOutput, NetworkDenoiser
 
 # K parents' networks in one call: x_in (K, B, H, A), timesteps (K, B) -> outputs (K, B, H, A)
@@ -48,9 +50,11 @@ class ComposedDenoiser(Denoiser):
         action_maps: Sequence[ActionMap | None] | None = None,
         executor: ThreadPoolExecutor | None = None,
         fused_net: FusedNet | None = None,
+        times: ParentTimes | None = None,
     ) -> None:
         """`fused_net`: every parent's network in one call (see `robocompose.composition.fused`);
-        the parents, `NetworkDenoiser`s then, only scale its inputs and convert its outputs."""
+        the parents, `NetworkDenoiser`s then, only scale its inputs and convert its outputs.
+        `times`: where each parent's denoiser calls (or the fused network's) are timed."""
         if len(parents) < 2:
             raise ValueError(f"composition needs >= 2 parents. Got {len(parents)}.")
         dims = [p.action_dim for p in parents]
@@ -75,6 +79,7 @@ class ComposedDenoiser(Denoiser):
         if fused_net is not None and not all(isinstance(p, NetworkDenoiser) for p in parents):
             raise TypeError("a fused network needs parents that are NetworkDenoisers.")
         self.fused_net = fused_net
+        self.times = times
 
     def sigmas(self, steps: int) -> list[float]:
         """Of the parents' own grids, the one starting highest that every parent is sound on
@@ -104,14 +109,18 @@ class ComposedDenoiser(Denoiser):
         return DenoiserOutput((out.x0_hat - amap.offset) / amap.scale, out.eps_hat / amap.scale)
 
     def _parent_call(self, i: int, x: torch.Tensor, sigma: float) -> DenoiserOutput:
-        return self._to_reference(i, self.parents[i](self._parent_x(i, x, sigma), sigma))
+        x_i = self._parent_x(i, x, sigma)
+        with self.times.denoising(i) if self.times is not None else nullcontext():
+            out = self.parents[i](x_i, sigma)
+        return self._to_reference(i, out)
 
     def _fused_outputs(self, x: torch.Tensor, sigma: float) -> list[DenoiserOutput]:
         assert self.fused_net is not None
         parents: list[NetworkDenoiser] = self.parents  # type: ignore[assignment]
         inputs = [p.net_input(self._parent_x(i, x, sigma), sigma) for i, p in enumerate(parents)]
         x_ins, timesteps = zip(*inputs, strict=True)
-        outs = self.fused_net(torch.stack(x_ins), torch.stack(timesteps))
+        with self.times.fused() if self.times is not None else nullcontext():
+            outs = self.fused_net(torch.stack(x_ins), torch.stack(timesteps))
         return [
             self._to_reference(i, p.from_net_output(x_in, sigma, out))
             for i, (p, x_in, out) in enumerate(zip(parents, x_ins, outs, strict=True))

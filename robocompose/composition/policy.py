@@ -22,6 +22,8 @@ from robocompose.composition.composed import ActionMap, ComposedDenoiser, karras
 from robocompose.composition.config import FINITE_SIGMA_SAMPLERS, CompositionConfig
 from robocompose.composition.fused import StackedMlpDenoiser, fusable
 from robocompose.composition.samplers import SAMPLERS, DenoiseFn
+from robocompose.composition.timing import ParentTimes
+from robocompose.evaluation import parent_name
 from robocompose.policies.base import GenerativePolicy
 
 
@@ -90,6 +92,12 @@ def row_generators(noise: torch.Tensor) -> list[torch.Generator]:
     return [torch.Generator().manual_seed(int(s)) for s in seeds]
 
 
+def parent_names(parents: Sequence[GenerativePolicy]) -> list[str]:
+    """Each parent's checkpoint folder name (else "parent i"), made unique by its place."""
+    names = [parent_name(p, i) for i, p in enumerate(parents)]
+    return [f"{n} ({i})" if names.count(n) > 1 else n for i, n in enumerate(names)]
+
+
 class ComposedPolicy:
     """A `ChunkPredictor` (see `robocompose.policies.runner`) over K composed parents.
 
@@ -129,6 +137,9 @@ class ComposedPolicy:
         self._fuse = config.fuse and self.operator is not None and fusable(parents)
         self._placed_for: tuple[torch.device, torch.dtype] | None = None
         self._place()
+        # what each parent costs per chunk, over every chunk this policy infers
+        parallel = self._executor is not None and not self._fuse
+        self.times = ParentTimes(parent_names(parents), parallel=parallel)
 
     @property
     def device(self) -> torch.device:
@@ -185,10 +196,16 @@ class ComposedPolicy:
         if self.operator is None:
             raise ValueError(f"operator {self.config.operator!r} evaluates no parents jointly.")
         maps, fused = self._place()
-        conds = [p.encode(self.parent_view(p, obs)) for p in self.parents]
+        rows = next(iter(obs.values())).shape[0]
+        conds = []
+        for i, parent in enumerate(self.parents):
+            with self.times.encoding(i, rows):
+                conds.append(parent.encode(self.parent_view(parent, obs)))
         bound = [p.denoiser_for(c) for p, c in zip(self.parents, conds, strict=True)]
         if fused is None:
-            return ComposedDenoiser(bound, self.operator, self.starts, maps, self._executor)
+            return ComposedDenoiser(
+                bound, self.operator, self.starts, maps, self._executor, times=self.times
+            )
         stacked_conds = torch.stack(conds)
         return ComposedDenoiser(
             bound,
@@ -196,6 +213,7 @@ class ComposedPolicy:
             self.starts,
             maps,
             fused_net=lambda x_in, timesteps: fused(x_in, timesteps, stacked_conds),
+            times=self.times,
         )
 
     def sigmas(self, denoiser: ComposedDenoiser) -> list[float]:
@@ -258,7 +276,8 @@ class ComposedPolicy:
         device, dtype = self._placement()
         obs = {k: v.to(device) for k, v in obs.items() if k in self.obs_keys}
         noise = noise.to(device=device, dtype=dtype)
-        return self.method.predict_actions(self, obs, noise)
+        with self.times.chunk(noise.shape[0]):
+            return self.method.predict_actions(self, obs, noise)
 
     @staticmethod
     def parent_view(

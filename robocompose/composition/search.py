@@ -34,6 +34,7 @@ from typing import Any
 
 from tqdm import tqdm
 
+from robocompose.composition.timing import ParentTimes
 from robocompose.records import pool
 from robocompose.stats import Z_95, paired_outcomes, success_rate
 
@@ -114,6 +115,8 @@ class SearchResult:
     extra: dict = field(default_factory=dict)
     # what was searched (task, parents, operator, settings, seeds), set by the Python `search()`
     provenance: dict = field(default_factory=dict)
+    # what each parent cost per chunk over every candidate's run (not saved: it is this run's)
+    times: ParentTimes | None = None
 
     def table(self) -> str:
         """A markdown table, best first; the chosen weights are marked."""
