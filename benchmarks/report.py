@@ -34,45 +34,56 @@ def policies_table() -> str:
     return "\n".join(lines)
 
 
+def _complementarity(c: dict) -> str:
+    return f"{c['only_a']} / {c['only_b']} / {c['both']} / {c['neither']}"
+
+
+def _paired(p: dict) -> str:
+    d, lo, hi = (100 * p[k] for k in ("difference", "ci_low", "ci_high"))
+    return f"{d:+.1f} [{lo:+.1f}, {hi:+.1f}]"
+
+
 def composition_table() -> str:
+    """P1 on the search seeds: the parents, who solves what, and every operator tried there."""
     results = _read("composition.json")
     lines = [
-        "| task | parent A | parent B | GPC convex (searched w) | product of experts (1, 1) "
-        "| better parent sharpened (2, 0) | convex - best parent |",
-        "|---|---|---|---|---|---|---|",
+        "| task | parent A | parent B | only A / only B / both / neither | GPC convex "
+        "(searched w) | product (1, 1) | SuperDiff AND | SuperDiff OR | mixture | chosen |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for task, q in sorted(results["quality"].items()):
         a, b = q["parents"]
-        best, ops = q["best"], q["operators"]
-        cells = []
-        for key in ("product_of_experts", "sharpened_best_parent"):
-            cells.append(_rate(ops[key]) if "success" in ops.get(key, {}) else "not run")
-        weights = ", ".join(f"{w:.1f}" for w in best["weights"])
+        ops = q["operators"]
+        weights = ", ".join(f"{w:.1f}" for w in ops["convex"]["weights"])
+        cells = [f"({weights}): {_rate(ops['convex'])}"]
+        cells += [_rate(ops[k]) for k in ("product_of_experts", "superdiff_and", "superdiff_or")]
+        cells.append(_rate(ops["mixture"]))
         lines.append(
-            f"| {task} | {a['checkpoint']}: {_rate(a)} | {b['checkpoint']}: {_rate(b)} "
-            f"| ({weights}): {_rate(best)} | {cells[0]} | {cells[1]} | {q['delta_pts']:+.1f} |"
+            f"| {task} | {a['checkpoint']} ({q['modalities'][a['checkpoint']]}): {_rate(a)} "
+            f"| {b['checkpoint']} ({q['modalities'][b['checkpoint']]}): {_rate(b)} "
+            f"| {_complementarity(q['complementarity_search'])} | {' | '.join(cells)} "
+            f"| {q['chosen_operator']} |"
         )
     return "\n".join(lines)
 
 
-def heldout_table() -> str:
+def fresh_table() -> str:
+    """P1 on fresh seeds: each composition minus the better parent, paired per seed."""
     results = _read("composition.json")
     lines = [
-        "| task | seeds from | parents | GPC convex | product of experts | convex - best parent "
-        "| product - best parent |",
+        "| task | better parent | only A / only B / both / neither | convex - better | product "
+        "- better | chosen operator - better | better sharpened (control) - better |",
         "|---|---|---|---|---|---|---|",
     ]
     for task, q in sorted(results["quality"].items()):
-        if "heldout" not in q:
-            continue
-        held, names = q["heldout"], [p["checkpoint"] for p in q["parents"]]
-        rows = held["rows"]
-        convex = next(v for k, v in rows.items() if k.startswith("convex_"))
-        product = next(v for k, v in rows.items() if k.startswith("weighted_sum_"))
-        parents = "; ".join(f"{n}: {_rate(rows[n])}" for n in names)
+        fresh = q["fresh"]
+        better = q["better_parent"]
+        paired = fresh["paired_vs_better_parent"]
+        keys = ("convex", "product_of_experts", "chosen_operator", "sharpened_better_parent")
         lines.append(
-            f"| {task} | {held['seed_start']} | {parents} | {_rate(convex)} | {_rate(product)} "
-            f"| {held['convex_delta_pts']:+.1f} | {held['product_delta_pts']:+.1f} |"
+            f"| {task} | {better}: {_rate(fresh['parents'][better])} "
+            f"| {_complementarity(fresh['complementarity'])} "
+            f"| {' | '.join(_paired(paired[k]) for k in keys)} |"
         )
     return "\n".join(lines)
 
@@ -103,8 +114,8 @@ def main() -> None:
     print(policies_table())
     print("\n## Composition, P1 (benchmarks/results/composition.json)\n")
     print(composition_table())
-    print("\n## Composition, P1 again on held-out seeds\n")
-    print(heldout_table())
+    print("\n## Composition, P1 on fresh seeds, paired against the better parent\n")
+    print(fresh_table())
     print("\n## Composition, P2 latency and P3 search cost\n")
     print(cost_table())
 
