@@ -10,7 +10,7 @@ pool (torch releases the GIL inside its kernels), or as one stacked network (`fu
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -18,12 +18,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from robocompose.composition.fused import BoundStack
 from robocompose.composition.operators import Operator
 from robocompose.composition.timing import ParentTimes
 from robocompose.policies.denoiser import Denoiser, DenoiserOutput, NetworkDenoiser
-
-# K parents' networks in one call: x_in (K, B, H, A), timesteps (K, B) -> outputs (K, B, H, A)
-FusedNet = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 
 @dataclass(frozen=True)
@@ -49,7 +47,7 @@ class ComposedDenoiser(Denoiser):
         starts: Sequence[int] | None = None,
         action_maps: Sequence[ActionMap | None] | None = None,
         executor: ThreadPoolExecutor | None = None,
-        fused_net: FusedNet | None = None,
+        fused_net: BoundStack | None = None,
         times: ParentTimes | None = None,
     ) -> None:
         """`fused_net`: every parent's network in one call (see `robocompose.composition.fused`);
@@ -94,6 +92,12 @@ class ComposedDenoiser(Denoiser):
         usable = [g for g in grids if sound_at_inf or math.isfinite(g[0])] or grids[:1]
         return max(usable, key=lambda g: g[0])
 
+    def prepare(self, sigmas: Sequence[float]) -> None:
+        """Each parent, or the fused network for all of them, computes its conditioning at
+        every level of the grid in one call."""
+        for part in self.parents if self.fused_net is None else [self.fused_net]:
+            part.prepare(sigmas)
+
     def _parent_x(self, i: int, x: torch.Tensor, sigma: float) -> torch.Tensor:
         """Parent i's window of x, in its own action space."""
         start, amap = self.starts[i], self.action_maps[i]
@@ -117,10 +121,9 @@ class ComposedDenoiser(Denoiser):
     def _fused_outputs(self, x: torch.Tensor, sigma: float) -> list[DenoiserOutput]:
         assert self.fused_net is not None
         parents: list[NetworkDenoiser] = self.parents  # type: ignore[assignment]
-        inputs = [p.net_input(self._parent_x(i, x, sigma), sigma) for i, p in enumerate(parents)]
-        x_ins, timesteps = zip(*inputs, strict=True)
+        x_ins = [p.net_input(self._parent_x(i, x, sigma), sigma)[0] for i, p in enumerate(parents)]
         with self.times.fused() if self.times is not None else nullcontext():
-            outs = self.fused_net(torch.stack(x_ins), torch.stack(timesteps))
+            outs = self.fused_net.outputs(x_ins, sigma)
         return [
             self._to_reference(i, p.from_net_output(x_in, sigma, out))
             for i, (p, x_in, out) in enumerate(zip(parents, x_ins, outs, strict=True))

@@ -20,7 +20,12 @@ import torch
 
 from robocompose.composition.composed import ActionMap, ComposedDenoiser, karras_sigmas
 from robocompose.composition.config import FINITE_SIGMA_SAMPLERS, CompositionConfig
-from robocompose.composition.fused import StackedMlpDenoiser, fusable
+from robocompose.composition.fused import (
+    BoundStack,
+    StackedNetwork,
+    fusable,
+    stack_networks,
+)
 from robocompose.composition.samplers import SAMPLERS, DenoiseFn
 from robocompose.composition.timing import ParentTimes
 from robocompose.evaluation import parent_name
@@ -162,8 +167,8 @@ class ComposedPolicy:
         return self._place()[0]
 
     @property
-    def fused(self) -> StackedMlpDenoiser | None:
-        """The parents' MLPs as one stacked network, when they fuse (see `fusable`)."""
+    def fused(self) -> StackedNetwork | None:
+        """The parents' backbones as one stacked network, when they fuse (see `fusable`)."""
         return self._place()[1]
 
     def _placement(self) -> tuple[torch.device, torch.dtype]:
@@ -177,7 +182,7 @@ class ComposedPolicy:
                 )
         return first.device, first.dtype
 
-    def _place(self) -> tuple[list[ActionMap | None], StackedMlpDenoiser | None]:
+    def _place(self) -> tuple[list[ActionMap | None], StackedNetwork | None]:
         """The action maps and fused network for where the parents are now, rebuilt when a
         parent has moved since the last call."""
         placement = self._placement()
@@ -185,14 +190,15 @@ class ComposedPolicy:
             device, dtype = placement
             allow = self.config.allow_normalizer_mismatch
             self._maps = action_maps(self.parents, allow, dtype, device)
-            stacked = StackedMlpDenoiser([p.net for p in self.parents]) if self._fuse else None
+            stacked = stack_networks([p.net for p in self.parents]) if self._fuse else None
             self._fused = stacked.eval() if stacked is not None else None
             self._placed_for = placement
         return self._maps, self._fused
 
     def denoiser(self, obs: dict[str, torch.Tensor]) -> ComposedDenoiser:
         """The parents' denoisers for one observation batch (each conditions on its own view),
-        combined by the method's operator."""
+        combined by the method's operator, prepared for the configured grid (see
+        `Denoiser.prepare`)."""
         if self.operator is None:
             raise ValueError(f"operator {self.config.operator!r} evaluates no parents jointly.")
         maps, fused = self._place()
@@ -202,19 +208,20 @@ class ComposedPolicy:
             with self.times.encoding(i, rows):
                 conds.append(parent.encode(self.parent_view(parent, obs)))
         bound = [p.denoiser_for(c) for p, c in zip(self.parents, conds, strict=True)]
-        if fused is None:
-            return ComposedDenoiser(
-                bound, self.operator, self.starts, maps, self._executor, times=self.times
-            )
-        stacked_conds = torch.stack(conds)
-        return ComposedDenoiser(
+        stack = None
+        if fused is not None:
+            stack = BoundStack(fused, bound, torch.stack(conds))  # type: ignore[arg-type]
+        denoiser = ComposedDenoiser(
             bound,
             self.operator,
             self.starts,
             maps,
-            fused_net=lambda x_in, timesteps: fused(x_in, timesteps, stacked_conds),
+            self._executor if stack is None else None,
+            fused_net=stack,
             times=self.times,
         )
+        denoiser.prepare(self.sigmas(denoiser))
+        return denoiser
 
     def sigmas(self, denoiser: ComposedDenoiser) -> list[float]:
         """The configured grid; a Karras grid where the method or sampler needs a finite

@@ -16,7 +16,7 @@ from torch import nn
 from robocompose.policies.config import PolicyConfig
 from robocompose.policies.denoiser import Denoiser, NetworkDenoiser
 from robocompose.policies.encoders import ObservationEncoder
-from robocompose.policies.networks import make_backbone
+from robocompose.policies.networks import BoundBackbone, make_backbone
 from robocompose.policies.normalizer import AffineNormalizer
 
 
@@ -85,9 +85,9 @@ class GenerativePolicy(nn.Module):
             normed[key] = value
         return self.encoder(normed)
 
-    def bound_net(self, cond: torch.Tensor):
+    def bound_net(self, cond: torch.Tensor) -> BoundBackbone:
         """The backbone with the observation bound: (x (B, H, A), t (B,)) -> (B, H, A)."""
-        return lambda x, t: self.net(x, t, cond)
+        return BoundBackbone(self.net, cond)
 
     @abstractmethod
     def loss(self, obs: dict[str, torch.Tensor], actions: torch.Tensor) -> torch.Tensor:

@@ -24,10 +24,12 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 import torch
+
+from robocompose.policies.networks import BoundBackbone
 
 # (x: (B, H, A), timestep: (B,) float) -> network output (B, H, A), observation already bound.
 BoundNet = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
@@ -58,6 +60,12 @@ class Denoiser(ABC):
     @abstractmethod
     def sigmas(self, steps: int) -> list[float]: ...
 
+    def prepare(self, sigmas: Sequence[float]) -> None:
+        """Told the grid before sampling on it: whatever depends on sigma alone can be
+        computed for every level at once. Calls at other sigmas must still work. Nothing to
+        do by default."""
+        return None
+
 
 class NetworkDenoiser(Denoiser):
     """An adapter around a trained network: input scaling and timestep in, conversion out.
@@ -66,19 +74,50 @@ class NetworkDenoiser(Denoiser):
     between them (`robocompose.composition.fused`), whatever family each adapter is."""
 
     net: BoundNet
+    # sigma -> the network's conditioning there (see `prepare`)
+    prepared: dict[float, torch.Tensor] | None = None
+
+    def net_timestep(self, sigma: float) -> float:
+        """The timestep the network is fed at noise level sigma (what `net_input` gives; a
+        family overrides this to skip the call)."""
+        probe = torch.zeros(1, self.horizon, self.action_dim, dtype=torch.float64)
+        return float(self.net_input(probe, sigma)[1][0])
 
     @abstractmethod
     def net_input(self, x: torch.Tensor, sigma: float) -> tuple[torch.Tensor, torch.Tensor]:
-        """(network input x_in (B, H, A), timestep (B,)) for x at noise level sigma."""
+        """(network input x_in (B, H, A), timestep (B,) = `net_timestep(sigma)`) for x at
+        noise level sigma."""
 
     @abstractmethod
     def from_net_output(
         self, x_in: torch.Tensor, sigma: float, out: torch.Tensor
     ) -> DenoiserOutput: ...
 
+    def prepare(self, sigmas: Sequence[float]) -> None:
+        """A backbone's conditioning at every level of the grid, in one call."""
+        if not isinstance(self.net, BoundBackbone):
+            return
+        levels = evaluated_levels(sigmas)
+        cond = self.net.cond
+        timesteps = [self.net_timestep(s) for s in levels]
+        stacked = self.net.conditioning(
+            torch.tensor(timesteps, dtype=cond.dtype, device=cond.device)
+        )
+        self.prepared = dict(zip(levels, stacked, strict=True))
+
     def __call__(self, x: torch.Tensor, sigma: float) -> DenoiserOutput:
         x_in, timestep = self.net_input(x, sigma)
-        return self.from_net_output(x_in, sigma, self.net(x_in, timestep))
+        conditioning = self.prepared.get(sigma) if self.prepared else None
+        if conditioning is None:
+            return self.from_net_output(x_in, sigma, self.net(x_in, timestep))
+        assert isinstance(self.net, BoundBackbone)
+        return self.from_net_output(x_in, sigma, self.net.conditioned(x_in, conditioning))
+
+
+def evaluated_levels(sigmas: Sequence[float]) -> list[float]:
+    """The distinct noise levels a sampler evaluates on a grid: all but sigma 0, where the
+    last step returns x0_hat."""
+    return [s for s in dict.fromkeys(sigmas) if s != 0.0]
 
 
 def initial_noise_to_x(noise: torch.Tensor, sigma_max: float) -> torch.Tensor:

@@ -88,6 +88,9 @@ class DiscreteDiffusionDenoiser(NetworkDenoiser):
         timesteps = np.arange(steps)[::-1] * stride
         return [float(self.sigma_table[t]) for t in timesteps] + [0.0]
 
+    def net_timestep(self, sigma: float) -> float:
+        return self.timestep(sigma)
+
     def net_input(self, x: torch.Tensor, sigma: float) -> tuple[torch.Tensor, torch.Tensor]:
         # at sigma = inf x holds the unit noise, which is already the VP-scaled input
         x_in = x if math.isinf(sigma) else x / math.sqrt(1.0 + sigma**2)

@@ -52,9 +52,12 @@ class FlowDenoiser(NetworkDenoiser):
     def time(sigma: float) -> float:
         return 1.0 if math.isinf(sigma) else sigma / (1.0 + sigma)
 
+    def net_timestep(self, sigma: float) -> float:
+        return self.time(sigma) * self.time_scale
+
     def net_input(self, x: torch.Tensor, sigma: float) -> tuple[torch.Tensor, torch.Tensor]:
         x_t = x if math.isinf(sigma) else x / (1.0 + sigma)  # at inf x holds x_1, the noise
-        tt = self.time(sigma) * self.time_scale
+        tt = self.net_timestep(sigma)
         return x_t, torch.full((x.shape[0],), tt, dtype=x.dtype, device=x.device)
 
     def from_net_output(

@@ -152,13 +152,20 @@ class FiLM(nn.Module):
                 self.proj.bias[pos : pos + w] += 1.0
                 pos += 2 * w
 
-    def forward(self, cond: Tensor) -> list[tuple[Tensor, Tensor]]:
-        """(B, cond_dim) -> [(scale, bias)] per layer, each (B, width), or (B, width, 1)."""
-        params = self.proj(self.act(cond))
+    def params(self, cond: Tensor) -> Tensor:
+        """(B, cond_dim) -> (B, 2 * sum(widths)): every layer's [scale | bias], packed."""
+        return self.proj(self.act(cond))
+
+    def split(self, params: Tensor) -> list[tuple[Tensor, Tensor]]:
+        """Packed `params` -> [(scale, bias)] per layer, each (B, width), or (B, width, 1)."""
         if self.channels_first:
             params = params.unsqueeze(-1)
         parts = params.split([2 * w for w in self.widths], dim=1)
         return [p.chunk(2, dim=1) for p in parts]
+
+    def forward(self, cond: Tensor) -> list[tuple[Tensor, Tensor]]:
+        """(B, cond_dim) -> [(scale, bias)] per layer, each (B, width), or (B, width, 1)."""
+        return self.split(self.params(cond))
 
 
 class ConditionalUnet1D(nn.Module):
@@ -264,9 +271,17 @@ class ConditionalUnet1D(nn.Module):
         _check_inputs(x, global_cond, self.action_dim, self.global_cond_dim)
         self._check_horizon(x.shape[1])
         t = _timestep_batch(timestep, x)
-        cond = torch.cat([self.time_mlp(t).to(global_cond.dtype), global_cond], dim=-1)
+        return self.forward_conditioned(x, self.conditioning(t, global_cond))
 
-        films = iter(self.film(cond))  # one (scale, bias) per block, in construction order
+    def conditioning(self, timestep: Tensor, global_cond: Tensor) -> Tensor:
+        """(B,) float timesteps, (B, C) -> (B, P): every block's FiLM parameters, the only way
+        the timestep and the observation enter the network (see `BoundBackbone`)."""
+        cond = torch.cat([self.time_mlp(timestep).to(global_cond.dtype), global_cond], dim=-1)
+        return self.film.params(cond)
+
+    def forward_conditioned(self, x: Tensor, conditioning: Tensor) -> Tensor:
+        """(B, H, A), (B, P) from `conditioning` -> (B, H, A); the inputs are not checked."""
+        films = iter(self.film.split(conditioning))  # one (scale, bias) per block, in order
         h = x.transpose(1, 2)  # (B, A, H)
         skips = []
         for res1, res2, downsample in self.down:
@@ -367,11 +382,44 @@ class MlpDenoiserNet(nn.Module):
                 f"Got horizon={x.shape[1]}."
             )
         t = _timestep_batch(timestep, x)
-        c = self.cond_mlp(torch.cat([self.time_embed(t).to(global_cond.dtype), global_cond], -1))
+        return self.forward_conditioned(x, self.conditioning(t, global_cond))
+
+    def conditioning(self, timestep: Tensor, global_cond: Tensor) -> Tensor:
+        """(B,) float timesteps, (B, C) -> (B, P): every block's FiLM parameters, the only way
+        the timestep and the observation enter the network (see `BoundBackbone`)."""
+        t = self.time_embed(timestep).to(global_cond.dtype)
+        return self.film.params(self.cond_mlp(torch.cat([t, global_cond], -1)))
+
+    def forward_conditioned(self, x: Tensor, conditioning: Tensor) -> Tensor:
+        """(B, H, A), (B, P) from `conditioning` -> (B, H, A); the inputs are not checked."""
         h = self.in_proj(x.flatten(1))
-        for blk, (scale, bias) in zip(self.blocks, self.film(c), strict=True):
+        for blk, (scale, bias) in zip(self.blocks, self.film.split(conditioning), strict=True):
             h = blk(h, scale, bias)
         return self.out(h).view_as(x)
+
+
+class BoundBackbone:
+    """A backbone with one observation batch `cond` (B, C) bound: (x, t) -> output.
+
+    Its FiLM conditioning depends on the timestep and the observation only, so a sampler that
+    knows its grid has it computed for every step in one call (`conditioning`, one matmul of
+    N * B rows instead of N of B rows) and runs each step on it (`conditioned`)."""
+
+    def __init__(self, net: ConditionalUnet1D | MlpDenoiserNet, cond: Tensor) -> None:
+        self.net, self.cond = net, cond
+
+    def __call__(self, x: Tensor, timestep: Tensor) -> Tensor:
+        return self.net(x, timestep, self.cond)
+
+    def conditioning(self, timesteps: Tensor) -> Tensor:
+        """(N,) timesteps -> (N, B, P): the conditioning at each, for every batch row."""
+        n, b = len(timesteps), self.cond.shape[0]
+        t = timesteps.repeat_interleave(b)
+        return self.net.conditioning(t, self.cond.repeat(n, 1)).view(n, b, -1)
+
+    def conditioned(self, x: Tensor, conditioning: Tensor) -> Tensor:
+        """The network on x (B, H, A) at one step's `conditioning` (B, P)."""
+        return self.net.forward_conditioned(x, conditioning)
 
 
 # -- registry -----------------------------------------------------------------------------------
