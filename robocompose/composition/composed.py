@@ -47,11 +47,12 @@ class ComposedDenoiser(Denoiser):
         starts: Sequence[int] | None = None,
         action_maps: Sequence[ActionMap | None] | None = None,
         executor: ThreadPoolExecutor | None = None,
-        fused_net: BoundStack | None = None,
+        stacks: Sequence[BoundStack] | None = None,
         times: ParentTimes | None = None,
     ) -> None:
-        """`fused_net`: every parent's network in one call (see `robocompose.composition.fused`);
-        the parents, `NetworkDenoiser`s then, only scale its inputs and convert its outputs.
+        """`stacks`: the parents' networks as stacked ones, each for a group of parents (see
+        `robocompose.composition.fused`; they run on `executor` when there are several); the
+        parents, `NetworkDenoiser`s then, only scale their inputs and convert their outputs.
         `times`: where each parent's denoiser calls (or the fused network's) are timed."""
         if len(parents) < 2:
             raise ValueError(f"composition needs >= 2 parents. Got {len(parents)}.")
@@ -74,9 +75,9 @@ class ComposedDenoiser(Denoiser):
         self.sigma_max = max(p.sigma_max for p in parents)
         self.sigma_min = min(p.sigma_min for p in parents)
         self.executor = executor
-        if fused_net is not None and not all(isinstance(p, NetworkDenoiser) for p in parents):
-            raise TypeError("a fused network needs parents that are NetworkDenoisers.")
-        self.fused_net = fused_net
+        if stacks is not None and not all(isinstance(p, NetworkDenoiser) for p in parents):
+            raise TypeError("stacked networks need parents that are NetworkDenoisers.")
+        self.stacks = list(stacks) if stacks is not None else None
         self.times = times
 
     def sigmas(self, steps: int) -> list[float]:
@@ -93,9 +94,9 @@ class ComposedDenoiser(Denoiser):
         return max(usable, key=lambda g: g[0])
 
     def prepare(self, sigmas: Sequence[float]) -> None:
-        """Each parent, or the fused network for all of them, computes its conditioning at
+        """Each parent, or each stacked network for its group, computes its conditioning at
         every level of the grid in one call."""
-        for part in self.parents if self.fused_net is None else [self.fused_net]:
+        for part in self.parents if self.stacks is None else self.stacks:
             part.prepare(sigmas)
 
     def _parent_x(self, i: int, x: torch.Tensor, sigma: float) -> torch.Tensor:
@@ -118,28 +119,42 @@ class ComposedDenoiser(Denoiser):
             out = self.parents[i](x_i, sigma)
         return self._to_reference(i, out)
 
-    def _fused_outputs(self, x: torch.Tensor, sigma: float) -> list[DenoiserOutput]:
-        assert self.fused_net is not None
-        parents: list[NetworkDenoiser] = self.parents  # type: ignore[assignment]
-        x_ins = [p.net_input(self._parent_x(i, x, sigma), sigma)[0] for i, p in enumerate(parents)]
-        with self.times.fused() if self.times is not None else nullcontext():
-            outs = self.fused_net.outputs(x_ins, sigma)
+    def _stack_outputs(self, stack: BoundStack, x: torch.Tensor, sigma: float) -> list:
+        """The outputs of a stacked group's parents, in the group's order."""
+        parents, indices = stack.parents, stack.indices
+        x_ins = [
+            p.net_input(self._parent_x(i, x, sigma), sigma)[0]
+            for i, p in zip(indices, parents, strict=True)
+        ]
+        timer = nullcontext()
+        if self.times is not None:
+            timer = self.times.denoising(indices[0]) if len(indices) == 1 else self.times.fused()
+        with timer:
+            outs = stack.outputs(x_ins, sigma)
         return [
             self._to_reference(i, p.from_net_output(x_in, sigma, out))
-            for i, (p, x_in, out) in enumerate(zip(parents, x_ins, outs, strict=True))
+            for i, p, x_in, out in zip(indices, parents, x_ins, outs, strict=True)
         ]
 
-    def parent_outputs(self, x: torch.Tensor, sigma: float) -> list[DenoiserOutput]:
-        if self.fused_net is not None:
-            return self._fused_outputs(x, sigma)
-        indices = range(len(self.parents))
-        if self.executor is None:
-            return [self._parent_call(i, x, sigma) for i in indices]
-        # parent 0 runs on the calling thread: one hand-off fewer per step (the parents of a
-        # state policy take a fraction of a millisecond per call)
-        futures = [self.executor.submit(self._parent_call, i, x, sigma) for i in indices[1:]]
-        first = self._parent_call(0, x, sigma)
+    def _run(self, units: Sequence, call) -> list:
+        """`call` on each unit (a parent index or a stack), the first on the calling thread and
+        the rest on the executor when there is one: one hand-off fewer per step (the parents
+        of a state policy take a fraction of a millisecond per call)."""
+        if self.executor is None or len(units) == 1:
+            return [call(u) for u in units]
+        futures = [self.executor.submit(call, u) for u in units[1:]]
+        first = call(units[0])
         return [first, *(f.result() for f in futures)]
+
+    def parent_outputs(self, x: torch.Tensor, sigma: float) -> list[DenoiserOutput]:
+        if self.stacks is None:
+            return self._run(range(len(self.parents)), lambda i: self._parent_call(i, x, sigma))
+        outputs: list[DenoiserOutput] = [None] * len(self.parents)  # type: ignore[list-item]
+        per_stack = self._run(self.stacks, lambda s: self._stack_outputs(s, x, sigma))
+        for stack, outs in zip(self.stacks, per_stack, strict=True):
+            for i, out in zip(stack.indices, outs, strict=True):
+                outputs[i] = out
+        return outputs
 
     def combine(
         self, x: torch.Tensor, sigma: float, outputs: Sequence[DenoiserOutput]

@@ -41,7 +41,8 @@ class CompositionConfig:
     # threads tie or win slightly only at batch 16.
     parallel: bool = False
     allow_normalizer_mismatch: bool = False
-    # MLP parents of one architecture (any family) run as one stacked network (composition/fused.py)
+    # backbones run in stacked form, one network per group of parents of one backbone config,
+    # any family (composition/fused.py): the same actions to float rounding, faster
     fuse: bool = True
 
     def __post_init__(self) -> None:

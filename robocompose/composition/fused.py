@@ -15,6 +15,7 @@ and every parent in one call (`BoundStack.prepare`).
 
 from __future__ import annotations
 
+import json
 from abc import abstractmethod
 from collections.abc import Sequence
 
@@ -39,13 +40,24 @@ from robocompose.policies.networks import (
 FUSABLE = (MlpDenoiserNet, ConditionalUnet1D)
 
 
+def stack_groups(parents: Sequence[GenerativePolicy]) -> list[list[int]] | None:
+    """The parents' indices grouped by backbone kind and config (one horizon, action and
+    conditioning size; any family), in order of first appearance: each group runs as one
+    stacked network, a group of one too (its stacked form is the faster one). None when some
+    backbone has no stacked form."""
+    if not all(isinstance(p.net, FUSABLE) for p in parents):
+        return None
+    groups: dict[str, list[int]] = {}
+    for i, parent in enumerate(parents):
+        key = json.dumps([type(parent.net).__name__, parent.net.config], default=str)
+        groups.setdefault(key, []).append(i)
+    return list(groups.values())
+
+
 def fusable(parents: Sequence[GenerativePolicy]) -> bool:
-    """Backbones of one kind and config (so one horizon, action and conditioning size), any
-    family."""
-    first = parents[0].net
-    return isinstance(first, FUSABLE) and all(
-        type(p.net) is type(first) and p.net.config == first.config for p in parents
-    )
+    """Whether all the parents' backbones stack into one network."""
+    groups = stack_groups(parents)
+    return groups is not None and len(groups) == 1
 
 
 class _StackedLinear(nn.Module):
@@ -316,12 +328,18 @@ def stack_networks(nets: Sequence[nn.Module]) -> StackedNetwork:
 
 class BoundStack:
     """A stacked network with the K parents' observations `conds` (K, B, C) bound, between
-    their Denoiser adapters: `outputs(x_ins, sigma)`, parent k's network on x_ins[k]."""
+    their Denoiser adapters: `outputs(x_ins, sigma)`, parent k's network on x_ins[k].
+    `indices`: which parents of a composition they are (default 0..K-1)."""
 
     def __init__(
-        self, net: StackedNetwork, parents: Sequence[NetworkDenoiser], conds: Tensor
+        self,
+        net: StackedNetwork,
+        parents: Sequence[NetworkDenoiser],
+        conds: Tensor,
+        indices: Sequence[int] | None = None,
     ) -> None:
         self.net, self.parents, self.conds = net, list(parents), conds
+        self.indices = list(indices) if indices is not None else list(range(len(parents)))
         self.prepared: dict[float, Tensor] = {}
 
     def prepare(self, sigmas: Sequence[float]) -> None:

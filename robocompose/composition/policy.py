@@ -23,7 +23,7 @@ from robocompose.composition.config import FINITE_SIGMA_SAMPLERS, CompositionCon
 from robocompose.composition.fused import (
     BoundStack,
     StackedNetwork,
-    fusable,
+    stack_groups,
     stack_networks,
 )
 from robocompose.composition.samplers import SAMPLERS, DenoiseFn
@@ -139,11 +139,12 @@ class ComposedPolicy:
         self.executed = parents[0].executed_slice()
         self.operator = self.method.operator(config)
         self._executor = shared_executor() if config.parallel else None
-        self._fuse = config.fuse and self.operator is not None and fusable(parents)
+        fuse = config.fuse and self.operator is not None
+        self._groups = stack_groups(parents) if fuse else None
         self._placed_for: tuple[torch.device, torch.dtype] | None = None
         self._place()
         # what each parent costs per chunk, over every chunk this policy infers
-        parallel = self._executor is not None and not self._fuse
+        parallel = self._executor is not None and (self._groups is None or len(self._groups) > 1)
         self.times = ParentTimes(parent_names(parents), parallel=parallel)
 
     @property
@@ -168,7 +169,14 @@ class ComposedPolicy:
 
     @property
     def fused(self) -> StackedNetwork | None:
-        """The parents' backbones as one stacked network, when they fuse (see `fusable`)."""
+        """The parents' backbones as one stacked network, when they all fuse (see `fusable`)."""
+        stacks = self._place()[1]
+        return stacks[0][1] if stacks is not None and len(stacks) == 1 else None
+
+    @property
+    def stacks(self) -> list[tuple[list[int], StackedNetwork]] | None:
+        """Each group of parents of one backbone config and its stacked network (see
+        `stack_groups`), or None when the parents run their own networks."""
         return self._place()[1]
 
     def _placement(self) -> tuple[torch.device, torch.dtype]:
@@ -182,7 +190,9 @@ class ComposedPolicy:
                 )
         return first.device, first.dtype
 
-    def _place(self) -> tuple[list[ActionMap | None], StackedNetwork | None]:
+    def _place(
+        self,
+    ) -> tuple[list[ActionMap | None], list[tuple[list[int], StackedNetwork]] | None]:
         """The action maps and fused network for where the parents are now, rebuilt when a
         parent has moved since the last call."""
         placement = self._placement()
@@ -190,10 +200,14 @@ class ComposedPolicy:
             device, dtype = placement
             allow = self.config.allow_normalizer_mismatch
             self._maps = action_maps(self.parents, allow, dtype, device)
-            stacked = stack_networks([p.net for p in self.parents]) if self._fuse else None
-            self._fused = stacked.eval() if stacked is not None else None
+            self._stacks = None
+            if self._groups is not None:
+                self._stacks = [
+                    (group, stack_networks([self.parents[i].net for i in group]).eval())
+                    for group in self._groups
+                ]
             self._placed_for = placement
-        return self._maps, self._fused
+        return self._maps, self._stacks
 
     def denoiser(self, obs: dict[str, torch.Tensor]) -> ComposedDenoiser:
         """The parents' denoisers for one observation batch (each conditions on its own view),
@@ -201,23 +215,28 @@ class ComposedPolicy:
         `Denoiser.prepare`)."""
         if self.operator is None:
             raise ValueError(f"operator {self.config.operator!r} evaluates no parents jointly.")
-        maps, fused = self._place()
+        maps, stacks = self._place()
         rows = next(iter(obs.values())).shape[0]
         conds = []
         for i, parent in enumerate(self.parents):
             with self.times.encoding(i, rows):
                 conds.append(parent.encode(self.parent_view(parent, obs)))
         bound = [p.denoiser_for(c) for p, c in zip(self.parents, conds, strict=True)]
-        stack = None
-        if fused is not None:
-            stack = BoundStack(fused, bound, torch.stack(conds))  # type: ignore[arg-type]
+        bound_stacks = None
+        if stacks is not None:
+            bound_stacks = [
+                BoundStack(
+                    net, [bound[i] for i in group], torch.stack([conds[i] for i in group]), group
+                )
+                for group, net in stacks
+            ]
         denoiser = ComposedDenoiser(
             bound,
             self.operator,
             self.starts,
             maps,
-            self._executor if stack is None else None,
-            fused_net=stack,
+            self._executor,
+            stacks=bound_stacks,
             times=self.times,
         )
         denoiser.prepare(self.sigmas(denoiser))

@@ -114,3 +114,21 @@ def test_one_parent_stacked_denoiser_equals_its_own(backbone: str) -> None:
         stacked.prepare(sigmas)
         torch.testing.assert_close(sample_euler(stacked, noise, sigmas), plain)
         torch.testing.assert_close(plain, sample_euler(own, noise, sigmas), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("parallel", [False, True])
+def test_parents_of_two_architectures_run_as_one_stack_each(parallel: bool) -> None:
+    """A UNet and an MLP: two groups of one (the stacked forms are the faster ones), serial or
+    on the thread pool, with the actions of each parent's own network."""
+    parents = [policy(0, "diffusion"), policy(1, "flow", "mlp"), policy(2, "flow")]
+    noise = torch.randn(3, 8, 2, generator=torch.Generator().manual_seed(6))
+    outs = {}
+    for fuse in (True, False):
+        config = CompositionConfig(weights=(0.3, 0.3, 0.4), fuse=fuse, parallel=parallel)
+        composed = ComposedPolicy(parents, config)
+        assert composed.fused is None
+        if fuse:
+            groups = [(group, type(net)) for group, net in composed.stacks]
+            assert groups == [([0, 2], StackedUnet), ([1], StackedMlpDenoiser)]
+        outs[fuse] = composed.predict_actions(_obs(3), noise)
+    torch.testing.assert_close(outs[True], outs[False], atol=1e-5, rtol=1e-5)
