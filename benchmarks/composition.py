@@ -12,11 +12,15 @@ P1 quality, per task: the task's shipped parent pair (robocompose.shipped: chose
     better parent on fresh seeds, mean over tasks), `tasks_ci_above_zero`; `mean_delta_pts` is
     the convex gain on the search seeds (biased up: the weights were picked there).
 P2 latency, per task pair: composed (K=2) chunk latency / the slower parent's, batch 1 and 16, 10
-    steps, each at its best torch thread count (1 or 2), median of many calls. The headline
+    steps, each at its best torch thread count (1 or 2, recorded), medians of calls timed in
+    turn (parents and composition alternate, so contention hits all alike). The headline
     `latency_ratio` is the worst pair at batch 1. A diffusion parent's native sampler is diffusers'
     DDIMScheduler, whose Python per step costs as much as an MLP forward, so each parent is also
-    timed alone through the composed sampler's own path (its Denoiser, Euler on its grid):
-    `ratio_vs_slower_parent_same_sampler` is the composition's cost on equal footing.
+    timed alone through the composed sampler's own path (its Denoiser prepared for its grid,
+    Euler on it; and its backbone in the stacked form a fused pair runs, whichever is faster):
+    `ratio_vs_slower_parent_same_sampler` is the composition's cost on equal footing, and
+    `latency_ratio_same_sampler` its worst task at batch 1 or 16. `per_parent` has each parent's
+    ms per chunk (native and same-sampler, image parents included) and the setting of each.
 P3 search cost, per task: the full grid (11 weights x N seeds) against successive halving
     replayed over random orders of the same seed list (every episode is cached, so the replays
     are free): mean episodes halving spends / grid episodes, and how often it lands within 2
@@ -34,13 +38,22 @@ import fcntl
 import json
 import random
 import statistics
+import time
+from collections.abc import Callable
+from functools import partial
 
 import torch
-from common import RESULTS, ROOT, median_ms
+from common import RESULTS, ROOT
 from policy_latency import random_obs
 
 from robocompose.compare import compare
 from robocompose.composition.api import candidate_label, compose, search
+from robocompose.composition.fused import (
+    StackedDenoiser,
+    StackedNetwork,
+    fusable,
+    stack_networks,
+)
 from robocompose.composition.policy import ComposedPolicy
 from robocompose.composition.samplers import sample_euler
 from robocompose.composition.search import (
@@ -185,50 +198,146 @@ def quality(task: str, search_episodes: int, fresh_episodes: int, first_slice: i
 
 
 @torch.no_grad()
-def _euler(parent, obs, noise) -> torch.Tensor:
-    """One parent alone, sampled the way a composition samples (Denoiser + Euler, own grid)."""
-    denoiser = parent.denoiser(obs)
-    return sample_euler(denoiser, noise, denoiser.sigmas(10))
+def _euler(parent, obs, noise, stacked: StackedNetwork | None = None) -> torch.Tensor:
+    """One parent alone, sampled the way a composition samples: its Denoiser, prepared for
+    its own grid, Euler on it; with `stacked`, its backbone in the stacked form a fused
+    composition runs (K = 1), so the parent gets every speed-up the composition gets."""
+    cond = parent.encode(obs)
+    denoiser = parent.denoiser_for(cond)
+    if stacked is not None:
+        denoiser = StackedDenoiser(denoiser, stacked, cond)
+    sigmas = denoiser.sigmas(10)
+    denoiser.prepare(sigmas)
+    return sample_euler(denoiser, noise, sigmas)
+
+
+def _interleaved_ms(
+    calls: dict[str, Callable[[], object]], repeats: int, warmup: int = 3
+) -> tuple[dict[str, float], dict[str, float]]:
+    """Median wall ms and median process CPU ms of each call, timed in turn within every round
+    (the machine is shared: a burst of contention hits every call of that round, not one
+    variant's whole series). CPU time leaves out the time other jobs held the core, so on
+    one thread it is the steadier estimate; with several threads it sums them."""
+    for call in calls.values():
+        for _ in range(warmup):
+            call()
+    wall: dict[str, list[float]] = {key: [] for key in calls}
+    cpu: dict[str, list[float]] = {key: [] for key in calls}
+    for _ in range(repeats):
+        for key, call in calls.items():
+            start, start_cpu = time.perf_counter(), time.process_time()
+            call()
+            cpu[key].append(1e3 * (time.process_time() - start_cpu))
+            wall[key].append(1e3 * (time.perf_counter() - start))
+    return (
+        {key: statistics.median(ms) for key, ms in wall.items()},
+        {key: statistics.median(ms) for key, ms in cpu.items()},
+    )
+
+
+def _best(ms_by_setting: dict[str, float]) -> tuple[str, float]:
+    key = min(ms_by_setting, key=ms_by_setting.get)
+    return key, ms_by_setting[key]
 
 
 def latency(task: str, repeats: int) -> dict:
+    """Per batch size: each parent alone (native sampler; the composed sampler's path, on its
+    own network and on the one-parent stacked one) and the composition (serial, parallel),
+    all timed in one interleaved loop per torch thread count; each figure at its best thread
+    count, which is recorded."""
     parents, names = parents_of(task)
+    stacks = [stack_networks([p.net]).eval() if fusable([p]) else None for p in parents]
+    composed = {"serial": compose(parents, "convex", (0.5, 0.5))}
+    if composed["serial"].fused is None:  # a fused pair runs one network: nothing to thread
+        composed["parallel"] = compose(parents, "convex", (0.5, 0.5), parallel=True)
     out = {}
     for batch in (1, 16):
-        obs = random_obs(parents[0], batch)
-        noise = torch.randn(batch, *parents[0].chunk_shape(1)[1:])
-        single, single_euler, composed = {}, {}, {}
-        for threads in (1, 2):
-            torch.set_num_threads(threads)
-            for name, parent in zip(names, parents, strict=True):
-                ms = median_ms(
-                    lambda p=parent, o=obs, n=noise: p.sample(o, 10, n), repeats, warmup=3
-                )
-                single[name] = min(single.get(name, float("inf")), ms)
-                ms = median_ms(lambda p=parent, o=obs, n=noise: _euler(p, o, n), repeats, warmup=3)
-                single_euler[name] = min(single_euler.get(name, float("inf")), ms)
-            for parallel in (False, True):
-                policy = compose(parents, "convex", (0.5, 0.5), parallel=parallel)
-                assert isinstance(policy, ComposedPolicy)
-                ms = median_ms(
-                    lambda p=policy, o=obs, n=noise: p.predict_actions(o, n), repeats, warmup=3
-                )
-                key = f"threads{threads}_{'parallel' if parallel else 'serial'}"
-                composed[key] = ms
-        best_key = min(composed, key=composed.get)
-        slower = max(single.values())
+        obs: dict[str, torch.Tensor] = {}
+        for parent in parents:
+            obs |= random_obs(parent, batch)
+        noise = torch.randn(batch, *composed["serial"].noise_shape)
+        calls: dict[str, Callable[[], object]] = {}
+        for name, parent, stacked in zip(names, parents, stacks, strict=True):
+            view = ComposedPolicy.parent_view(parent, obs)
+            own = noise[:, : parent.config.horizon]
+            calls[f"{name}|native"] = lambda p=parent, o=view, n=own: p.sample(o, 10, n)
+            calls[f"{name}|same_sampler"] = lambda p=parent, o=view, n=own: _euler(p, o, n)
+            if stacked is not None:
+                calls[f"{name}|same_sampler_stacked"] = partial(_euler, parent, view, own, stacked)
+        for mode, policy in composed.items():
+            calls[f"composed|{mode}"] = lambda p=policy, o=obs, n=noise: p.predict_actions(o, n)
+        rounds = repeats if batch == 1 else max(3, repeats // 2)
+        torch.set_num_threads(1)
+        by_threads, cpu = {}, {}
+        by_threads[1], cpu[1] = _interleaved_ms(calls, rounds)
+        torch.set_num_threads(2)
+        probe_key = f"{names[0]}|same_sampler"
+        probe = _interleaved_ms({probe_key: calls[probe_key]}, 1, warmup=1)[0][probe_key]
+        if probe < 1.5 * by_threads[1][probe_key]:
+            by_threads[2], cpu[2] = _interleaved_ms(calls, rounds)
+        else:  # other jobs hold the cores: every op's thread barrier waits on a descheduled one
+            print(f"latency batch {batch}: 2 threads skipped ({probe:.0f} ms probe)", flush=True)
+        settings = {  # call -> {"threads1": ms, "threads2": ms}
+            key: {f"threads{t}": by_threads[t][key] for t in by_threads} for key in calls
+        }
+        per_parent = {}
+        for name in names:
+            native_at, native = _best(settings[f"{name}|native"])
+            paths = {"own": settings[f"{name}|same_sampler"]}
+            if f"{name}|same_sampler_stacked" in settings:
+                paths["stacked"] = settings[f"{name}|same_sampler_stacked"]
+            same = {f"{path}_{t}": ms for path, row in paths.items() for t, ms in row.items()}
+            same_at, same_ms = _best(same)
+            per_parent[name] = {
+                "native_ms": native,
+                "native_setting": native_at,
+                "same_sampler_ms": same_ms,
+                "same_sampler_setting": same_at,  # path (own network or stacked) and threads
+                "all_ms": {
+                    key.split("|")[1]: row
+                    for key, row in settings.items()
+                    if key.split("|")[0] == name
+                },
+            }
+        composed_ms = {
+            f"{t}_{mode}": ms for mode in composed for t, ms in settings[f"composed|{mode}"].items()
+        }
+        best_key, best_ms = _best(composed_ms)
+        single = {name: row["native_ms"] for name, row in per_parent.items()}
+        same_sampler = {name: row["same_sampler_ms"] for name, row in per_parent.items()}
         out[f"batch{batch}"] = {
+            "fused": composed["serial"].fused is not None,
+            "threads_timed": sorted(by_threads),
+            "rounds": rounds,
+            "threads2_probe_ms": {probe_key: probe},
+            "per_parent": per_parent,
             "single_ms": single,
-            "single_same_sampler_ms": single_euler,
-            "composed_ms": composed,
+            "single_same_sampler_ms": same_sampler,
+            "composed_ms": composed_ms,
             "best_composed": best_key,
-            "ratio_vs_slower_parent": composed[best_key] / slower,
-            "ratio_vs_slower_parent_same_sampler": composed[best_key] / max(single_euler.values()),
-            "ratio_vs_sum_of_parents": composed[best_key] / sum(single.values()),
+            "ratio_vs_slower_parent": best_ms / max(single.values()),
+            "ratio_vs_slower_parent_same_sampler": best_ms / max(same_sampler.values()),
+            "ratio_vs_sum_of_parents": best_ms / sum(single.values()),
+            # the same on one thread in CPU ms (serial composition; its parents' best path)
+            "cpu_ms_threads1": cpu[1],
+            "ratio_vs_slower_parent_same_sampler_cpu": cpu[1]["composed|serial"]
+            / max(
+                min(ms for key, ms in cpu[1].items() if key.startswith(f"{name}|same_sampler"))
+                for name in names
+            ),
         }
         print(f"latency batch {batch}: {json.dumps(out[f'batch{batch}'])}", flush=True)
     torch.set_num_threads(2)
     return out
+
+
+def _same_sampler_headline(results: dict) -> None:
+    """`latency_ratio_same_sampler`: the equal-footing ratio of the worst task, batch 1 or 16."""
+    results["latency_ratio_same_sampler"] = max(
+        row[batch]["ratio_vs_slower_parent_same_sampler"]
+        for row in results["latency"].values()
+        for batch in ("batch1", "batch16")
+    )
 
 
 def search_cost(task: str, episodes: int, first_slice: int, replays: int) -> dict:
@@ -310,6 +419,7 @@ def main() -> None:
             "latency_ratio",
             lambda rows: max(r["batch1"]["ratio_vs_slower_parent"] for r in rows),
         )
+        _update(_same_sampler_headline)
     for task in tasks if args.part in ("all", "search") else ():
         _record(
             "search_cost",
