@@ -67,6 +67,8 @@ from robocompose.shipped import PARENT_PAIRS, parent_pair
 
 OUT = ROOT / "runs" / "benchmarks" / "composition"
 SEED_START = 100_000
+# the operators P1 tries on the search seeds (SuperDiff's 40 stochastic steps cost 4x an episode)
+P1_OPERATORS = ("convex", "product_of_experts", "superdiff_and", "superdiff_or", "mixture")
 HELDOUT_SEED_START = 300_000  # fresh seeds: the searched weights were picked on SEED_START's
 PATH = RESULTS / "composition.json"
 
@@ -104,7 +106,13 @@ def _pick(rows: dict[str, dict]) -> str:
     return max(rows, key=lambda k: (rows[k]["success"], rows[k]["mean_score"]))
 
 
-def quality(task: str, search_episodes: int, fresh_episodes: int, first_slice: int) -> dict:
+def quality(
+    task: str,
+    search_episodes: int,
+    fresh_episodes: int,
+    first_slice: int,
+    operators: tuple[str, ...] = P1_OPERATORS,
+) -> dict:
     """P1 the honest way: everything is chosen on the search seeds (the better parent, the
     convex weights, the operator), then measured on fresh seeds, each composition paired
     seed by seed against the better parent."""
@@ -131,6 +139,8 @@ def quality(task: str, search_episodes: int, fresh_episodes: int, first_slice: i
     }
     composed_search = {}
     for key, (operator, w) in trials.items():
+        if key not in operators:
+            continue
         label = candidate_label(operator, w)
         out = folder / "search" / "episodes" / f"{label}.jsonl"  # the search's own file
         result = evaluate(compose(parents, operator, w), search_seeds, out=out, label=label)
@@ -405,6 +415,9 @@ def main() -> None:
     parser.add_argument("--p1-search-episodes", type=int, default=100, help="P1 search seeds")
     parser.add_argument("--fresh-episodes", type=int, default=200, help="P1 fresh seeds")
     parser.add_argument("--p1-first-slice", type=int, default=12, help="P1 halving first slice")
+    parser.add_argument(
+        "--p1-operators", default=",".join(P1_OPERATORS), help="P1 operators (convex always)"
+    )
     parser.add_argument("--first-slice", type=int, default=25, help="P3 halving first slice")
     parser.add_argument("--search-episodes", type=int, default=200, help="P3 grid seeds")
     parser.add_argument("--replays", type=int, default=50)
@@ -429,7 +442,10 @@ def main() -> None:
             lambda rows: statistics.mean(r["search_cost_ratio"] for r in rows),
         )
     for task in tasks if args.part in ("all", "quality") else ():
-        found = quality(task, args.p1_search_episodes, args.fresh_episodes, args.p1_first_slice)
+        operators = ("convex", *args.p1_operators.split(","))
+        found = quality(
+            task, args.p1_search_episodes, args.fresh_episodes, args.p1_first_slice, operators
+        )
         _update(lambda results, task=task, found=found: _store_quality(results, task, found))
 
 
