@@ -223,9 +223,9 @@ def _euler(parent, obs, noise, stacked: StackedNetwork | None = None) -> torch.T
 
 def _interleaved_ms(
     calls: dict[str, Callable[[], object]], repeats: int, warmup: int = 3
-) -> tuple[dict[str, float], dict[str, float]]:
-    """Median wall ms and median process CPU ms of each call, timed in turn within every round
-    (the machine is shared: a burst of contention hits every call of that round, not one
+) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """Wall ms and process CPU ms of each call in every round, the calls timed in turn within a
+    round (the machine is shared: a burst of contention hits every call of that round, not one
     variant's whole series). CPU time leaves out the time other jobs held the core, so on
     one thread it is the steadier estimate; with several threads it sums them."""
     for call in calls.values():
@@ -239,9 +239,18 @@ def _interleaved_ms(
             call()
             cpu[key].append(1e3 * (time.process_time() - start_cpu))
             wall[key].append(1e3 * (time.perf_counter() - start))
-    return (
-        {key: statistics.median(ms) for key, ms in wall.items()},
-        {key: statistics.median(ms) for key, ms in cpu.items()},
+    return wall, cpu
+
+
+def _medians(rows: dict[str, list[float]]) -> dict[str, float]:
+    return {key: statistics.median(ms) for key, ms in rows.items()}
+
+
+def _paired_ratio(rows: dict[str, list[float]], composed: str, parents: list[str]) -> float:
+    """Median over rounds of the composition's time over the slower parent's in that round:
+    the two were timed seconds apart, under the same contention."""
+    return statistics.median(
+        c / max(ms) for c, *ms in zip(rows[composed], *(rows[p] for p in parents), strict=True)
     )
 
 
@@ -278,13 +287,13 @@ def latency(task: str, repeats: int) -> dict:
             calls[f"composed|{mode}"] = lambda p=policy, o=obs, n=noise: p.predict_actions(o, n)
         rounds = repeats if batch == 1 else max(3, repeats // 2)
         torch.set_num_threads(1)
-        by_threads, cpu = {}, {}
-        by_threads[1], cpu[1] = _interleaved_ms(calls, rounds)
+        wall, cpu = _interleaved_ms(calls, rounds)
+        by_threads = {1: _medians(wall)}
         torch.set_num_threads(2)
         probe_key = f"{names[0]}|same_sampler"
-        probe = _interleaved_ms({probe_key: calls[probe_key]}, 1, warmup=1)[0][probe_key]
+        probe = _interleaved_ms({probe_key: calls[probe_key]}, 1, warmup=1)[0][probe_key][0]
         if probe < 1.5 * by_threads[1][probe_key]:
-            by_threads[2], cpu[2] = _interleaved_ms(calls, rounds)
+            by_threads[2] = _medians(_interleaved_ms(calls, rounds)[0])
         else:  # other jobs hold the cores: every op's thread barrier waits on a descheduled one
             print(f"latency batch {batch}: 2 threads skipped ({probe:.0f} ms probe)", flush=True)
         settings = {  # call -> {"threads1": ms, "threads2": ms}
@@ -312,6 +321,11 @@ def latency(task: str, repeats: int) -> dict:
         composed_ms = {
             f"{t}_{mode}": ms for mode in composed for t, ms in settings[f"composed|{mode}"].items()
         }
+        cpu_ms = _medians(cpu)
+        paths1 = [  # each parent's faster same-sampler call on one thread
+            min((key for key in calls if key.startswith(f"{name}|same_sampler")), key=cpu_ms.get)
+            for name in names
+        ]
         best_key, best_ms = _best(composed_ms)
         single = {name: row["native_ms"] for name, row in per_parent.items()}
         same_sampler = {name: row["same_sampler_ms"] for name, row in per_parent.items()}
@@ -328,13 +342,13 @@ def latency(task: str, repeats: int) -> dict:
             "ratio_vs_slower_parent": best_ms / max(single.values()),
             "ratio_vs_slower_parent_same_sampler": best_ms / max(same_sampler.values()),
             "ratio_vs_sum_of_parents": best_ms / sum(single.values()),
-            # the same on one thread in CPU ms (serial composition; its parents' best path)
-            "cpu_ms_threads1": cpu[1],
-            "ratio_vs_slower_parent_same_sampler_cpu": cpu[1]["composed|serial"]
-            / max(
-                min(ms for key, ms in cpu[1].items() if key.startswith(f"{name}|same_sampler"))
-                for name in names
-            ),
+            "ratio_vs_sum_of_parents_same_sampler": best_ms / sum(same_sampler.values()),
+            # on one thread, the serial composition against each parent's faster same-sampler
+            # path there: per-round ratios (wall), and medians of CPU ms
+            "ratio_same_sampler_paired_threads1": _paired_ratio(wall, "composed|serial", paths1),
+            "cpu_ms_threads1": cpu_ms,
+            "ratio_vs_slower_parent_same_sampler_cpu": cpu_ms["composed|serial"]
+            / max(cpu_ms[key] for key in paths1),
         }
         print(f"latency batch {batch}: {json.dumps(out[f'batch{batch}'])}", flush=True)
     torch.set_num_threads(2)
@@ -342,12 +356,14 @@ def latency(task: str, repeats: int) -> dict:
 
 
 def _same_sampler_headline(results: dict) -> None:
-    """`latency_ratio_same_sampler`: the equal-footing ratio of the worst task, batch 1 or 16."""
-    results["latency_ratio_same_sampler"] = max(
-        row[batch]["ratio_vs_slower_parent_same_sampler"]
-        for row in results["latency"].values()
-        for batch in ("batch1", "batch16")
-    )
+    """`latency_ratio_same_sampler`: the equal-footing ratio of the worst task, batch 1 or 16;
+    `_cpu`: the same from one-thread CPU time, which other jobs on the machine disturb less."""
+    for suffix in ("", "_cpu"):
+        results[f"latency_ratio_same_sampler{suffix}"] = max(
+            row[batch][f"ratio_vs_slower_parent_same_sampler{suffix}"]
+            for row in results["latency"].values()
+            for batch in ("batch1", "batch16")
+        )
 
 
 def search_cost(task: str, episodes: int, first_slice: int, replays: int) -> dict:
