@@ -25,6 +25,14 @@ P3 search cost, per task: the full grid (11 weights x N seeds) against successiv
     replayed over random orders of the same seed list (every episode is cached, so the replays
     are free): mean episodes halving spends / grid episodes, and how often it lands within 2
     points of the grid optimum. The headline `search_cost_ratio` is the mean over tasks.
+P4 search on the 2-simplex (`search_k3`): Stack with three parents (K3_PARENTS, one action
+    normaliser), the full grid at step 0.1 (66 weights x N seeds); then, replayed over random
+    orders of those seeds from the cached episodes, the grid on fewer seeds, successive halving
+    and racing (paired intervals against the leader), each at several budgets: mean episodes,
+    the fraction of replays landing within 2 points of the grid optimum, and the cheapest
+    budget landing so in >= 90% of replays. Also the best vertex (one parent), the best point
+    with at most two parents and the best interior point, again on fresh seeds: does the third
+    parent add anything?
 
 Episodes are written under runs/benchmarks/composition/ as they finish; a rerun resumes.
 
@@ -45,6 +53,7 @@ from functools import partial
 import torch
 from common import RESULTS, ROOT
 from policy_latency import random_obs
+from search_replay import cheapest_reliable, episode_cache, grid_on_first, replay, seed_orders
 
 from robocompose.compare import compare
 from robocompose.composition.api import candidate_label, compose, search
@@ -58,12 +67,14 @@ from robocompose.composition.policy import ComposedPolicy
 from robocompose.composition.samplers import sample_euler
 from robocompose.composition.search import (
     plot_search,
+    racing,
     simplex_grid,
     successive_halving,
 )
 from robocompose.evaluation import evaluate
 from robocompose.policies.checkpoint import load_policy
 from robocompose.shipped import PARENT_PAIRS, parent_pair
+from robocompose.stats import paired_outcomes
 
 OUT = ROOT / "runs" / "benchmarks" / "composition"
 SEED_START = 100_000
@@ -373,19 +384,7 @@ def search_cost(task: str, episodes: int, first_slice: int, replays: int) -> dic
     grid = search(parents, seeds, out_dir=folder, method="grid")
     rate = {c.weights: c.rate for c in grid.candidates}
     optimum = max(rate.values())
-    cache = {  # weights -> seed -> record, from the grid's own files
-        c.weights: {
-            r["seed"]: r
-            for r in evaluate(
-                compose(parents, "convex", c.weights),
-                seeds,
-                out=folder / "episodes" / f"{candidate_label('convex', c.weights)}.jsonl",
-                label=candidate_label("convex", c.weights),
-                progress=False,
-            ).records
-        }
-        for c in grid.candidates
-    }
+    cache = episode_cache(parents, [c.weights for c in grid.candidates], seeds, folder)
 
     def replay(weights, subset):
         return [cache[weights][s] for s in subset]
@@ -412,6 +411,106 @@ def search_cost(task: str, episodes: int, first_slice: int, replays: int) -> dic
     }
 
 
+K3_PARENTS = ("Stack_diffusion_mlp", "Stack_flow_mlp", "Stack_flow_mlp_b")
+
+
+def _k3_methods(episodes: int) -> dict[str, dict]:
+    """Each method at several budgets: fewer grid seeds, a larger first slice, a wider z."""
+
+    def halving(first_slice):
+        return lambda ev, cands, order: successive_halving(
+            ev, cands, order, first_slice=first_slice, progress=False
+        )
+
+    def race(first_slice, z):
+        return lambda ev, cands, order: racing(ev, cands, order, first_slice, z, progress=False)
+
+    grid_seeds = sorted({n for n in (8, 16, 24, 32, 48, episodes) if n <= episodes})
+    return {
+        "grid": {f"seeds={n}": grid_on_first(n) for n in grid_seeds},
+        "halving": {f"first_slice={f}": halving(f) for f in (2, 4, 8, 16, 32) if f < episodes},
+        "racing": {
+            f"first_slice={f},z={z}": race(f, z)
+            for f in (2, 4, 8)
+            for z in (1.96, 1.64, 1.28, 0.84)
+        },
+    }
+
+
+def _regions(candidates: list) -> dict[str, tuple]:
+    """The best weights using one parent, at most two, and all three (ties: mean score)."""
+    best = {}
+    for key, allowed in (("best_vertex", {1}), ("best_edge", {1, 2}), ("best_interior", {3})):
+        inside = [c for c in candidates if sum(x > 0 for x in c.weights) in allowed]
+        best[key] = max(inside, key=lambda c: (c.rate, c.mean_score)).weights
+    return best
+
+
+def _paired_row(a: list[bool], b: list[bool]) -> dict:
+    paired = paired_outcomes(a, b)
+    return {"difference_pts": 100 * paired.difference, "text": paired.format()}
+
+
+def search_k3(episodes: int, replays: int, fresh_episodes: int) -> dict:
+    torch.set_num_threads(1)
+    parents = [load_policy(ROOT / "checkpoints" / name) for name in K3_PARENTS]
+    seeds = list(range(SEED_START, SEED_START + episodes))
+    folder = OUT / "Stack_k3"
+    grid = search(parents, seeds, out_dir=folder, method="grid", step=0.1)
+    print(f"K=3 grid:\n{grid.table()}", flush=True)
+    cache = episode_cache(parents, [c.weights for c in grid.candidates], seeds, folder)
+    orders = seed_orders(seeds, replays)
+    methods = {}
+    for method, settings in _k3_methods(episodes).items():
+        methods[method] = {key: replay(run, cache, orders) for key, run in settings.items()}
+        methods[method + "_cheapest_90pct"] = cheapest_reliable(methods[method])
+        print(f"K=3 {method}: {json.dumps(methods[method])}", flush=True)
+
+    regions = _regions(grid.candidates)
+    outcome = {w: [bool(cache[w][s]["success"]) for s in seeds] for w in regions.values()}
+    fresh_seeds = list(range(HELDOUT_SEED_START, HELDOUT_SEED_START + fresh_episodes))
+    fresh = {}
+    for w in set(regions.values()):
+        label = candidate_label("convex", w)
+        result = evaluate(
+            compose(parents, "convex", w),
+            fresh_seeds,
+            out=folder / "fresh" / f"{label}.jsonl",
+            label=label,
+            progress=False,
+        )
+        fresh[w] = result
+        print(f"K=3 fresh {label}: {result.summary()}", flush=True)
+    fresh_outcome = {}  # in the order of fresh_seeds, so they pair seed by seed
+    for w, result in fresh.items():
+        by_seed = {r["seed"]: bool(r["success"]) for r in result.records}
+        fresh_outcome[w] = [by_seed[s] for s in fresh_seeds]
+    row = {c.weights: c.row() for c in grid.candidates}
+    interior, edge, vertex = (regions[k] for k in ("best_interior", "best_edge", "best_vertex"))
+    return {
+        "task": "Stack",
+        "parents": list(K3_PARENTS),
+        "seeds": episodes,
+        "grid_episodes": grid.episodes_spent,
+        "grid_optimum": {"weights": list(grid.chosen), **row[grid.chosen]},
+        **{k: {"weights": list(w), **row[w]} for k, w in regions.items()},
+        "fresh_seeds": fresh_episodes,
+        "fresh": {k: {"weights": list(w), **fresh[w].row()} for k, w in regions.items()},
+        "interior_minus_edge": {
+            "search_seeds": _paired_row(outcome[interior], outcome[edge]),
+            "fresh_seeds": _paired_row(fresh_outcome[interior], fresh_outcome[edge]),
+        },
+        "edge_minus_vertex": {
+            "search_seeds": _paired_row(outcome[edge], outcome[vertex]),
+            "fresh_seeds": _paired_row(fresh_outcome[edge], fresh_outcome[vertex]),
+        },
+        "replays": replays,
+        "tolerance_pts": 2.0,
+        "methods": methods,
+        "grid_table": grid.table(),
+    }
+
+
 def _store_quality(results: dict, task: str, found: dict) -> None:
     per_task = results.setdefault("quality", {})
     per_task[task] = found
@@ -426,7 +525,9 @@ def _store_quality(results: dict, task: str, found: dict) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--part", default="all", choices=["all", "quality", "latency", "search"])
+    parser.add_argument(
+        "--part", default="all", choices=["all", "quality", "latency", "search", "k3"]
+    )
     parser.add_argument("--tasks", default=",".join(PARENT_PAIRS))
     parser.add_argument("--p1-search-episodes", type=int, default=100, help="P1 search seeds")
     parser.add_argument("--fresh-episodes", type=int, default=200, help="P1 fresh seeds")
@@ -437,6 +538,8 @@ def main() -> None:
     parser.add_argument("--first-slice", type=int, default=25, help="P3 halving first slice")
     parser.add_argument("--search-episodes", type=int, default=200, help="P3 grid seeds")
     parser.add_argument("--replays", type=int, default=50)
+    parser.add_argument("--k3-episodes", type=int, default=64, help="P4 grid seeds")
+    parser.add_argument("--k3-fresh-episodes", type=int, default=100, help="P4 fresh seeds")
     parser.add_argument("--repeats", type=int, default=50)
     args = parser.parse_args()
     tasks = args.tasks.split(",")
@@ -457,6 +560,9 @@ def main() -> None:
             "search_cost_ratio",
             lambda rows: statistics.mean(r["search_cost_ratio"] for r in rows),
         )
+    if args.part in ("all", "k3"):
+        found = search_k3(args.k3_episodes, args.replays, args.k3_fresh_episodes)
+        _update(lambda results: results.__setitem__("search_k3", found))
     for task in tasks if args.part in ("all", "quality") else ():
         operators = ("convex", *args.p1_operators.split(","))
         found = quality(

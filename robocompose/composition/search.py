@@ -402,7 +402,7 @@ def _triangle(ax: Any, result: SearchResult) -> None:
             ha=align,
             fontsize=7,
         )
-    ax.set_title("success over the weights; marker area grows with n", fontsize=8)
+    ax.set_title("success over the weights; marker area grows with n", fontsize=8, pad=16)
     ax.set_aspect("equal")
     ax.set_axis_off()
     ax.legend(fontsize=7, loc="upper right")
