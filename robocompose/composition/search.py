@@ -217,15 +217,21 @@ def racing(
     seeds: Sequence[int],
     first_slice: int = SearchSettings.first_slice,
     z: float = Z_95,
+    tolerance: float = 0.0,
     progress: bool = True,
 ) -> SearchResult:
     """Race the candidates on growing prefixes of `seeds`, `first_slice` more per round.
 
     A candidate leaves once its paired interval (at `z`) against the round's leader lies below
-    0: on common seeds the discordant pairs are all that decide, so a clearly worse candidate
-    goes after few episodes while close ones stay (their episodes are what tells them apart)."""
-    if first_slice < 1 or z <= 0:
-        raise ValueError(f"need first_slice >= 1 and z > 0. Got {first_slice}, {z}.")
+    `tolerance` (a success-rate difference): on common seeds the discordant pairs are all that
+    decide, so a clearly worse candidate goes after few episodes while close ones stay. With
+    tolerance 0 it goes only once it is worse; with tolerance t once it cannot beat the leader
+    by t, so near-ties stop costing episodes when a choice within t of the best is enough."""
+    if first_slice < 1 or z <= 0 or not 0 <= tolerance < 1:
+        raise ValueError(
+            f"need first_slice >= 1, z > 0 and 0 <= tolerance < 1. "
+            f"Got {first_slice}, {z}, {tolerance}."
+        )
     pool = [Candidate(tuple(w)) for w in candidates]
     alive, n, rounds = list(pool), 0, []
     outcomes: dict[Weights, list[bool]] = {}
@@ -241,7 +247,8 @@ def racing(
             c
             for c in alive
             if c is leader
-            or paired_outcomes(outcomes[c.weights], outcomes[leader.weights], z).ci_high >= 0
+            or paired_outcomes(outcomes[c.weights], outcomes[leader.weights], z).ci_high
+            >= tolerance
         ]
         rounds.append({"seeds": n, "leader": list(leader.weights), "alive": len(alive)})
         bar.update()

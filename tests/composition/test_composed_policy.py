@@ -231,14 +231,26 @@ def test_racing_keeps_candidates_the_episodes_cannot_tell_apart() -> None:
     episodes = {c.weights: c.episodes for c in raced.candidates}
     assert episodes[(0.0, 1.0)] == episodes[(0.5, 0.5)] == 200
     assert episodes[(1.0, 0.0)] < 200 and raced.chosen in ((0.0, 1.0), (0.5, 0.5))
+    # content with a choice within 5 points of the best, the race drops one of the tied arms
+    tolerant = racing(
+        _bernoulli_evaluator(p_of), grid, seeds, first_slice=20, tolerance=0.05, progress=False
+    )
+    assert tolerant.chosen in ((0.0, 1.0), (0.5, 0.5))
+    assert tolerant.episodes_spent < raced.episodes_spent
+    assert tolerant.extra["rounds"][-1]["alive"] == 1
 
 
 @pytest.mark.parametrize(
-    "first_slice, z, match", [(0, 1.96, "first_slice >= 1"), (10, 0.0, "z > 0")]
+    "first_slice, z, tolerance, got",
+    [
+        (0, 1.96, 0.0, "0, 1.96, 0.0"),
+        (10, 0.0, 0.0, "10, 0.0, 0.0"),
+        (10, 1.96, -0.1, "10, 1.96, -0.1"),
+    ],
 )
-def test_racing_refuses_bad_settings(first_slice: int, z: float, match: str) -> None:
-    with pytest.raises(ValueError, match=match):
-        racing(_bernoulli_evaluator({}), simplex_grid(2, 0.5), [0], first_slice, z)
+def test_racing_refuses_bad_settings(first_slice: int, z: float, tolerance: float, got: str):
+    with pytest.raises(ValueError, match=f"0 <= tolerance < 1. Got {got}"):
+        racing(_bernoulli_evaluator({}), simplex_grid(2, 0.5), [0], first_slice, z, tolerance)
 
 
 def test_karras_grid_ends_at_zero_and_decreases() -> None:
