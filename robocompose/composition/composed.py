@@ -19,9 +19,9 @@ import numpy as np
 import torch
 
 from robocompose.composition.fused import BoundStack
-from robocompose.composition.operators import Operator
+from robocompose.composition.operators import SIMPLEX_ATOL, Operator
 from robocompose.composition.timing import ParentTimes
-from robocompose.policies.denoiser import Denoiser, DenoiserOutput, NetworkDenoiser
+from robocompose.policies.denoiser import Affine, Denoiser, DenoiserOutput, NetworkDenoiser
 
 
 @dataclass(frozen=True)
@@ -78,6 +78,16 @@ class ComposedDenoiser(Denoiser):
         if stacks is not None and not all(isinstance(p, NetworkDenoiser) for p in parents):
             raise TypeError("stacked networks need parents that are NetworkDenoisers.")
         self.stacks = list(stacks) if stacks is not None else None
+        # one stack of every parent, one window, one action space and a linear operator: the
+        # adapters and the operator fold into a few ops on the stacked output (`_folded_call`)
+        self._foldable = (
+            self.stacks is not None
+            and len(self.stacks) == 1
+            and all(s == 0 for s in self.starts)
+            and all(p.horizon == self.horizon for p in parents)
+            and all(m is None for m in self.action_maps)
+            and type(operator).combine is Operator.combine
+        )
         self.times = times
 
     def sigmas(self, steps: int) -> list[float]:
@@ -171,5 +181,33 @@ class ComposedDenoiser(Denoiser):
         x0[:, lo:hi], eps[:, lo:hi] = mixed.x0_hat, mixed.eps_hat
         return DenoiserOutput(x0, eps)
 
+    def _folded_call(self, x: torch.Tensor, sigma: float) -> DenoiserOutput | None:
+        """The operator on the parents' outputs, with every adapter an `Affine`: x0_hat =
+        (sum c_k p_k a_k + 1 - sum c) x + sum c_k q_k out_k, eps_hat likewise, the same
+        arithmetic as adapters then `Operator.combine` in a handful of ops. None where an
+        adapter is not affine, or where `combine` must refuse (see there)."""
+        assert self.stacks is not None
+        stack = self.stacks[0]
+        affines = [p.affine(sigma) for p in stack.parents]
+        c = self.operator.coefficients(sigma)
+        rest = 1.0 - sum(c)
+        if any(f is None for f in affines) or (math.isinf(sigma) and abs(rest) > SIMPLEX_ATOL):
+            return None
+        folds: list[Affine] = affines  # type: ignore[assignment]
+        scales = torch.tensor([f.a for f in folds], dtype=x.dtype, device=x.device)
+        with self.times.fused() if self.times is not None else nullcontext():
+            out = stack.outputs(x * scales.view(-1, 1, 1, 1), sigma)
+        out_x0 = torch.tensor([ci * f.q for ci, f in zip(c, folds, strict=True)], dtype=x.dtype)
+        out_eps = torch.tensor([ci * f.s for ci, f in zip(c, folds, strict=True)], dtype=x.dtype)
+        x0 = torch.tensordot(out_x0.to(x.device), out, dims=1)
+        eps = torch.tensordot(out_eps.to(x.device), out, dims=1)
+        x_x0 = sum(ci * f.p * f.a for ci, f in zip(c, folds, strict=True)) + rest
+        x_eps = sum(ci * f.r * f.a for ci, f in zip(c, folds, strict=True))
+        return DenoiserOutput(x0.add_(x, alpha=x_x0), eps.add_(x, alpha=x_eps))
+
     def __call__(self, x: torch.Tensor, sigma: float) -> DenoiserOutput:
+        if self._foldable:
+            folded = self._folded_call(x, sigma)
+            if folded is not None:
+                return folded
         return self.combine(x, sigma, self.parent_outputs(x, sigma))

@@ -355,9 +355,10 @@ class BoundStack:
         per_level = stacked.unflatten(1, (len(levels), b)).unbind(1)
         self.prepared = dict(zip(levels, per_level, strict=True))
 
-    def outputs(self, x_ins: Sequence[Tensor], sigma: float) -> Tensor:
-        """(K, B, H, A): each parent's network output on its input at level sigma."""
-        x = torch.stack(list(x_ins))
+    def outputs(self, x_ins: Sequence[Tensor] | Tensor, sigma: float) -> Tensor:
+        """(K, B, H, A): each parent's network output on its input (x_ins[k], or a stacked
+        (K, B, H, A)) at level sigma."""
+        x = x_ins if isinstance(x_ins, Tensor) else torch.stack(list(x_ins))
         conditioning = self.prepared.get(sigma)
         if conditioning is None:
             timesteps = [p.net_timestep(sigma) for p in self.parents]

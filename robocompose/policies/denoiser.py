@@ -40,6 +40,17 @@ class DenoiserOutput(NamedTuple):
     eps_hat: torch.Tensor  # (B, H, A) predicted unit noise
 
 
+class Affine(NamedTuple):
+    """A denoiser adapter in scalars at one sigma: x_in = a x, x0_hat = p x_in + q out,
+    eps_hat = r x_in + s out, where `out` is the network's output on x_in."""
+
+    a: float
+    p: float
+    q: float
+    r: float
+    s: float
+
+
 class Denoiser(ABC):
     """D(x; sigma) for one observation batch: (B, H, A) -> DenoiserOutput.
 
@@ -92,6 +103,12 @@ class NetworkDenoiser(Denoiser):
     def from_net_output(
         self, x_in: torch.Tensor, sigma: float, out: torch.Tensor
     ) -> DenoiserOutput: ...
+
+    def affine(self, sigma: float) -> Affine | None:
+        """The adapter at sigma as an `Affine`, when it is one (the built-in families): a
+        composition then folds every parent's adapter and the operator into a few ops on the
+        stacked output. None: not known, the adapter is called."""
+        return None
 
     def prepare(self, sigmas: Sequence[float]) -> None:
         """A backbone's conditioning at every level of the grid, in one call."""

@@ -17,7 +17,7 @@ from torch.nn import functional as F
 
 from robocompose.policies.base import GenerativePolicy
 from robocompose.policies.config import PolicyConfig
-from robocompose.policies.denoiser import BoundNet, DenoiserOutput, NetworkDenoiser
+from robocompose.policies.denoiser import Affine, BoundNet, DenoiserOutput, NetworkDenoiser
 from robocompose.policies.normalizer import AffineNormalizer
 from robocompose.policies.registry import register_family
 
@@ -96,6 +96,16 @@ class DiscreteDiffusionDenoiser(NetworkDenoiser):
         x_in = x if math.isinf(sigma) else x / math.sqrt(1.0 + sigma**2)
         t = self.timestep(sigma)
         return x_in, torch.full((x.shape[0],), t, dtype=x.dtype, device=x.device)
+
+    def affine(self, sigma: float) -> Affine:
+        a = 1.0 if math.isinf(sigma) else 1.0 / math.sqrt(1.0 + sigma**2)
+        ab = 1.0 / (1.0 + (self.sigma_max if math.isinf(sigma) else sigma) ** 2)
+        signal, noise = math.sqrt(ab), math.sqrt(1.0 - ab)
+        if self.prediction_type == "epsilon":
+            return Affine(a, 1.0 / signal, -noise / signal, 0.0, 1.0)
+        if self.prediction_type == "v_prediction":
+            return Affine(a, signal, -noise, noise, signal)
+        return Affine(a, 0.0, 1.0, 1.0 / noise, -signal / noise)
 
     def from_net_output(
         self, x_in: torch.Tensor, sigma: float, out: torch.Tensor

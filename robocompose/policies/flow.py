@@ -11,7 +11,7 @@ from torch.nn import functional as F
 
 from robocompose.policies.base import GenerativePolicy
 from robocompose.policies.config import PolicyConfig
-from robocompose.policies.denoiser import BoundNet, DenoiserOutput, NetworkDenoiser
+from robocompose.policies.denoiser import Affine, BoundNet, DenoiserOutput, NetworkDenoiser
 from robocompose.policies.registry import register_family
 
 
@@ -59,6 +59,10 @@ class FlowDenoiser(NetworkDenoiser):
         x_t = x if math.isinf(sigma) else x / (1.0 + sigma)  # at inf x holds x_1, the noise
         tt = self.net_timestep(sigma)
         return x_t, torch.full((x.shape[0],), tt, dtype=x.dtype, device=x.device)
+
+    def affine(self, sigma: float) -> Affine:
+        t = self.time(sigma)
+        return Affine(1.0 if math.isinf(sigma) else 1.0 / (1.0 + sigma), 1.0, -t, 1.0, 1.0 - t)
 
     def from_net_output(
         self, x_in: torch.Tensor, sigma: float, out: torch.Tensor

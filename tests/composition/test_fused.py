@@ -132,3 +132,28 @@ def test_parents_of_two_architectures_run_as_one_stack_each(parallel: bool) -> N
             assert groups == [([0, 2], StackedUnet), ([1], StackedMlpDenoiser)]
         outs[fuse] = composed.predict_actions(_obs(3), noise)
     torch.testing.assert_close(outs[True], outs[False], atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "family, prediction",
+    [
+        ("diffusion", "epsilon"),
+        ("diffusion", "v_prediction"),
+        ("diffusion", "sample"),
+        ("flow", ""),
+    ],
+)
+def test_affine_adapter_is_the_adapter(family: str, prediction: str) -> None:
+    """What a composition folds (`NetworkDenoiser.affine`) is what the adapter computes."""
+    parent = policy(0, family, "mlp")
+    if prediction:
+        parent.config.prediction_type = prediction
+    denoiser = parent.denoiser(_obs(2))
+    x, out = torch.randn(2, 8, 2), torch.randn(2, 8, 2)
+    for sigma in (float("inf"), 30.0, 1.3, 0.01):
+        fold = denoiser.affine(sigma)
+        x_in, _ = denoiser.net_input(x, sigma)
+        torch.testing.assert_close(x_in, fold.a * x)
+        expected = denoiser.from_net_output(x_in, sigma, out)
+        torch.testing.assert_close(expected.x0_hat, fold.p * x_in + fold.q * out)
+        torch.testing.assert_close(expected.eps_hat, fold.r * x_in + fold.s * out)
