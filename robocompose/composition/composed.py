@@ -78,11 +78,10 @@ class ComposedDenoiser(Denoiser):
         if stacks is not None and not all(isinstance(p, NetworkDenoiser) for p in parents):
             raise TypeError("stacked networks need parents that are NetworkDenoisers.")
         self.stacks = list(stacks) if stacks is not None else None
-        # one stack of every parent, one window, one action space and a linear operator: the
-        # adapters and the operator fold into a few ops on the stacked output (`_folded_call`)
+        # stacked parents, one window, one action space and a linear operator: the adapters
+        # and the operator fold into a few ops on the stacked outputs (`_folded_call`)
         self._foldable = (
             self.stacks is not None
-            and len(self.stacks) == 1
             and all(s == 0 for s in self.starts)
             and all(p.horizon == self.horizon for p in parents)
             and all(m is None for m in self.action_maps)
@@ -184,23 +183,34 @@ class ComposedDenoiser(Denoiser):
     def _folded_call(self, x: torch.Tensor, sigma: float) -> DenoiserOutput | None:
         """The operator on the parents' outputs, with every adapter an `Affine`: x0_hat =
         (sum c_k p_k a_k + 1 - sum c) x + sum c_k q_k out_k, eps_hat likewise, the same
-        arithmetic as adapters then `Operator.combine` in a handful of ops. None where an
-        adapter is not affine, or where `combine` must refuse (see there)."""
+        arithmetic as adapters then `Operator.combine` in a handful of ops per stack. None
+        where an adapter is not affine, or where `combine` must refuse (see there)."""
         assert self.stacks is not None
-        stack = self.stacks[0]
-        affines = [p.affine(sigma) for p in stack.parents]
         c = self.operator.coefficients(sigma)
         rest = 1.0 - sum(c)
+        affines = [p.affine(sigma) for p in self.parents]  # type: ignore[attr-defined]
         if any(f is None for f in affines) or (math.isinf(sigma) and abs(rest) > SIMPLEX_ATOL):
             return None
-        folds: list[Affine] = affines  # type: ignore[assignment]
-        scales = torch.tensor([f.a for f in folds], dtype=x.dtype, device=x.device)
-        with self.times.fused() if self.times is not None else nullcontext():
-            out = stack.outputs(x * scales.view(-1, 1, 1, 1), sigma)
-        out_x0 = torch.tensor([ci * f.q for ci, f in zip(c, folds, strict=True)], dtype=x.dtype)
-        out_eps = torch.tensor([ci * f.s for ci, f in zip(c, folds, strict=True)], dtype=x.dtype)
-        x0 = torch.tensordot(out_x0.to(x.device), out, dims=1)
-        eps = torch.tensordot(out_eps.to(x.device), out, dims=1)
+        folds: list[Affine] = affines
+
+        def network(stack: BoundStack) -> torch.Tensor:
+            scales = torch.tensor([folds[i].a for i in stack.indices], dtype=x.dtype)
+            timer = nullcontext()
+            if self.times is not None:
+                one = len(stack.indices) == 1
+                timer = self.times.denoising(stack.indices[0]) if one else self.times.fused()
+            with timer:
+                return stack.outputs(x * scales.to(x.device).view(-1, 1, 1, 1), sigma)
+
+        x0 = eps = None
+        for stack, out in zip(self.stacks, self._run(self.stacks, network), strict=True):
+            to_x0 = torch.tensor([c[i] * folds[i].q for i in stack.indices], dtype=x.dtype)
+            to_eps = torch.tensor([c[i] * folds[i].s for i in stack.indices], dtype=x.dtype)
+            part_x0 = torch.tensordot(to_x0.to(x.device), out, dims=1)
+            part_eps = torch.tensordot(to_eps.to(x.device), out, dims=1)
+            x0 = part_x0 if x0 is None else x0.add_(part_x0)
+            eps = part_eps if eps is None else eps.add_(part_eps)
+        assert x0 is not None and eps is not None
         x_x0 = sum(ci * f.p * f.a for ci, f in zip(c, folds, strict=True)) + rest
         x_eps = sum(ci * f.r * f.a for ci, f in zip(c, folds, strict=True))
         return DenoiserOutput(x0.add_(x, alpha=x_x0), eps.add_(x, alpha=x_eps))
