@@ -66,7 +66,7 @@ from robocompose.composition.fused import (
 )
 from robocompose.composition.policy import ComposedPolicy
 from robocompose.composition.samplers import sample_euler
-from robocompose.composition.search import (
+from robocompose.composition.weight_search import (
     plot_search,
     racing,
     simplex_grid,

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from robocompose.composition.api import candidate_label, compose
-from robocompose.composition.search import Evaluator, SearchResult, Weights, grid_search
+from robocompose.composition.weight_search import Evaluator, SearchResult, Weights, grid_search
 from robocompose.evaluation import evaluate
 
 TOLERANCE_PTS = 2.0

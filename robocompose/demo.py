@@ -17,7 +17,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from robocompose.composition.search import SearchSettings
+from robocompose.composition.weight_search import SearchSettings
 from robocompose.devices import check_device
 from robocompose.shipped import parent_pair
 
@@ -42,7 +42,7 @@ class DemoConfig:
 
 def run_demo(config: DemoConfig) -> dict:
     from robocompose.composition.api import candidate_label, compose, load, search
-    from robocompose.composition.search import plot_search
+    from robocompose.composition.weight_search import plot_search
     from robocompose.evaluation import evaluate
     from robocompose.records import rate_of
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from robocompose.composition.config import CompositionConfig
-from robocompose.composition.search import SearchSettings
+from robocompose.composition.weight_search import SearchSettings
 from robocompose.devices import check_device
 from robocompose.shipped import parent_pair
 from robocompose.sim.tasks import get_task

@@ -17,7 +17,8 @@ from typing import Any
 
 from robocompose.composition import search_record
 from robocompose.composition.policy import ComposedPolicy, CompositionConfig
-from robocompose.composition.search import (
+from robocompose.composition.timing import ParentTimes, sum_times
+from robocompose.composition.weight_search import (
     SearchResult,
     SearchSettings,
     grid_search,
@@ -26,7 +27,6 @@ from robocompose.composition.search import (
     simplex_grid,
     successive_halving,
 )
-from robocompose.composition.timing import ParentTimes, sum_times
 from robocompose.devices import check_device
 from robocompose.evaluation import check_one_task, evaluate, load_checkpoint, task_of
 from robocompose.policies.base import GenerativePolicy

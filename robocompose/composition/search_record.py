@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from robocompose.composition.config import CompositionConfig
-from robocompose.composition.search import SearchSettings
+from robocompose.composition.weight_search import SearchSettings
 from robocompose.policies.base import GenerativePolicy
 from robocompose.sim.tasks import TaskSpec
 

@@ -12,7 +12,7 @@ from robocompose.composition.composed import ComposedDenoiser, karras_sigmas
 from robocompose.composition.merge import merge_parameters
 from robocompose.composition.operators import Convex
 from robocompose.composition.policy import ComposedPolicy, CompositionConfig
-from robocompose.composition.search import (
+from robocompose.composition.weight_search import (
     grid_search,
     racing,
     simplex_grid,

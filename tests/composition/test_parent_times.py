@@ -12,8 +12,7 @@ import pytest
 import torch
 
 from robocompose.cli import main
-from robocompose.composition import search
-from robocompose.composition.api import compose
+from robocompose.composition.api import compose, search
 from robocompose.composition.timing import ParentTimes
 from robocompose.evaluation import load_checkpoint
 from robocompose.sim.tasks import make_env

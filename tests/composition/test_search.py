@@ -15,8 +15,8 @@ import pytest
 from robocompose.cli import load_verb_config, main
 from robocompose.composition import load, search
 from robocompose.composition.policy import CompositionConfig
-from robocompose.composition.search import SearchSettings
 from robocompose.composition.search_record import SearchRecordError, seed_entry, start
+from robocompose.composition.weight_search import SearchSettings
 from robocompose.demo import DemoConfig
 from robocompose.shipped import shipped_path
 
@@ -152,3 +152,12 @@ def test_bad_settings_name_the_field() -> None:
 def test_seeds_are_recorded_as_a_range_or_in_full() -> None:
     assert seed_entry(range(100_000, 100_050)) == {"start": 100_000, "count": 50}
     assert seed_entry([7, 3, 5]) == {"list": [7, 3, 5], "count": 3}
+
+
+def test_the_package_search_is_the_function_whatever_was_imported_first() -> None:
+    """The verbs' configs import the search settings module first; the package's `search` must
+    still be the API function (a submodule of that name would shadow it)."""
+    import robocompose.composition.weight_search  # noqa: F401
+    from robocompose.composition import search as package_search
+
+    assert callable(package_search) and package_search.__module__ == "robocompose.composition.api"

@@ -12,7 +12,7 @@ import pytest
 from matplotlib.collections import LineCollection, PathCollection, TriMesh
 from matplotlib.container import BarContainer
 
-from robocompose.composition.search import (
+from robocompose.composition.weight_search import (
     N_NOTE,
     Candidate,
     SearchResult,
