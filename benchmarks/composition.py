@@ -184,6 +184,16 @@ def quality(
         composed_fresh[key] = {"operator": operator, "weights": list(w), **pair.results[0].row()}
         paired[key] = pair.to_dict() | {"formatted": pair.paired.format()}
         print(f"{task} fresh {key} - {better}: {pair.paired.format()}", flush=True)
+    # is the product's gain the second parent's, or only the sharper sampling of p^2?
+    product, control = (fresh_trials[k] for k in ("product_of_experts", "sharpened_better_parent"))
+    versus_control = compare(
+        compose(parents, *product),
+        compose(parents, *control),
+        fresh_seeds,
+        out_dir=fresh_dir,
+        labels=(candidate_label(*product), candidate_label(*control)),
+    )
+    print(f"{task} fresh product - control: {versus_control.paired.format()}", flush=True)
     gains = {
         k: paired[k]["difference"] for k in ("convex", "product_of_experts", "chosen_operator")
     }
@@ -214,6 +224,8 @@ def quality(
             "paired_vs_better_parent": paired,
         },
         "best_composed_fresh": best_key,
+        "product_vs_sharpened_control": versus_control.to_dict()
+        | {"formatted": versus_control.paired.format()},
         "delta_pts_fresh": 100 * gains[best_key],
         "ci_above_zero": paired[best_key]["ci_low"] > 0,
     }

@@ -43,6 +43,11 @@ def _paired(p: dict) -> str:
     return f"{d:+.1f} [{lo:+.1f}, {hi:+.1f}]"
 
 
+def _measured(results: dict) -> list[tuple[str, dict]]:
+    """Tasks measured by P1's current protocol (search seeds, then fresh seeds), by name."""
+    return sorted((t, q) for t, q in results["quality"].items() if "fresh" in q)
+
+
 def composition_table() -> str:
     """P1 on the search seeds: the parents, who solves what, and every operator tried there."""
     results = _read("composition.json")
@@ -51,13 +56,13 @@ def composition_table() -> str:
         "(searched w) | product (1, 1) | SuperDiff AND | SuperDiff OR | mixture | chosen |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for task, q in sorted(results["quality"].items()):
+    for task, q in _measured(results):
         a, b = q["parents"]
         ops = q["operators"]
         weights = ", ".join(f"{w:.1f}" for w in ops["convex"]["weights"])
         cells = [f"({weights}): {_rate(ops['convex'])}"]
-        cells += [_rate(ops[k]) for k in ("product_of_experts", "superdiff_and", "superdiff_or")]
-        cells.append(_rate(ops["mixture"]))
+        keys = ("product_of_experts", "superdiff_and", "superdiff_or", "mixture")
+        cells += [_rate(ops[k]) if k in ops else "not run" for k in keys]
         lines.append(
             f"| {task} | {a['checkpoint']} ({q['modalities'][a['checkpoint']]}): {_rate(a)} "
             f"| {b['checkpoint']} ({q['modalities'][b['checkpoint']]}): {_rate(b)} "
@@ -72,18 +77,21 @@ def fresh_table() -> str:
     results = _read("composition.json")
     lines = [
         "| task | better parent | only A / only B / both / neither | convex - better | product "
-        "- better | chosen operator - better | better sharpened (control) - better |",
-        "|---|---|---|---|---|---|---|",
+        "- better | chosen operator - better | better sharpened (control) - better | product - "
+        "control |",
+        "|---|---|---|---|---|---|---|---|",
     ]
-    for task, q in sorted(results["quality"].items()):
+    for task, q in _measured(results):
         fresh = q["fresh"]
         better = q["better_parent"]
         paired = fresh["paired_vs_better_parent"]
         keys = ("convex", "product_of_experts", "chosen_operator", "sharpened_better_parent")
+        control = q.get("product_vs_sharpened_control")
         lines.append(
             f"| {task} | {better}: {_rate(fresh['parents'][better])} "
             f"| {_complementarity(fresh['complementarity'])} "
-            f"| {' | '.join(_paired(paired[k]) for k in keys)} |"
+            f"| {' | '.join(_paired(paired[k]) for k in keys)} "
+            f"| {_paired(control) if control else 'not run'} |"
         )
     return "\n".join(lines)
 
