@@ -68,7 +68,7 @@ TASKS: dict[str, TaskSpec] = {
             {"n_cubes": 1},
             about="Pick one cube and place it on the target. Every state parent saw all demos. "
             "Composition pairs two modalities and families: the state diffusion UNet (68.5%) "
-            "and the image flow MLP (52%: 64 px camera + proprio, 200 demos, 6000 steps); the "
+            "and the image flow MLP (52.5%: 64 px camera + proprio, 200 demos, 6000 steps); the "
             "state flow MLP (99%) leaves nothing to gain.",
             shipped_pair=("diffusion_unet", "image_flow"),
         ),
@@ -81,9 +81,10 @@ TASKS: dict[str, TaskSpec] = {
             about="Two identical cubes; either one in the target disc succeeds (the expert takes "
             "cube 0). The state parents split the demos in halves (_diffusion_unet and "
             "_flow_mlp: the first, _flow_mlp_b: the second). Composition pairs two modalities "
-            "and families: the state diffusion UNet (68%) and the image flow MLP (64 px camera + "
-            "proprio, 200 demos of its own file, the UNet's action normaliser); the state flow "
-            "MLPs (97.5-100%) leave nothing to gain.",
+            "and families: the state diffusion UNet (68%) and the image flow MLP (9%: 64 px "
+            "camera + proprio, 200 demos of its own file, the UNet's action normaliser; with "
+            "two identical cubes it rarely finishes a place); the state flow MLPs (97.5-100%) "
+            "leave nothing to gain.",
             demos=800,
             shipped_pair=("diffusion_unet", "image_flow"),
         ),
