@@ -293,6 +293,7 @@ def _search(overrides: list[str]) -> None:
         method=config.search.method,
         step=config.search.step,
         first_slice=config.search.first_slice,
+        tolerance=config.search.tolerance,
         num_envs=config.num_envs,
         device=config.device,
         batch_invariant=config.batch_invariant,

@@ -72,6 +72,7 @@ def search(
     method: str = SearchSettings.method,
     step: float | None = SearchSettings.step,
     first_slice: int = SearchSettings.first_slice,
+    tolerance: float = SearchSettings.tolerance,
     num_envs: int | None = None,
     device: str = "auto",
     batch_invariant: bool = True,
@@ -86,7 +87,9 @@ def search(
     seeds, envs, device, batching, version; then the candidates) and search.png. A rerun into
     out_dir with other parents, task, operator, composition settings or batching is refused,
     naming what differs."""
-    settings = SearchSettings(method=method, step=step, first_slice=first_slice)
+    settings = SearchSettings(
+        method=method, step=step, first_slice=first_slice, tolerance=tolerance
+    )
     check_device(device)
     policies = [p if isinstance(p, GenerativePolicy) else load(p) for p in parents]
     seeds = list(seeds)
@@ -135,7 +138,14 @@ def search(
     if settings.method == "grid":
         result = grid_search(run, candidates, seeds, progress)
     elif settings.method == "racing":
-        result = racing(run, candidates, seeds, settings.first_slice, progress=progress)
+        result = racing(
+            run,
+            candidates,
+            seeds,
+            settings.first_slice,
+            tolerance=settings.tolerance,
+            progress=progress,
+        )
     else:
         result = successive_halving(run, candidates, seeds, settings.first_slice, progress=progress)
     result.provenance = provenance

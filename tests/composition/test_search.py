@@ -60,7 +60,7 @@ def test_search_records_what_it_searched_and_refuses_another_search(tmp_path: Pa
     assert [p["fingerprint"] for p in record["parents"]] == [load(p).fingerprint() for p in PARENTS]
     assert record["operator"] == "convex"
     assert record["composition"]["sampler"] == "euler" and record["composition"]["steps"] is None
-    assert record["search"] == {"method": "grid", "step": 1.0, "first_slice": 10}
+    assert record["search"] == {"method": "grid", "step": 1.0, "first_slice": 10, "tolerance": 0.0}
     assert record["seeds"] == {"start": 100_000, "count": 1}
     assert (record["num_envs"], record["device"], record["batch_invariant"]) == (1, "auto", True)
     assert record["robocompose"] == metadata.version("robocompose")
@@ -100,12 +100,13 @@ def test_three_parents_race_end_to_end_from_the_cli(tmp_path: Path, capsys) -> N
     out = tmp_path / "k3"
     main(
         ["search", *three, "--method", "racing", "--step", "1.0", "--episodes", "2"]
-        + ["--out", str(out), "num_envs=1", "search.first_slice=1"]
+        + ["--out", str(out), "num_envs=1", "search.first_slice=1", "search.tolerance=0.02"]
     )
     assert "| weights | success [95% CI] | episodes | mean score |" in capsys.readouterr().out
     record = json.loads((out / "search.json").read_text())
     assert [p["name"] for p in record["parents"]] == [Path(p).name for p in three]
-    assert record["search"] == {"method": "racing", "step": 1.0, "first_slice": 1}
+    settings = {"method": "racing", "step": 1.0, "first_slice": 1, "tolerance": 0.02}
+    assert record["search"] == settings
     result = record["result"]
     assert result["method"] == "racing" and len(result["chosen"]) == 3
     assert {tuple(c["weights"]) for c in result["candidates"]} == {
@@ -145,6 +146,8 @@ def test_bad_settings_name_the_field() -> None:
         search(PARENTS, SEEDS, out_dir="unused", method="random")
     with pytest.raises(ValueError, match=r"`first_slice` must be >= 1"):
         SearchSettings(first_slice=0)
+    with pytest.raises(ValueError, match=r"`tolerance` must be in \[0, 1\). Got 2"):
+        SearchSettings(tolerance=2)
     with pytest.raises(ValueError, match="not on task 'Stack'"):
         search(PARENTS, SEEDS, out_dir="unused", task="Stack")
 
