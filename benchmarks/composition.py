@@ -7,10 +7,12 @@ P1 quality, per task: the task's shipped parent pair (robocompose.shipped: chose
     on fresh seeds (>= 200): the parents with their complementarity (only A succeeds, only B,
     both, neither), and the searched convex, the product, the chosen operator and the control
     for the product (the better parent alone with its score doubled, w = (2, 0): p^2, as sharp
-    as the product), each paired seed by seed against the better parent: the difference with
-    Newcombe's paired 95% interval. Headlines: `mean_delta_pts_fresh` (best composed minus
-    better parent on fresh seeds, mean over tasks), `tasks_ci_above_zero`; `mean_delta_pts` is
-    the convex gain on the search seeds (biased up: the weights were picked there).
+    as the product; and the better parent alone on the control's Karras grid, which separates
+    the control's two changes), each paired seed by seed against the better parent: the
+    difference with Newcombe's paired 95% interval. Headlines: `mean_delta_pts_fresh` (best
+    composed minus better parent on fresh seeds, mean over tasks), `tasks_ci_above_zero`;
+    `mean_delta_pts` is the convex gain on the search seeds (biased up: the weights were picked
+    there).
 P2 latency, per task pair: composed (K=2) chunk latency / the slower parent's, batch 1 and 16, 10
     steps, each at its best torch thread count (1 or 2, recorded), medians of calls timed in
     turn (parents and composition alternate, so contention hits all alike). The headline
@@ -194,6 +196,23 @@ def quality(
         labels=(candidate_label(*product), candidate_label(*control)),
     )
     print(f"{task} fresh product - control: {versus_control.paired.format()}", flush=True)
+    # and is the control's gain the sharper target p^2, or the Karras grid (from sigma_max 80)
+    # that weights not summing to 1 sample on? The better parent alone on that grid says.
+    onehot = tuple(float(n == better) for n in names)
+    on_karras = compose(parents, "convex", onehot, grid="karras")
+    karras_label = candidate_label("convex", onehot) + "_karras"
+    grid_effect = compare(
+        on_karras, better_policy, fresh_seeds, out_dir=fresh_dir, labels=(karras_label, better)
+    )
+    sharpening_effect = compare(
+        compose(parents, *control),
+        on_karras,
+        fresh_seeds,
+        out_dir=fresh_dir,
+        labels=(candidate_label(*control), karras_label),
+    )
+    print(f"{task} fresh better parent on the Karras grid - better parent: {grid_effect.paired}")
+    print(f"{task} fresh control - better parent on the Karras grid: {sharpening_effect.paired}")
     gains = {
         k: paired[k]["difference"] for k in ("convex", "product_of_experts", "chosen_operator")
     }
@@ -226,6 +245,10 @@ def quality(
         "best_composed_fresh": best_key,
         "product_vs_sharpened_control": versus_control.to_dict()
         | {"formatted": versus_control.paired.format()},
+        "better_parent_karras_grid": grid_effect.to_dict()
+        | {"formatted": grid_effect.paired.format()},
+        "sharpened_vs_karras_grid": sharpening_effect.to_dict()
+        | {"formatted": sharpening_effect.paired.format()},
         "delta_pts_fresh": 100 * gains[best_key],
         "ci_above_zero": paired[best_key]["ci_low"] > 0,
     }

@@ -78,8 +78,8 @@ def fresh_table() -> str:
     lines = [
         "| task | better parent | only A / only B / both / neither | convex - better | product "
         "- better | chosen operator - better | better sharpened (control) - better | product - "
-        "control |",
-        "|---|---|---|---|---|---|---|---|",
+        "control | better on the Karras grid - better |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for task, q in _measured(results):
         fresh = q["fresh"]
@@ -87,11 +87,13 @@ def fresh_table() -> str:
         paired = fresh["paired_vs_better_parent"]
         keys = ("convex", "product_of_experts", "chosen_operator", "sharpened_better_parent")
         control = q.get("product_vs_sharpened_control")
+        grid = q.get("better_parent_karras_grid")
         lines.append(
             f"| {task} | {better}: {_rate(fresh['parents'][better])} "
             f"| {_complementarity(fresh['complementarity'])} "
             f"| {' | '.join(_paired(paired[k]) for k in keys)} "
-            f"| {_paired(control) if control else 'not run'} |"
+            f"| {_paired(control) if control else 'not run'} "
+            f"| {_paired(grid) if grid else 'not run'} |"
         )
     return "\n".join(lines)
 
