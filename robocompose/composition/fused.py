@@ -35,6 +35,7 @@ from robocompose.policies.networks import (
     ConditionalUnet1D,
     Conv1dBlock,
     MlpDenoiserNet,
+    run_unet_blocks,
 )
 
 FUSABLE = (MlpDenoiserNet, ConditionalUnet1D)
@@ -302,19 +303,7 @@ class StackedUnet(StackedNetwork):
     def forward_conditioned(self, x: Tensor, conditioning: Tensor) -> Tensor:
         parts = conditioning.unsqueeze(2).split([2 * w for w in self.widths], dim=-1)
         films = iter(p.chunk(2, dim=-1) for p in parts)  # (K, B, 1, w) each, block order
-        h, skips = x, []
-        for res1, res2, downsample in self.down:
-            h = res1(h, *next(films))
-            h = res2(h, *next(films))
-            skips.append(h)
-            h = downsample(h)
-        skips.pop()  # the deepest skip is the mid path's own input
-        for res in self.mid:
-            h = res(h, *next(films))
-        for upsample, res1, res2 in self.up:
-            h = torch.cat([upsample(h), skips.pop()], dim=-1)
-            h = res1(h, *next(films))
-            h = res2(h, *next(films))
+        h = run_unet_blocks(self, x, films, channel_dim=-1)
         return self.final_conv(self.final_block(h))
 
 

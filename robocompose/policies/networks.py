@@ -282,24 +282,32 @@ class ConditionalUnet1D(nn.Module):
     def forward_conditioned(self, x: Tensor, conditioning: Tensor) -> Tensor:
         """(B, H, A), (B, P) from `conditioning` -> (B, H, A); the inputs are not checked."""
         films = iter(self.film.split(conditioning))  # one (scale, bias) per block, in order
-        h = x.transpose(1, 2)  # (B, A, H)
-        skips = []
-        for res1, res2, downsample in self.down:
-            h = res1(h, *next(films))
-            h = res2(h, *next(films))
-            skips.append(h)
-            h = downsample(h)
-        skips.pop()  # the deepest skip is the mid path's own input
-        for res in self.mid:
-            h = res(h, *next(films))
-        for upsample, res1, res2 in self.up:
-            h = torch.cat([upsample(h), skips.pop()], dim=1)
-            h = res1(h, *next(films))
-            h = res2(h, *next(films))
+        h = run_unet_blocks(self, x.transpose(1, 2), films, channel_dim=1)  # (B, A, H) maps
         return self.final(h).transpose(1, 2)
 
 
 # -- residual MLP -------------------------------------------------------------------------------
+def run_unet_blocks(unet: nn.Module, h: Tensor, films, channel_dim: int) -> Tensor:
+    """The UNet's block order, shared by one network and a stack of them (whose maps keep their
+    channels last): each down level (two residual blocks, a skip, a downsample), the mid blocks,
+    each up level (upsample, the skip joined on `channel_dim`, two residual blocks). `films`
+    yields each block's (scale, bias) in that order."""
+    skips = []
+    for res1, res2, downsample in unet.down:
+        h = res1(h, *next(films))
+        h = res2(h, *next(films))
+        skips.append(h)
+        h = downsample(h)
+    skips.pop()  # the deepest skip is the mid path's own input
+    for res in unet.mid:
+        h = res(h, *next(films))
+    for upsample, res1, res2 in unet.up:
+        h = torch.cat([upsample(h), skips.pop()], dim=channel_dim)
+        h = res1(h, *next(films))
+        h = res2(h, *next(films))
+    return h
+
+
 class _MlpBlock(nn.Module):
     """Pre-norm residual block: h + W2 Mish(FiLM(W1 LN(h)))."""
 
