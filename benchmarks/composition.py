@@ -56,7 +56,14 @@ from functools import partial
 import torch
 from common import RESULTS, ROOT
 from policy_latency import random_obs
-from search_replay import cheapest_reliable, episode_cache, grid_on_first, replay, seed_orders
+from search_replay import (
+    cheapest_reliable,
+    convex_episodes,
+    episode_cache,
+    grid_on_first,
+    replay,
+    seed_orders,
+)
 
 from robocompose.compare import compare
 from robocompose.composition.api import candidate_label, compose, search
@@ -535,16 +542,8 @@ def search_k3(episodes: int, replays: int, fresh_episodes: int) -> dict:
     fresh_seeds = list(range(HELDOUT_SEED_START, HELDOUT_SEED_START + fresh_episodes))
     fresh = {}
     for w in set(regions.values()):
-        label = candidate_label("convex", w)
-        result = evaluate(
-            compose(parents, "convex", w),
-            fresh_seeds,
-            out=folder / "fresh" / f"{label}.jsonl",
-            label=label,
-            progress=False,
-        )
-        fresh[w] = result
-        print(f"K=3 fresh {label}: {result.summary()}", flush=True)
+        fresh[w] = convex_episodes(parents, w, fresh_seeds, folder / "fresh")
+        print(f"K=3 fresh {candidate_label('convex', w)}: {fresh[w].summary()}", flush=True)
     fresh_outcome = {}  # in the order of fresh_seeds, so they pair seed by seed
     for w, result in fresh.items():
         by_seed = {r["seed"]: bool(r["success"]) for r in result.records}

@@ -29,16 +29,17 @@ def episode_cache(
     harness resumes, so every episode already logged is returned as it was)."""
     cache = {}
     for w in weights:
-        label = candidate_label("convex", w)
-        result = evaluate(
-            compose(parents, "convex", w),
-            seeds,
-            out=folder / "episodes" / f"{label}.jsonl",
-            label=label,
-            progress=False,
-        )
+        result = convex_episodes(parents, w, seeds, folder / "episodes")
         cache[tuple(w)] = {r["seed"]: r for r in result.records}
     return cache
+
+
+def convex_episodes(parents: Sequence, weights: Weights, seeds: Sequence[int], out_dir: Path):
+    """The convex composition at `weights` on `seeds`, logged (and resumed) in
+    out_dir/<candidate label>.jsonl, the file a search writes for that candidate."""
+    label = candidate_label("convex", weights)
+    policy = compose(parents, "convex", weights)
+    return evaluate(policy, seeds, out=out_dir / f"{label}.jsonl", label=label, progress=False)
 
 
 def seed_orders(seeds: Sequence[int], count: int, seed: int = 0) -> list[list[int]]:
