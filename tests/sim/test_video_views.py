@@ -33,19 +33,24 @@ def scene_frames() -> tuple[list[np.ndarray], list[np.ndarray]]:
     return images, tops
 
 
-def test_a_video_shows_the_policys_own_frames_beside_another_camera(tmp_path) -> None:
+def film(video_dir, views: list[str]):
+    """One short PickPlace episode of `hold_target`, filmed with `views`."""
     register_tasks()
-    result = evaluate(
+    return evaluate(
         PICKPLACE,
         hold_target,
         [SEED],
         env_kwargs=KWARGS,
         max_episode_steps=STEPS,
         video_seeds=[SEED],
-        video_dir=tmp_path,
-        video_views=["image", "top"],
+        video_dir=video_dir,
+        video_views=views,
         progress=False,
     )
+
+
+def test_a_video_shows_the_policys_own_frames_beside_another_camera(tmp_path) -> None:
+    result = film(tmp_path, ["image", "top"])
     filmed = [np.asarray(f) for f in imageio.get_reader(result.videos[0])]
     images, tops = scene_frames()
     assert len(filmed) == len(images) == STEPS + 1
@@ -69,20 +74,9 @@ def test_side_by_side_scales_each_frame_to_the_tallest_by_nearest_pixel() -> Non
 
 
 def test_an_unknown_view_is_refused_naming_the_keys_and_cameras(tmp_path) -> None:
-    register_tasks()
     with pytest.raises(
         ValueError,
         match=r"`video_views` \['side'\] name neither an image observation key \['image'\] nor "
         r"a camera \['angled', 'top'\] of PickPlaceEnv",
     ):
-        evaluate(
-            PICKPLACE,
-            hold_target,
-            [SEED],
-            env_kwargs=KWARGS,
-            max_episode_steps=STEPS,
-            video_seeds=[SEED],
-            video_dir=tmp_path,
-            video_views=["image", "side"],
-            progress=False,
-        )
+        film(tmp_path, ["image", "side"])
