@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,6 +61,9 @@ class PlanConfig:
     llm_cache: bool = True  # completions cached on disk: reruns are cheap and identical
     repair_rounds: int = 2
     skills: dict[str, str] = field(default_factory=dict)  # e.g. {place_in: policy:<ckpt>}
+    # correction logs of earlier runs: their corrected plans join the prompt (code and skills)
+    correction_logs: list[str] = field(default_factory=list)
+    correction_examples: int = 3  # how many corrected plans, the nearest instructions
     step_budget: int = 2000  # env steps for the whole run
     video: bool = True
     corrections: bool = True  # the CLI reads corrections from stdin, one per line
@@ -88,6 +92,10 @@ class PlanConfig:
             raise ValueError(f"`step_budget` must be >= 1. Got {self.step_budget}.")
         if self.backend == "local" and self.base_url:
             raise ValueError("`base_url` applies to backend=openai only.")
+        if self.correction_logs and self.planner == "saycan":
+            raise ValueError("`correction_logs` apply to planner=code or skills, not saycan.")
+        if self.correction_examples < 1:
+            raise ValueError(f"`correction_examples` must be >= 1. Got {self.correction_examples}.")
 
     @property
     def env_name(self) -> str:
@@ -193,11 +201,17 @@ class Runner:
         self.registry = registry_for(self.world, config.skills)
         self.llm = llm if llm is not None else make_llm(config)
         self.planner = make_planner(config.planner, self.llm, self.registry, self.world)
+        if config.correction_logs:
+            from robocompose.hierarchical.correction_bank import CorrectedPlanner, CorrectionBank
+
+            bank = CorrectionBank.from_logs(config.correction_logs)
+            self.planner = CorrectedPlanner(self.planner, bank, config.correction_examples)
         self.out = Path(config.out)
         self.queue = CorrectionQueue()
-        corrections = Corrections(
-            self.queue, CorrectionLog(self.out / "corrections.jsonl"), self.llm
-        )
+        context = {"instruction": self.item.instruction, "task": self.item.task}
+        context |= {"seed": self.item.seed, "run": uuid.uuid4().hex[:12]}
+        log = CorrectionLog(self.out / "corrections.jsonl", context)
+        corrections = Corrections(self.queue, log, self.llm)
         self.executor = Executor(
             self.world, self.registry, corrections=corrections, frame_every=1 if config.video else 0
         )

@@ -23,7 +23,7 @@ from __future__ import annotations
 import ast
 import re
 import textwrap
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +31,7 @@ from robocompose.hierarchical.base import Completion, LLMBackend, PlanCost
 from robocompose.hierarchical.prompts import (
     BUILTIN_NAMES,
     MODULE_NAMES,
+    Example,
     Registry,
     api_listing,
     code_messages,
@@ -147,7 +148,8 @@ def undefined_calls(tree: ast.AST, source: str, known: set[str]) -> list[tuple[s
     lines = source.splitlines()
     found: dict[str, str] = {}
     calls = [
-        n for n in ast.walk(tree)
+        n
+        for n in ast.walk(tree)
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id not in known
     ]
     for call in sorted(calls, key=lambda n: (n.lineno, n.col_offset)):
@@ -174,10 +176,12 @@ def tidy(code: str, api_names: set[str]) -> str:
     """Drop `import math` / `import numpy as np` and top-level redefinitions of API functions."""
     tree = ast.parse(code)
     noise = [
-        node for node in tree.body
+        node
+        for node in tree.body
         if isinstance(node, ast.Import)
         and all((a.name, a.asname) in _IN_SCOPE_IMPORTS for a in node.names)
-        or isinstance(node, ast.FunctionDef) and node.name in api_names
+        or isinstance(node, ast.FunctionDef)
+        and node.name in api_names
     ]
     return _drop(code, noise) if noise else code
 
@@ -219,9 +223,7 @@ class CodePlanner:
         self.config = config or CodePlannerConfig()
         self.api_names = {s.name for s in self.skills} | {q.name for q in self.queries}
         self.listing = api_listing(self.skills, self.queries)
-        self.examples = (
-            usable_examples(self.skills, self.api_names) if self.config.examples else []
-        )
+        self.examples = usable_examples(self.skills, self.api_names) if self.config.examples else []
         self.define_examples = (
             usable_define_examples(self.api_names) if self.config.examples else []
         )
@@ -232,12 +234,18 @@ class CodePlanner:
         instruction: str,
         world_summary: str | Mapping[str, Any],
         feedback: str | None = None,
+        examples: Sequence[Example] | None = None,
     ) -> CodePlan:
-        """Ask for a program for `instruction` in the scene, then define what it left undefined."""
+        """Ask for a program for `instruction` in the scene, then define what it left undefined.
+        `examples` replace the few-shot examples for this call (e.g. corrected plans)."""
         if not instruction.strip():
             raise ValueError("`instruction` must not be empty.")
         messages = code_messages(
-            self.listing, self.examples, scene_summary(world_summary), instruction, feedback
+            self.listing,
+            self.examples if examples is None else examples,
+            scene_summary(world_summary),
+            instruction,
+            feedback,
         )
         completion = self.backend.chat(messages, max_tokens=self.config.max_tokens)
         try:
@@ -252,11 +260,15 @@ class CodePlanner:
         try:
             main = tidy(program, self.api_names)
         except SyntaxError as e:
-            return CodePlan(program, completions=completions,
-                            problems=(f"line {e.lineno}: syntax error: {e.msg}.",))
+            return CodePlan(
+                program,
+                completions=completions,
+                problems=(f"line {e.lineno}: syntax error: {e.msg}.",),
+            )
         if not main:
-            return CodePlan("", completions=completions,
-                            problems=("the program only redefined API functions.",))
+            return CodePlan(
+                "", completions=completions, problems=("the program only redefined API functions.",)
+            )
         gen = _Generation(completions=list(completions))
         self._define(main, gen, asked_before=len(completions))
         return CodePlan(

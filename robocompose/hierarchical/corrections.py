@@ -7,11 +7,14 @@ by a small constrained-output LLM call:
     "pick the blue one instead"  -> substitute new="blue" (swapped with the object in use)
     "stop"                       -> stop (halt and hold where the gripper is)
     "skip" / "next"              -> skip the current skill
+    "no, put the red block on the green block"
+                                 -> replace the current call with pick / place as said
 
 Directions are in the table frame as seen from the top camera: right = +x, forward (away from
 the viewer) = +y, up = +z. "a bit" / "a little" is 2 cm, "a lot" 5 cm, and "3 cm" means 3 cm.
 Every applied correction is appended to a JSONL log (time, text, edit, state, plan before and
-after), the data a high-level policy can later be trained on.
+after, the calls already run, and the run's context such as its instruction), the data a
+high-level policy is trained on (`correction_bank.py`).
 """
 
 from __future__ import annotations
@@ -28,7 +31,8 @@ from typing import Any, TextIO
 
 from robocompose.hierarchical.base import LLMBackend, Skill
 
-KINDS = ("nudge", "substitute", "stop", "skip")
+KINDS = ("nudge", "substitute", "stop", "skip", "replace")
+LLM_KINDS = KINDS[:4]  # "replace" is read by the rules only: it names a whole call
 SMALL_STEP_M = 0.02  # "a bit", "a little", "slightly", and a bare direction
 LARGE_STEP_M = 0.05  # "a lot", "much"
 MAX_NUDGE_M = 0.10  # one correction never moves a target further than this per axis
@@ -60,6 +64,14 @@ _UNIT_M = {
 }
 _STOP = re.compile(r"^\s*(stop|halt|freeze|hold( on| it)?|wait|abort|emergency)\b")
 _SKIP = re.compile(r"^\s*(skip( (it|this|that))?|next( one| step)?|move on)\s*[.!]*\s*$")
+# a step said in words: "no, pick up the green block", "put the red cube on the blue one",
+# "drop the red block in the red bin"; the verb decides the skill (pick or place)
+_THING = r"(?:the )?(\w+)(?: (block|cube|one|bin))?"
+_STEP = re.compile(
+    rf"^(?:(?:no|wait|instead|rather)\b[ .!]*)?(?:first |now |then )?"
+    rf"(?:(pick up|pick|grab|take)|(put|place|stack|set|drop)) {_THING}"
+    rf"(?: (?:on top of|onto|on|into|in) {_THING})?(?: first| next| now)?\s*[.!]*$"
+)
 
 
 @dataclass(frozen=True)
@@ -71,6 +83,8 @@ class CorrectionEdit:
     new: str | None = None  # substitute: the object to use instead
     old: str | None = None  # substitute: the object it replaces (None: the one in use)
     source: str = "rules"  # "rules" or the LLM's model name
+    skill: str | None = None  # replace: the call to run instead (its skill and arguments)
+    args: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -81,6 +95,11 @@ class CorrectionEdit:
             )
         if self.kind == "substitute" and not self.new:
             raise ValueError("a `substitute` edit needs `new`, the object to use instead.")
+        if (self.kind == "replace") != (self.skill is not None and self.args is not None):
+            raise ValueError(
+                "`skill` and `args` are set for a `replace` edit, and only for one. Got "
+                f"kind={self.kind!r}, skill={self.skill!r}, args={self.args!r}."
+            )
 
 
 class CorrectionNotUnderstood(ValueError):
@@ -119,6 +138,29 @@ def resolve_object(said: str, like: str | None, objects: Sequence[str]) -> str |
     return (same_kind or matches or [None])[0]
 
 
+def parse_step(said: str, objects: Sequence[str]) -> CorrectionEdit | None:
+    """A pick or place call said in words (normalised text), or None when it names no such
+    call of the scene's objects. "on the red one" after "the green block" means a block."""
+    match = _STEP.match(said)
+    if match is None:
+        return None
+    picking, _, obj_word, obj_noun, target_word, target_noun = match.groups()
+    obj = resolve_object(obj_word, f"x_{_noun(obj_noun, 'block')}", objects)
+    if obj is None or (picking is None) == (target_word is None):
+        return None
+    if picking:
+        return CorrectionEdit("replace", skill="pick", args={"obj": obj})
+    target = resolve_object(target_word, f"x_{_noun(target_noun, obj.rsplit('_', 1)[-1])}", objects)
+    if target is None:
+        return None
+    return CorrectionEdit("replace", skill="place", args={"obj": obj, "target": target})
+
+
+def _noun(said: str | None, default: str) -> str:
+    """The kind of thing a noun names: a bin, else a block ("cube", "one": the default)."""
+    return "bin" if said == "bin" else default if said in (None, "one") else "block"
+
+
 def parse_rules(text: str, objects: Sequence[str]) -> CorrectionEdit | None:
     """The edit the fixed rules read in `text`, or None when no rule matches."""
     said = _normalise(text)
@@ -126,6 +168,9 @@ def parse_rules(text: str, objects: Sequence[str]) -> CorrectionEdit | None:
         return CorrectionEdit("stop")
     if _SKIP.search(said):
         return CorrectionEdit("skip")
+    step = parse_step(said, objects)
+    if step is not None:
+        return step
     names = _mentionable(objects)
     named = [n for n in sorted(names, key=len, reverse=True) if re.search(rf"\b{n}\b", said)]
     if named and re.search(r"\b(instead|rather|not the|other one|wrong)\b", said):
@@ -150,7 +195,7 @@ def _schema(objects: Sequence[str]) -> dict[str, Any]:
     return {
         "type": "object",
         "properties": {
-            "kind": {"type": "string", "enum": list(KINDS)},
+            "kind": {"type": "string", "enum": list(LLM_KINDS)},
             "dx_cm": {"type": "number"},
             "dy_cm": {"type": "number"},
             "dz_cm": {"type": "number"},
@@ -338,9 +383,13 @@ def read_lines_into(stream: TextIO, corrections: CorrectionQueue) -> threading.T
 
 @dataclass
 class CorrectionLog:
-    """Append-only JSONL of corrections (applied or not understood), one line each."""
+    """Append-only JSONL of corrections (applied or not understood), one line each.
+
+    `context` is added to every record: the run's instruction, task and seed, so a record is a
+    training example on its own (`Runner` sets it)."""
 
     path: Path
+    context: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.path = Path(self.path)
@@ -348,7 +397,7 @@ class CorrectionLog:
 
     def append(self, **fields: Any) -> dict[str, Any]:
         """Write one correction (the fields of `entry`) and return its record."""
-        record = self.entry(**fields)
+        record = self.entry(**fields) | json.loads(json.dumps(self.context, default=_jsonable))
         with self.path.open("a") as f:
             f.write(json.dumps(record, default=_jsonable) + "\n")
         return record
@@ -363,14 +412,17 @@ class CorrectionLog:
         state: dict[str, Any],
         plan_before: Sequence[SkillCall],
         plan_after: Sequence[SkillCall],
+        done: Sequence[SkillCall] = (),
     ) -> dict[str, Any]:
-        """One correction as a plain JSON record: what was said, read, and changed."""
+        """One correction as a plain JSON record: what was said, read, and changed; `done` are
+        the calls of this plan that had run (its plan_before's first call is the current one)."""
         record = {
             "time": received_s,
             "text": text,
             "edit": asdict(edit) if edit else None,
             "error": error,
             "state": state,
+            "done": [str(c) for c in done],
             "plan_before": [str(c) for c in plan_before],
             "plan_after": [str(c) for c in plan_after],
         }

@@ -5,7 +5,9 @@ after, the skill's success check); the task's own check closes the run. A call f
 when it is refused, raises, or its success check is false, so the monitor sees the first thing
 that went wrong. While a plan runs, a per-step world hook polls the corrections queue: a
 correction interrupts the running skill and restarts it with new arguments, edits the rest of
-the plan, skips the skill, or stops the robot where it is (`corrections.py`).
+the plan, skips the skill, or stops the robot where it is (`corrections.py`). A correction
+waiting when a call is announced (`on_call` sees each call before it runs) applies to that call
+before it moves: a person who sees a wrong step coming says so in time.
 """
 
 from __future__ import annotations
@@ -100,6 +102,8 @@ class Executor:
         corrections: the queue a person's corrections arrive on (None: no corrections).
         frame_every: film one frame every this many control steps (0: no video).
         limits: the sandbox's budgets for programs.
+
+    `on_call(call)`, when set, is told each call before it runs (a watcher may correct it).
     """
 
     def __init__(
@@ -126,6 +130,8 @@ class Executor:
         self._rewrites: list[tuple[str, str]] = []  # object swaps a program's later calls follow
         self._in_program = False
         self._log: list[dict[str, Any]] = []
+        self._done: list[SkillCall] = []  # calls of the current plan that ran
+        self.on_call: Callable[[SkillCall], None] | None = None
         world.add_hook(self._on_step)
 
     def close(self) -> None:
@@ -172,7 +178,7 @@ class Executor:
         return self._guarded(body, traces, start)
 
     def _begin(self, calls: Sequence[SkillCall], in_program: bool) -> None:
-        self._remaining, self._log, self._rewrites = list(calls), [], []
+        self._remaining, self._log, self._rewrites, self._done = list(calls), [], [], []
         self._in_program = in_program
 
     def _guarded(
@@ -233,6 +239,10 @@ class Executor:
         a correction skipped it. Raises CallFailed or StopRequested."""
         call = self._rewritten(call)
         for _ in range(MAX_RESTARTS + 1):
+            announced = self._announce(call)
+            if announced is None:
+                return False
+            call = announced
             trace = SkillTrace(call.skill, dict(call.args))
             traces.append(trace)
             try:
@@ -244,11 +254,37 @@ class Executor:
             trace.args = dict(args)
             edit = self._run(call, trace)
             if edit is None:
+                self._done.append(call)
                 return True
             if edit.kind == "skip":
                 return False
             call = self._edited(call, edit)
         raise CallFailed("skill_failed", f"{call}: interrupted {MAX_RESTARTS + 1} times")
+
+    def _announce(self, call: SkillCall) -> SkillCall | None:
+        """Tell `on_call` about `call`, then apply a correction already waiting: the call to
+        run (edited or not), or None when it was skipped. Raises StopRequested on a stop."""
+        for _ in range(MAX_RESTARTS + 1):
+            if self.on_call is not None:
+                self.on_call(call)
+            waiting = self.corrections.queue.poll() if self.corrections is not None else None
+            if waiting is None:
+                return call
+            self._current = call
+            try:
+                edit = self._interpret(*waiting)
+            finally:
+                self._current = None
+            if edit is None:
+                return call
+            if edit.kind == "stop":
+                raise StopRequested(f"stopped by the correction {waiting[1]!r}")
+            if edit.kind == "skip":
+                return None
+            call = self._edited(call, edit)
+        raise CallFailed(
+            "skill_failed", f"{call}: corrected {MAX_RESTARTS + 1} times before it ran"
+        )
 
     def _run(self, call: SkillCall, trace: SkillTrace) -> CorrectionEdit | None:
         """Run the skill into `trace`; the correction that interrupted it, if one did."""
@@ -322,8 +358,8 @@ class Executor:
             edit = parse_correction(text, objects, self.corrections.llm)
         except CorrectionNotUnderstood as e:
             return self._record(received_s, text, None, str(e), before, before)
-        skill = self.registry[current.skill]
-        if edit.kind == "nudge" and nudge(current, skill, edit.offset_m) is None:
+        skill = self.registry.get(current.skill)  # None: an announced call of no known skill
+        if edit.kind == "nudge" and (skill is None or nudge(current, skill, edit.offset_m) is None):
             reason = f"{current.skill} has no position argument to move"
             return self._record(received_s, text, edit, reason, before, before)
         if edit.kind == "substitute":
@@ -344,6 +380,8 @@ class Executor:
         return edit
 
     def _edited(self, call: SkillCall, edit: CorrectionEdit) -> SkillCall:
+        if edit.kind == "replace" and edit.skill is not None:
+            return SkillCall(edit.skill, dict(edit.args or {}))
         if edit.kind == "nudge":
             return nudge(call, self.registry[call.skill], edit.offset_m) or call
         if edit.kind == "substitute" and edit.old and edit.new:
@@ -377,6 +415,7 @@ class Executor:
             state=self.world.snapshot(),
             plan_before=before,
             plan_after=after,
+            done=list(self._done),
         )
         if self.corrections.log is not None:
             self._log.append(self.corrections.log.append(**entry))

@@ -17,7 +17,7 @@ the call. A plan with problems has no calls: it goes back to the LLM, never half
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +25,7 @@ from robocompose.hierarchical.base import Completion, LLMBackend, PlanCost, Skil
 from robocompose.hierarchical.corrections import SkillCall
 from robocompose.hierarchical.grammar import gbnf, json_schema
 from robocompose.hierarchical.prompts import (
+    Example,
     Registry,
     api_listing,
     scene_summary,
@@ -171,12 +172,18 @@ class SkillPlanner:
         instruction: str,
         world_summary: str | Mapping[str, Any],
         feedback: str | None = None,
+        examples: Sequence[Example] | None = None,
     ) -> SkillPlan:
-        """One LLM call under the configured constraint, then validation."""
+        """One LLM call under the configured constraint, then validation; `examples` replace
+        the few-shot examples for this call (e.g. corrected plans)."""
         if not instruction.strip():
             raise ValueError("`instruction` must not be empty.")
         messages = skill_messages(
-            self.listing, self.examples, scene_summary(world_summary), instruction, feedback
+            self.listing,
+            self.examples if examples is None else examples,
+            scene_summary(world_summary),
+            instruction,
+            feedback,
         )
         constrain = self.config.constrain
         completion = self.backend.chat(

@@ -1,0 +1,304 @@
+"""Corrections become data (Yell At Your Robot): logged corrections -> a planner that heeds them.
+
+Every correction applied while a plan runs is a line of a `CorrectionLog` (JSONL): what was
+said, the state, the calls already run, the plan before and after, and the run's instruction.
+Here they become training data for the high level:
+
+    pairs = read_pairs(["runs/a/corrections.jsonl"])   # (instruction, state, wrong, corrected)
+    bank = CorrectionBank.from_pairs(pairs)             # the plans as the person left them
+    planner = CorrectedPlanner(SkillPlanner(llm, registry), bank, k=3)
+    planner.plan(instruction, world.snapshot())         # the 3 nearest corrected plans as shots
+
+The fine-tuned high level is a prompt bank: for a new instruction, the corrected plans whose
+instructions read most alike (cosine over word uni- and bigrams, colour words masked, so "from
+top to bottom: red, green, blue" finds the same phrasing with other colours) are added to the
+planner's few-shot examples. No weights change; the planner's choice does.
+
+`SimulatedUser` is the person of the benchmark and tests: it knows the item's goal, watches a
+run (`Executor.on_call`) and, when the announced call is not one the goal needs next, says the
+right one in words ("no, put the red block on the green block"), through the ordinary
+correction queue, parser and log.
+"""
+
+from __future__ import annotations
+
+import ast
+import itertools
+import json
+import math
+import re
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from robocompose.hierarchical.corrections import CorrectionQueue, SkillCall
+from robocompose.hierarchical.prompts import Example, scene_summary
+from robocompose.hierarchical.tasks import STACK_TASK, LongHorizonItem
+from robocompose.hierarchical.world import SimWorld
+
+APPLIED_KINDS = ("nudge", "substitute", "replace")  # edits that change a call (stop, skip do not)
+# masked in the similarity, so a phrasing matches itself with other colours
+COLOUR_WORDS = frozenset(
+    [
+        "red",
+        "green",
+        "blue",
+        "yellow",
+        "orange",
+        "purple",
+        "pink",
+        "black",
+        "white",
+        "grey",
+        "gray",
+        "brown",
+        "cyan",
+        "magenta",
+        "violet",
+        "scarlet",
+        "crimson",
+        "emerald",
+        "lime",
+        "navy",
+        "azure",
+        "teal",
+        "indigo",
+        "gold",
+        "silver",
+    ]
+)
+
+
+# -- reading logs ---------------------------------------------------------------------------------
+def parse_call(text: str) -> SkillCall:
+    """A logged call, `place(obj='red_block', target='green_block')`, back into a SkillCall."""
+    try:
+        node = ast.parse(text.strip(), mode="eval").body
+        if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Name) or node.args:
+            raise ValueError("not name(keyword=value, ...)")
+        return SkillCall(node.func.id, {k.arg: ast.literal_eval(k.value) for k in node.keywords})
+    except (SyntaxError, ValueError) as e:
+        raise ValueError(f"logged call {text!r} is not `skill(arg=value, ...)` ({e}).") from None
+
+
+@dataclass(frozen=True)
+class CorrectionPair:
+    """One applied correction as a training example: in `state`, for `instruction`, the
+    planner's next call was `wrong`; the person's correction made it `corrected`."""
+
+    instruction: str
+    state: dict[str, Any]
+    wrong: SkillCall
+    corrected: SkillCall
+    text: str
+    done: tuple[SkillCall, ...]  # calls of the plan that had run before
+    plan_after: tuple[SkillCall, ...]  # the corrected call and the rest of the plan
+    run: str  # which run the correction came from
+    time: float
+
+
+def read_pairs(paths: Iterable[str | Path]) -> list[CorrectionPair]:
+    """Every applied correction in the logs, in log order; corrections not understood or not
+    applied, stops and skips are left out (they name no call to learn)."""
+    pairs = []
+    for path in paths:
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"correction log {path} does not exist.")
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            if line.strip():
+                pair = _pair(json.loads(line), f"{path}:{number}")
+                if pair is not None:
+                    pairs.append(pair)
+    return pairs
+
+
+def _pair(record: dict[str, Any], where: str) -> CorrectionPair | None:
+    edit = record.get("edit")
+    if record.get("error") or not edit or edit.get("kind") not in APPLIED_KINDS:
+        return None
+    if not record.get("instruction"):
+        raise ValueError(
+            f"{where}: the correction has no `instruction`; logs written by a `Runner` "
+            "(robocompose plan) carry it, a `CorrectionLog` needs context={'instruction': ...}."
+        )
+    before, after = record["plan_before"], record["plan_after"]
+    if not before or not after:
+        return None
+    return CorrectionPair(
+        instruction=record["instruction"],
+        state=record["state"],
+        wrong=parse_call(before[0]),
+        corrected=parse_call(after[0]),
+        text=record["text"],
+        done=tuple(parse_call(c) for c in record.get("done", [])),
+        plan_after=tuple(parse_call(c) for c in after),
+        run=str(record.get("run", where)),
+        time=float(record["time"]),
+    )
+
+
+@dataclass(frozen=True)
+class CorrectedPlan:
+    """A plan as the person left it: from the scene of its first correction, the calls that ran
+    and the rest of the plan after its last correction."""
+
+    instruction: str
+    state: dict[str, Any]
+    calls: tuple[SkillCall, ...]
+    corrections: int
+
+    def example(self) -> Example:
+        """This plan as a few-shot example of the planners (JSON calls and a program)."""
+        code = "\n".join(
+            f"{c.skill}({', '.join(repr(v) for v in c.args.values())})" for c in self.calls
+        )
+        return Example(
+            scene=scene_summary(self.state),
+            instruction=self.instruction,
+            code=code,
+            calls=tuple((c.skill, dict(c.args)) for c in self.calls),
+        )
+
+
+def corrected_plans(pairs: Sequence[CorrectionPair]) -> list[CorrectedPlan]:
+    """One plan per run and plan (a repair round starts a new one: its `done` starts over)."""
+    plans = []
+    for _, group in itertools.groupby(pairs, key=lambda p: p.run):
+        segment: list[CorrectionPair] = []
+        for pair in group:
+            if segment and pair.done[: len(segment[-1].done)] != segment[-1].done:
+                plans.append(_plan(segment))
+                segment = []
+            segment.append(pair)
+        plans.append(_plan(segment))
+    return plans
+
+
+def _plan(segment: list[CorrectionPair]) -> CorrectedPlan:
+    first, last = segment[0], segment[-1]
+    calls = last.done[len(first.done) :] + last.plan_after
+    return CorrectedPlan(first.instruction, first.state, calls, len(segment))
+
+
+# -- the bank -------------------------------------------------------------------------------------
+def _features(instruction: str) -> Counter[str]:
+    words = [
+        "<colour>" if w in COLOUR_WORDS else w for w in re.findall(r"[a-z]+", instruction.lower())
+    ]
+    return Counter(words + [f"{a} {b}" for a, b in itertools.pairwise(words)])
+
+
+def _cosine(a: Counter[str], b: Counter[str], idf: dict[str, float]) -> float:
+    dot = sum(a[t] * b[t] * idf.get(t, 1.0) ** 2 for t in a.keys() & b.keys())
+    norm_a = math.sqrt(sum((v * idf.get(t, 1.0)) ** 2 for t, v in a.items()))
+    norm_b = math.sqrt(sum((v * idf.get(t, 1.0)) ** 2 for t, v in b.items()))
+    return dot / (norm_a * norm_b) if norm_a and norm_b else 0.0
+
+
+class CorrectionBank:
+    """Corrected plans, retrieved by how alike their instructions read to a new one."""
+
+    def __init__(self, plans: Sequence[CorrectedPlan]) -> None:
+        if not plans:
+            raise ValueError("a correction bank needs at least one corrected plan.")
+        self.plans = list(plans)
+        self._features = [_features(p.instruction) for p in self.plans]
+        counts = Counter(t for f in self._features for t in f)
+        n = len(self.plans)
+        self._idf = {t: math.log((1 + n) / (1 + c)) + 1.0 for t, c in counts.items()}
+
+    @classmethod
+    def from_pairs(cls, pairs: Sequence[CorrectionPair]) -> CorrectionBank:
+        return cls(corrected_plans(pairs))
+
+    @classmethod
+    def from_logs(cls, paths: Iterable[str | Path]) -> CorrectionBank:
+        paths = list(paths)
+        pairs = read_pairs(paths)
+        if not pairs:
+            raise ValueError(f"the correction logs {[str(p) for p in paths]} hold no applied call.")
+        return cls.from_pairs(pairs)
+
+    def nearest(self, instruction: str, k: int) -> list[CorrectedPlan]:
+        """The `k` plans whose instructions are most alike, the most alike last (nearest to the
+        question in the prompt); ties keep the bank's order."""
+        query = _features(instruction)
+        scores = [_cosine(query, f, self._idf) for f in self._features]
+        best = sorted(range(len(scores)), key=lambda i: (-scores[i], i))[:k]
+        return [self.plans[i] for i in reversed(best)]
+
+
+class CorrectedPlanner:
+    """A planner (skill list or code) whose few-shot examples are its own plus the `k` nearest
+    corrected plans of `bank`: the high level fine-tuned by corrections, without weights."""
+
+    def __init__(self, planner: Any, bank: CorrectionBank, k: int = 3) -> None:
+        if k < 1:
+            raise ValueError(f"`k` (corrected plans per prompt) must be >= 1. Got {k}.")
+        self.planner, self.bank, self.k = planner, bank, k
+
+    def examples(self, instruction: str) -> list[Example]:
+        return [
+            *self.planner.examples,
+            *(p.example() for p in self.bank.nearest(instruction, self.k)),
+        ]
+
+    def plan(self, instruction: str, world_summary: Any, feedback: str | None = None) -> Any:
+        return self.planner.plan(
+            instruction, world_summary, feedback, examples=self.examples(instruction)
+        )
+
+
+# -- the simulated person -------------------------------------------------------------------------
+def goal_steps(item: LongHorizonItem, world: SimWorld) -> list[SkillCall] | None:
+    """The calls that make progress towards `item`'s goal from the world as it is: [] when the
+    goal is met, None when the world is off the path the person knows (they stay quiet)."""
+    held = world.holding()
+    if item.task == STACK_TASK:
+        order = [f"{c}_block" for c in item.env_kwargs["order"]]
+        pending = [(up, low) for low, up in itertools.pairwise(order) if world.on_top_of(up) != low]
+        if not pending:
+            return []
+        upper, lower = pending[0]
+        if held is not None:
+            return [SkillCall("place", {"obj": upper, "target": lower})] if held == upper else None
+        return [SkillCall("pick", {"obj": upper})]
+    bins = {b: f"{b.split('_')[0]}_bin" for b in world.objects()}
+    if held is not None:
+        return [SkillCall("place", {"obj": held, "target": bins[held]})]
+    return [SkillCall("pick", {"obj": b}) for b in world.objects() if world.in_bin(b) != bins[b]]
+
+
+def say(call: SkillCall) -> str:
+    """The call in the words a person uses: "no, put the red block on the green block"."""
+
+    def thing(name: str) -> str:
+        colour, _, kind = name.rpartition("_")
+        return f"the {colour} {kind}"
+
+    if call.skill == "pick":
+        return f"no, pick up {thing(call.args['obj'])}"
+    if call.skill == "place":
+        where = "in" if call.args["target"].endswith("_bin") else "on"
+        return f"no, put {thing(call.args['obj'])} {where} {thing(call.args['target'])}"
+    raise ValueError(f"the simulated user says pick and place calls only. Got {call}.")
+
+
+class SimulatedUser:
+    """The person watching a run: told each announced call (`Executor.on_call`), it corrects
+    one the goal does not need next, and says "stop" when the goal is met and more comes."""
+
+    def __init__(self, item: LongHorizonItem, world: SimWorld, queue: CorrectionQueue) -> None:
+        self.item, self.world, self.queue = item, world, queue
+        self.said: list[str] = []
+
+    def __call__(self, call: SkillCall) -> None:
+        good = goal_steps(self.item, self.world)
+        if good is None or call in good:
+            return
+        text = say(good[0]) if good else "stop"
+        self.said.append(text)
+        self.queue.put(text)
