@@ -115,6 +115,33 @@ $(IMAGE_TASKS:%=train-%-image): train-%-image: setup checkpoints/%_diffusion_une
 checkpoints/%_diffusion_unet/config.json:
 	$(MAKE) train-$*
 
+# ---- skill policies (robocompose/sim/skill_labels.py, robocompose/hierarchical/learned_skills.py)
+# One network per family serves pick(obj) and place(obj, target) on Stack and SortBins scenes,
+# conditioned on the skill's language tokens and argument positions. Demos carry per-step skill
+# labels; every Stack order and three SortBins block orders get their own file (another seed
+# range each, so the scenes differ), and training cuts windows inside one skill segment.
+SKILL_DATA := data/skills
+STACK_ORDERS := red_green_blue red_blue_green green_red_blue green_blue_red blue_red_green blue_green_red
+SORT_ORDERS := red_green_blue blue_red_green green_blue_red
+SKILL_DEMOS ?= 60
+SKILL_STEPS ?= 15000
+comma := ,
+empty :=
+space := $(empty) $(empty)
+colours = [$(subst _,$(comma),$(1))]
+SKILL_SETS := $(STACK_ORDERS:%=$(SKILL_DATA)/Stack_%.hdf5) $(SORT_ORDERS:%=$(SKILL_DATA)/SortBins_%.hdf5)
+SKILL_COLLECT = --episodes $(SKILL_DEMOS) 'obs_keys=[state,proprio]' skills=true
+SKILL_POLICY = dataset=$(firstword $(SKILL_SETS)) 'extra_datasets=[$(subst $(space),$(comma),$(wordlist 2,99,$(SKILL_SETS)))]' skill_windows=true 'policy.obs_keys=[proprio,skill_args,skill_tokens]' policy.backbone=mlp steps=$(SKILL_STEPS) batch_size=256 checkpoint_dtype=float16 torch_threads=1
+.PHONY: collect-skills train-skills
+
+collect-skills: setup
+	$(foreach i,1 2 3 4 5 6,$(BIN)/robocompose collect Stack $(SKILL_COLLECT) seed_start=$(i)0000 '+env.order=$(call colours,$(word $(i),$(STACK_ORDERS)))' --out $(SKILL_DATA)/Stack_$(word $(i),$(STACK_ORDERS)).hdf5 &&) true
+	$(foreach i,1 2 3,$(BIN)/robocompose collect SortBins $(SKILL_COLLECT) seed_start=$(i)0000 '+env.blocks=$(call colours,$(word $(i),$(SORT_ORDERS)))' --out $(SKILL_DATA)/SortBins_$(word $(i),$(SORT_ORDERS)).hdf5 &&) true
+
+train-skills: collect-skills
+	$(BIN)/robocompose train out=checkpoints/Tabletop_skills_flow_mlp $(SKILL_POLICY) policy.family=flow
+	$(BIN)/robocompose train out=checkpoints/Tabletop_skills_diffusion_mlp $(SKILL_POLICY) policy.family=diffusion policy.prediction_type=v_prediction
+
 # ---- demos ablation (configs/sweep/demos.yaml) -----------------------------------------------
 # Pairs of PickPlace flow MLPs, the two of a pair trained on disjoint sets of N demos from one
 # 400-demo file (a: demos [0, N); b: [N, 2N), another seed), so a pair shares one normaliser.

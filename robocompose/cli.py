@@ -145,6 +145,8 @@ def _collect(overrides: list[str]) -> None:
         image_size=config.image_size,
         seed_start=config.seed_start,
         expert_config=config.expert,
+        skills=config.skills,
+        env_config=config.env,
     )
     print(f"{config.task.name}: wrote {config.out}; expert success this run {rate}")
 

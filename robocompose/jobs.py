@@ -160,6 +160,9 @@ class CollectConfig:
     image_size: int | None = None  # side of the `image` key in pixels; None: the env's default
     seed_start: int = 0
     expert: dict[str, Any] = field(default_factory=dict)  # e.g. +expert.action_noise_m=0.003
+    # per-step skill labels (and `skill_args` on the tabletop tasks): skill-policy data
+    skills: bool = False
+    env: dict[str, Any] = field(default_factory=dict)  # more env kwargs, e.g. +env.order=[..]
 
 
 @dataclass(kw_only=True)

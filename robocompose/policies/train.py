@@ -43,11 +43,14 @@ from robocompose.policies.config import PolicyConfig
 from robocompose.policies.normalizer import AffineNormalizer
 from robocompose.policies.train_config import TrainConfig
 from robocompose.sim.dataset import (
+    Episode,
     SequenceWindows,
     action_stats,
     load_demos,
     obs_stats,
     read_env_args,
+    read_skill_vocabulary,
+    skill_segments,
 )
 from robocompose.stats import SuccessRate
 
@@ -89,9 +92,27 @@ def action_normalizer(config: TrainConfig, episodes: list, action_dim: int) -> A
     return normalizer
 
 
+def _episodes(config: TrainConfig) -> list[Episode]:
+    """Every demo of `dataset` and `extra_datasets`; with `skill_windows`, their skill segments
+    with the skill's conditioning attached."""
+    paths = [config.dataset, *config.extra_datasets]
+    if not config.skill_windows:
+        return [e for path in paths for e in load_demos(path, config.policy.obs_keys)]
+    from robocompose.sim.skill_labels import ATTACHED_KEYS, conditioning
+
+    keys = [k for k in config.policy.obs_keys if k not in ATTACHED_KEYS]
+    segments = []
+    for path in paths:
+        vocabulary = read_skill_vocabulary(path)
+        if not vocabulary:
+            raise ValueError(f"`skill_windows`: {path} has no skill labels; collect skills=true.")
+        segments += skill_segments(load_demos(path, keys), vocabulary, conditioning)
+    return segments
+
+
 def prepare(config: TrainConfig) -> tuple[GenerativePolicy, SequenceWindows, dict[str, Any]]:
     """Read the dataset, fit normalisers, build the policy; returns (policy, windows, metadata)."""
-    all_episodes = load_demos(config.dataset, config.policy.obs_keys)
+    all_episodes = _episodes(config)
     stop = None if config.max_demos is None else config.demo_offset + config.max_demos
     episodes = all_episodes[config.demo_offset : stop]
     if not episodes:

@@ -19,6 +19,12 @@ AMP_MODES = ("off", "bf16", "fp16")
 class TrainConfig:
     dataset: str
     out: str
+    # more demo files trained on with `dataset` (e.g. one per scene variant); `dataset` names
+    # the task and env kwargs, the normalisers are fitted to all of them
+    extra_datasets: list[str] = field(default_factory=list)
+    # train on windows inside one skill segment (the files' per-step `skills` labels), each with
+    # its skill's language tokens as the obs key `skill_tokens` (robocompose.sim.skill_labels)
+    skill_windows: bool = False
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     steps: int = 10_000
     batch_size: int = 256

@@ -1,4 +1,9 @@
-"""Roll out a task's scripted expert and write its successful episodes as demonstrations."""
+"""Roll out a task's scripted expert and write its successful episodes as demonstrations.
+
+With `skills=True` each step also records the skill the expert executes (`expert.skill`, see
+`robocompose.sim.skill_labels`) as the demo's `skills` labels, and on the tabletop tasks the
+argument positions as the obs key `skill_args`: the data of skill-conditioned policies.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +17,8 @@ from tqdm import tqdm
 
 from robocompose.interrupt import Interrupted
 from robocompose.sim.dataset import DemoWriter
+from robocompose.sim.pick_place import TabletopEnv
+from robocompose.sim.skill_labels import SkillLabel, skill_args
 from robocompose.sim.tasks import get_task, make_env, make_expert
 from robocompose.stats import SuccessRate, success_rate
 
@@ -25,19 +32,35 @@ class ExpertEpisode:
     actions: np.ndarray  # (T, A)
     rewards: np.ndarray  # (T,)
     video: list[np.ndarray]  # rendered frames (T + 1), when asked for
+    skills: list[SkillLabel] | None = None  # the expert's skill per step, when asked for
 
 
-def run_expert_episode(env: Any, expert: Any, seed: int, *, video: bool = False) -> ExpertEpisode:
-    """One seeded episode of `expert` on `env` (a TimeLimit-wrapped suite env)."""
+def _step_skill(env: Any, expert: Any, frames: dict[str, list[np.ndarray]]) -> SkillLabel:
+    """The skill of the action `expert` just chose; on a tabletop its `skill_args` obs too."""
+    label = getattr(expert, "skill", None)
+    if not isinstance(label, SkillLabel):
+        raise ValueError(f"{type(expert).__name__} exposes no `skill` label for this step.")
+    if isinstance(env.unwrapped, TabletopEnv):
+        frames.setdefault("skill_args", []).append(skill_args(env.unwrapped, label))
+    return label
+
+
+def run_expert_episode(
+    env: Any, expert: Any, seed: int, *, video: bool = False, skills: bool = False
+) -> ExpertEpisode:
+    """One seeded episode of `expert` on `env` (a TimeLimit-wrapped suite env); `skills`
+    records the expert's skill label per step."""
     obs, info = env.reset(seed=seed)
     expert.reset(env, np.random.default_rng(seed))
     frames: dict[str, list[np.ndarray]] = {k: [] for k in obs}
     rendered = [env.render()] if video else []
-    actions, rewards = [], []
+    actions, rewards, labels = [], [], []
     success, score = bool(info["success"]), float(info["score"])
     done = False
     while not done:
         action = expert.act(env)
+        if skills:
+            labels.append(_step_skill(env, expert, frames))
         for key, value in obs.items():
             frames[key].append(value)
         obs, reward, terminated, truncated, info = env.step(action)
@@ -55,6 +78,7 @@ def run_expert_episode(env: Any, expert: Any, seed: int, *, video: bool = False)
         actions=np.asarray(actions, dtype=np.float32),
         rewards=np.asarray(rewards, dtype=np.float32),
         video=rendered,
+        skills=labels if skills else None,
     )
 
 
@@ -69,6 +93,8 @@ def collect(
     max_attempts: int | None = None,
     expert_config: dict[str, Any] | None = None,
     progress: bool = True,
+    skills: bool = False,
+    env_config: dict[str, Any] | None = None,
 ) -> SuccessRate:
     """Write `episodes` successful expert demos of `task` to `out` (robomimic hdf5 layout).
 
@@ -77,11 +103,13 @@ def collect(
     collection resumes. Missing parent folders of `out` are made. Returns the expert's success
     rate over the episodes attempted in this call. `image_size` (None: the env's default) is
     recorded in the file's env kwargs, so a policy trained on it is evaluated at that size.
+    `skills` records per-step skill labels (and `skill_args` on the tabletop tasks).
+    `env_config`: more env kwargs (e.g. Stack's `order`), recorded in the file too.
     """
     if episodes < 1:
         raise ValueError(f"`episodes` must be >= 1. Got {episodes}.")
     spec = get_task(task)
-    env_kwargs: dict[str, Any] = {"obs_keys": list(obs_keys)}
+    env_kwargs: dict[str, Any] = {**(env_config or {}), "obs_keys": list(obs_keys)}
     if image_size is not None:
         env_kwargs["image_size"] = int(image_size)
     env = make_env(spec.name, **(env_kwargs | {"obs_keys": tuple(obs_keys)}))
@@ -101,7 +129,7 @@ def collect(
             seed = seed_start
             while len(writer.demo_attrs) < episodes and attempted < max_attempts:
                 if seed not in done_seeds:
-                    episode = run_expert_episode(env, expert, seed)
+                    episode = run_expert_episode(env, expert, seed, skills=skills)
                     attempted += 1
                     if episode.success:
                         successes += 1
@@ -110,6 +138,7 @@ def collect(
                             episode.actions,
                             episode.rewards,
                             attrs={"seed": seed, "score": episode.score},
+                            skills=[s.to_dict() for s in episode.skills or []] if skills else None,
                         )
                         bar.update()
                     bar.set_postfix(expert_success=f"{successes}/{attempted}")

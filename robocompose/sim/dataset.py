@@ -8,6 +8,8 @@ Layout (robomimic, `docs/datasets/overview.md`)::
     data/demo_{i}/actions    (T, A) float32
     data/demo_{i}/rewards    (T,) float32
     data/demo_{i}/dones      (T,) int64, 1 at the last step
+    data/demo_{i}/skills     (T,) int64, optional: each step's skill, an index into the JSON list
+                             `data` attrs `skill_vocabulary` ({"name", "args", "language"} each)
     mask/train, mask/valid   demo names as byte strings (b"demo_0")
 
 No torch here: sim/ is the lowest layer; the torch Dataset wrapper lives in policies/.
@@ -18,7 +20,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
@@ -46,6 +48,7 @@ class Episode:
     actions: np.ndarray
     rewards: np.ndarray
     name: str = ""
+    skills: np.ndarray | None = None  # (T,) int64 indices into the file's skill vocabulary
 
     def __len__(self) -> int:
         return len(self.actions)
@@ -130,8 +133,12 @@ class DemoWriter:
         actions: np.ndarray,
         rewards: np.ndarray,
         attrs: Mapping[str, Any] | None = None,
+        skills: Sequence[Mapping[str, Any]] | None = None,
     ) -> str:
-        """Validate then write one episode as `demo_{i}` (with extra `attrs`, e.g. its seed)."""
+        """Validate then write one episode as `demo_{i}` (with extra `attrs`, e.g. its seed).
+
+        `skills`: one JSON-able label per step ({"name", "args", "language"}), stored as int
+        indices into the file's `skill_vocabulary` (labels not in it yet are appended)."""
         if not self._file:
             raise RuntimeError(f"DemoWriter for {self.path} is closed.")
         name = f"demo_{len(self._lengths)}"
@@ -140,6 +147,13 @@ class DemoWriter:
         rewards = np.asarray(rewards, dtype=np.float32)
         _check_episode(obs, actions, rewards, where=f"episode {name} for {self.path}")
         arrays = {"actions": actions} | {f"obs/{k}": v for k, v in obs.items()}
+        if skills is not None:
+            if len(skills) != len(actions):
+                raise DatasetError(
+                    f"`skills` must have one label per step. Got {len(skills)} != "
+                    f"{len(actions)} (episode {name} for {self.path})."
+                )
+            arrays["skills"] = self._skill_indices(skills)
         signature = {k: (v.shape[1:], v.dtype == np.uint8) for k, v in arrays.items()}
         if self._signature is not None and signature != self._signature:
             first = self._signature
@@ -166,6 +180,8 @@ class DemoWriter:
                 else:
                     group.create_dataset(f"obs/{key}", data=value.astype(np.float32))
             group.create_dataset("actions", data=actions)
+            if skills is not None:
+                group.create_dataset("skills", data=arrays["skills"])
             group.create_dataset("rewards", data=rewards)
             dones = np.zeros(len(actions), dtype=np.int64)
             dones[-1] = 1
@@ -180,6 +196,20 @@ class DemoWriter:
         self.demo_attrs.append(dict(group.attrs))
         self._update_metadata()
         return name
+
+    def _skill_indices(self, labels: Sequence[Mapping[str, Any]]) -> np.ndarray:
+        """(T,) int64 indices of `labels` in the file's vocabulary, which grows as needed."""
+        vocabulary = json.loads(self._data.attrs.get("skill_vocabulary", "[]"))
+        known = {json.dumps(v, sort_keys=True): i for i, v in enumerate(vocabulary)}
+        indices = []
+        for label in labels:
+            key = json.dumps(dict(label), sort_keys=True)
+            if key not in known:
+                known[key] = len(vocabulary)
+                vocabulary.append(dict(label))
+            indices.append(known[key])
+        self._data.attrs["skill_vocabulary"] = json.dumps(vocabulary)
+        return np.asarray(indices, dtype=np.int64)
 
     def _update_metadata(self) -> None:
         """`total` and a seeded train/valid split; floor(fraction * n) valid, as robomimic does."""
@@ -213,6 +243,8 @@ class DemoWriter:
 
 def _signature(demo: h5py.Group) -> dict[str, tuple[tuple[int, ...], bool]]:
     arrays = {"actions": demo["actions"]} | {f"obs/{k}": v for k, v in demo["obs"].items()}
+    if "skills" in demo:
+        arrays["skills"] = demo["skills"]
     return {k: (v.shape[1:], v.dtype == np.uint8) for k, v in arrays.items()}
 
 
@@ -270,9 +302,7 @@ def read_env_args(path: str | os.PathLike[str]) -> dict[str, Any]:
         return json.loads(f["data"].attrs["env_args"])
 
 
-def _demo_names(
-    f: h5py.File, filter_key: str | None, *, allow_empty: bool = False
-) -> list[str]:
+def _demo_names(f: h5py.File, filter_key: str | None, *, allow_empty: bool = False) -> list[str]:
     """Demo names in numeric order (demo_2 < demo_10), optionally those in `mask/<filter_key>`.
 
     `allow_empty` for appending: a collection killed before its first demo leaves none.
@@ -337,14 +367,65 @@ def load_demos(
             else:
                 rewards = np.zeros(len(actions), dtype=np.float32)
             _check_episode(obs, actions, rewards, where)
+            skills = demo["skills"][()].astype(np.int64) if "skills" in demo else None
+            if skills is not None and skills.shape != (len(actions),):
+                raise DatasetError(
+                    f"`skills` must have shape ({len(actions)},). Got {skills.shape} ({where})."
+                )
             num_samples = demo.attrs.get("num_samples", len(actions))
             if num_samples != len(actions):
                 raise DatasetError(
                     f"`num_samples` must equal the number of actions. "
                     f"Got {num_samples} != {len(actions)} ({where})."
                 )
-            episodes.append(Episode(obs, actions, rewards, name))
+            episodes.append(Episode(obs, actions, rewards, name, skills))
     return episodes
+
+
+def read_skill_vocabulary(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """The skill labels a file's `skills` datasets index into ([] when it has none)."""
+    with _open(path) as f:
+        return json.loads(f["data"].attrs.get("skill_vocabulary", "[]"))
+
+
+Conditioning = Callable[[Mapping[str, Any]], Mapping[str, np.ndarray]]
+
+
+def skill_segments(
+    episodes: Sequence[Episode],
+    vocabulary: Sequence[Mapping[str, Any]],
+    conditioning: Conditioning | None = None,
+) -> list[Episode]:
+    """Each episode cut into its runs of one skill, so `SequenceWindows` over the result cuts
+    only windows inside one skill segment (the ends repeat the segment's first/last frame).
+
+    `conditioning(label)` gives per-skill obs arrays (e.g. its language tokens) that every step of
+    the segment gets as extra obs keys."""
+    segments = []
+    for episode in episodes:
+        if episode.skills is None:
+            raise DatasetError(f"episode {episode.name or '?'} has no `skills` labels.")
+        cuts = np.flatnonzero(np.diff(episode.skills)) + 1
+        for start, stop in zip([0, *cuts], [*cuts, len(episode)], strict=True):
+            index = int(episode.skills[start])
+            if not 0 <= index < len(vocabulary):
+                raise DatasetError(
+                    f"episode {episode.name or '?'}: skill index {index} outside the "
+                    f"vocabulary of {len(vocabulary)} labels."
+                )
+            extra = dict(conditioning(vocabulary[index])) if conditioning else {}
+            obs = {k: v[start:stop] for k, v in episode.obs.items()}
+            obs |= {k: np.repeat(np.asarray(v)[None], stop - start, 0) for k, v in extra.items()}
+            segments.append(
+                Episode(
+                    obs,
+                    episode.actions[start:stop],
+                    episode.rewards[start:stop],
+                    f"{episode.name}[{start}:{stop}]",
+                    episode.skills[start:stop],
+                )
+            )
+    return segments
 
 
 def _as_stored(value: np.ndarray) -> np.ndarray:

@@ -20,6 +20,9 @@ knocked off gets put back.
 
 After the script ends the expert holds its last command; `done` turns true `done_margin` steps
 later (collectors stop on env success or `done`).
+
+`skill` is the `SkillLabel` of the step `act` last returned: pick(obj) while grasping (retries
+included), place(obj, target) from carrying to the retreat; the final hold keeps the last label.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ import numpy as np
 
 from robocompose.sim.gantry import WORKSPACE_HIGH, WORKSPACE_LOW
 from robocompose.sim.pick_place import CUBE_HALF_M, PickPlaceEnv, TabletopEnv
+from robocompose.sim.skill_labels import SkillLabel, pick_label, place_label
 from robocompose.sim.stack import StackEnv
 
 CUBE_CHOICES = ("first", "nearest", "uniform")
@@ -87,6 +91,7 @@ class _GraspingExpert:
         self._script: Iterator[Command] | None = None
         self._last: Command = (np.zeros(3), OPEN)
         self._idle, self._finished = 0, False
+        self.skill: SkillLabel | None = None
 
     @property
     def done(self) -> bool:
@@ -99,6 +104,7 @@ class _GraspingExpert:
         self._cmd = task.ee_pos()
         self._last = (self._cmd.copy(), OPEN)
         self._idle, self._finished = 0, False
+        self.skill = None
         self._draw_style()
         self._script = self._plan(task)
 
@@ -177,9 +183,14 @@ class _GraspingExpert:
         i: int,
         place_xy: Callable[[], np.ndarray],
         place_z: Callable[[], float],
+        target: str,
     ) -> Iterator[Command]:
-        """Move cube i so that its centre lands at (place_xy(), place_z()), both read live."""
+        """Move cube i so that its centre lands at (place_xy(), place_z()), both read live;
+        `target` names where (a block, a bin, "target") for the skill labels."""
+        obj = block_name(task, i)
+        self.skill = pick_label(obj)
         if (yield from self._grasp_retrying(task, i)):
+            self.skill = place_label(obj, target)
             yield from self._place_held(task, i, place_xy, place_z)
 
     def _grasp_retrying(self, task: TabletopEnv, i: int) -> Generator[Command, None, bool]:
@@ -241,6 +252,11 @@ class _GraspingExpert:
         return max(tops, default=0.0)
 
 
+def block_name(task: TabletopEnv, i: int) -> str:
+    """Cube i's name in skill labels: "<cube name>_block" (e.g. "red_block")."""
+    return f"{task.cube_names[i]}_block"
+
+
 class PickPlaceExpert(_GraspingExpert):
     """Brings one cube (with two: the one `cube_choice` names) into the target disc."""
 
@@ -252,7 +268,9 @@ class PickPlaceExpert(_GraspingExpert):
         i = self._choose_cube(task)
         offset = self._rng.uniform(-0.012, 0.012, 2)
         place_z = CUBE_HALF_M + 0.004
-        yield from self._pick_and_place(task, i, lambda: task.target_xy() + offset, lambda: place_z)
+        yield from self._pick_and_place(
+            task, i, lambda: task.target_xy() + offset, lambda: place_z, "target"
+        )
 
     def _choose_cube(self, task: PickPlaceEnv) -> int:
         draw = int(self._rng.integers(task.n_cubes))  # drawn always: the rng stream stays put
@@ -284,4 +302,5 @@ class StackExpert(_GraspingExpert):
                 upper,
                 lambda lower=lower: task.cube_pos(lower)[:2],
                 lambda lower=lower: task.cube_pos(lower)[2] + 2 * CUBE_HALF_M + 0.004,
+                block_name(task, lower),
             )

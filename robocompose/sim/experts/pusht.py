@@ -25,6 +25,7 @@ from robocompose.sim.pusht import (
     WORKSPACE_M,
     PushTEnv,
 )
+from robocompose.sim.skill_labels import PUSH_T_LABEL
 
 # Angle error is weighted so that the two terms cost about the same coverage: 2 mm ~ 2 degrees.
 YAW_WEIGHT_M_PER_RAD = 0.06
@@ -68,7 +69,11 @@ class PushTExpertConfig:
 
 
 class PushTExpert:
-    """Sampling-MPC pusher; `act` needs the live env (it reads and simulates its MuJoCo state)."""
+    """Sampling-MPC pusher; `act` needs the live env (it reads and simulates its MuJoCo state).
+
+    Its whole episode is one skill, `skill` = push(t_block, goal)."""
+
+    skill = PUSH_T_LABEL
 
     def __init__(self, config: PushTExpertConfig | None = None) -> None:
         self.config = config or PushTExpertConfig()

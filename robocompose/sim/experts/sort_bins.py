@@ -39,4 +39,5 @@ class SortBinsExpert(_GraspingExpert):
                 i,
                 lambda k=k, offset=offset: task.bin_xy(k) + offset,
                 lambda: CUBE_HALF_M + 0.004,
+                f"{task.bin_colours[k]}_bin",
             )
