@@ -101,7 +101,7 @@ class PushTExpert:
         spec = mujoco.mjtState.mjSTATE_INTEGRATION
         start = np.empty(mujoco.mj_stateSize(model, spec))
         mujoco.mj_getState(model, task.data, start, spec)
-        current = pose_error(task.block_pose())
+        current = self.cost(task.block_pose())
 
         candidates: list[tuple[float, list[np.ndarray]]] = []
         approached = np.empty_like(start)
@@ -117,7 +117,7 @@ class PushTExpert:
                 mujoco.mj_setState(model, scratch, approached, spec)
                 done = self._simulate(task, scratch, push)
                 pose = _block_pose(task, scratch)
-                cost = -1.0 if done else pose_error(pose)
+                cost = -1.0 if done else self.cost(pose)
                 candidates.append((cost, approach + push))
 
         best = min(cost for cost, _ in candidates)
@@ -131,9 +131,18 @@ class PushTExpert:
         for target in targets:
             data.ctrl[:2] = target
             mujoco.mj_step(task.model, data, nstep=task.n_substeps)
-            if task.coverage_of(_block_pose(task, data)) >= task.success_coverage:
+            if self.reached(task, _block_pose(task, data)):
                 return True
         return False
+
+    def cost(self, pose: tuple[float, float, float]) -> float:
+        """What a push should make small: the pose error to the goal T (subclasses aim
+        elsewhere)."""
+        return pose_error(pose)
+
+    def reached(self, task: PushTEnv, pose: tuple[float, float, float]) -> bool:
+        """A simulated push that gets here ends the plan: the task's success."""
+        return task.coverage_of(pose) >= task.success_coverage
 
     def _primitive_targets(
         self, task: PushTEnv, contact: np.ndarray, normal: np.ndarray
