@@ -38,7 +38,7 @@ from robocompose.hierarchical.prompts import Example, scene_summary
 from robocompose.hierarchical.tasks import STACK_TASK, LongHorizonItem
 from robocompose.hierarchical.world import SimWorld
 
-APPLIED_KINDS = ("nudge", "substitute", "replace")  # edits that change a call (stop, skip do not)
+APPLIED_KINDS = ("nudge", "substitute", "replace")  # edits that change a call
 # masked in the similarity, so a phrasing matches itself with other colours
 COLOUR_WORDS = frozenset(
     [
@@ -86,22 +86,24 @@ def parse_call(text: str) -> SkillCall:
 @dataclass(frozen=True)
 class CorrectionPair:
     """One applied correction as a training example: in `state`, for `instruction`, the
-    planner's next call was `wrong`; the person's correction made it `corrected`."""
+    planner's next call was `wrong`; the person's correction made it `corrected` (None for a
+    "stop": nothing more is to be done)."""
 
     instruction: str
     state: dict[str, Any]
     wrong: SkillCall
-    corrected: SkillCall
+    corrected: SkillCall | None
     text: str
     done: tuple[SkillCall, ...]  # calls of the plan that had run before
+    start_state: dict[str, Any]  # the world when the plan began ({} in logs that lack it)
     plan_after: tuple[SkillCall, ...]  # the corrected call and the rest of the plan
     run: str  # which run the correction came from
     time: float
 
 
 def read_pairs(paths: Iterable[str | Path]) -> list[CorrectionPair]:
-    """Every applied correction in the logs, in log order; corrections not understood or not
-    applied, stops and skips are left out (they name no call to learn)."""
+    """Every applied correction and stop in the logs, in log order; corrections not understood
+    or not applied, and skips, are left out."""
     pairs = []
     for path in paths:
         path = Path(path)
@@ -117,7 +119,7 @@ def read_pairs(paths: Iterable[str | Path]) -> list[CorrectionPair]:
 
 def _pair(record: dict[str, Any], where: str) -> CorrectionPair | None:
     edit = record.get("edit")
-    if record.get("error") or not edit or edit.get("kind") not in APPLIED_KINDS:
+    if record.get("error") or not edit or edit.get("kind") not in (*APPLIED_KINDS, "stop"):
         return None
     if not record.get("instruction"):
         raise ValueError(
@@ -125,15 +127,16 @@ def _pair(record: dict[str, Any], where: str) -> CorrectionPair | None:
             "(robocompose plan) carry it, a `CorrectionLog` needs context={'instruction': ...}."
         )
     before, after = record["plan_before"], record["plan_after"]
-    if not before or not after:
+    if not before or (not after and edit["kind"] != "stop"):
         return None
     return CorrectionPair(
         instruction=record["instruction"],
         state=record["state"],
         wrong=parse_call(before[0]),
-        corrected=parse_call(after[0]),
+        corrected=parse_call(after[0]) if after else None,
         text=record["text"],
         done=tuple(parse_call(c) for c in record.get("done", [])),
+        start_state=record.get("start_state") or {},
         plan_after=tuple(parse_call(c) for c in after),
         run=str(record.get("run", where)),
         time=float(record["time"]),
@@ -142,8 +145,9 @@ def _pair(record: dict[str, Any], where: str) -> CorrectionPair | None:
 
 @dataclass(frozen=True)
 class CorrectedPlan:
-    """A plan as the person left it: from the scene of its first correction, the calls that ran
-    and the rest of the plan after its last correction."""
+    """A plan as the person left it: the calls that ran and the rest of the plan after its last
+    correction (none after a stop), from the world the plan began in (logs without it: from its
+    first correction)."""
 
     instruction: str
     state: dict[str, Any]
@@ -164,23 +168,26 @@ class CorrectedPlan:
 
 
 def corrected_plans(pairs: Sequence[CorrectionPair]) -> list[CorrectedPlan]:
-    """One plan per run and plan (a repair round starts a new one: its `done` starts over)."""
-    plans = []
+    """One plan per run and plan (a repair round starts a new one: its `done` starts over);
+    a plan left with no call (a stop its first correction) teaches no plan and is left out."""
+    segments: list[list[CorrectionPair]] = []
     for _, group in itertools.groupby(pairs, key=lambda p: p.run):
-        segment: list[CorrectionPair] = []
         for pair in group:
-            if segment and pair.done[: len(segment[-1].done)] != segment[-1].done:
-                plans.append(_plan(segment))
-                segment = []
-            segment.append(pair)
-        plans.append(_plan(segment))
-    return plans
+            last = segments[-1][-1] if segments and segments[-1][-1].run == pair.run else None
+            if last is None or pair.done[: len(last.done)] != last.done:
+                segments.append([])
+            segments[-1].append(pair)
+    plans = [_plan(segment) for segment in segments]
+    return [plan for plan in plans if plan.calls]
 
 
 def _plan(segment: list[CorrectionPair]) -> CorrectedPlan:
     first, last = segment[0], segment[-1]
-    calls = last.done[len(first.done) :] + last.plan_after
-    return CorrectedPlan(first.instruction, first.state, calls, len(segment))
+    rest = last.plan_after if last.corrected is not None else ()
+    if first.start_state:
+        return CorrectedPlan(first.instruction, first.start_state, last.done + rest, len(segment))
+    ran = last.done[len(first.done) :]
+    return CorrectedPlan(first.instruction, first.state, ran + rest, len(segment))
 
 
 # -- the bank -------------------------------------------------------------------------------------

@@ -413,9 +413,11 @@ class CorrectionLog:
         plan_before: Sequence[SkillCall],
         plan_after: Sequence[SkillCall],
         done: Sequence[SkillCall] = (),
+        start_state: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """One correction as a plain JSON record: what was said, read, and changed; `done` are
-        the calls of this plan that had run (its plan_before's first call is the current one)."""
+        the calls of this plan that had run (its plan_before's first call is the current one),
+        from the world `start_state` the plan began in."""
         record = {
             "time": received_s,
             "text": text,
@@ -425,6 +427,7 @@ class CorrectionLog:
             "done": [str(c) for c in done],
             "plan_before": [str(c) for c in plan_before],
             "plan_after": [str(c) for c in plan_after],
+            "start_state": start_state or {},
         }
         return json.loads(json.dumps(record, default=_jsonable))
 

@@ -131,6 +131,7 @@ class Executor:
         self._in_program = False
         self._log: list[dict[str, Any]] = []
         self._done: list[SkillCall] = []  # calls of the current plan that ran
+        self._start: dict[str, Any] = {}  # the world when the current plan began
         self.on_call: Callable[[SkillCall], None] | None = None
         world.add_hook(self._on_step)
 
@@ -179,6 +180,7 @@ class Executor:
 
     def _begin(self, calls: Sequence[SkillCall], in_program: bool) -> None:
         self._remaining, self._log, self._rewrites, self._done = list(calls), [], [], []
+        self._start = self.world.snapshot() if self.corrections is not None else {}
         self._in_program = in_program
 
     def _guarded(
@@ -416,6 +418,7 @@ class Executor:
             plan_before=before,
             plan_after=after,
             done=list(self._done),
+            start_state=self._start,
         )
         if self.corrections.log is not None:
             self._log.append(self.corrections.log.append(**entry))

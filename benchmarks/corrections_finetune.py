@@ -1,0 +1,263 @@
+"""Corrections become data (Yell At Your Robot): the skill planner before and after a prompt bank
+built from a simulated person's corrections, on the same evaluation items and seeds.
+
+1. train: the skill planner (no repair) plans every training item, the long-horizon items as
+   `tasks.py` ships them; a `SimulatedUser` who knows the item's goal watches each run and says
+   the right call in words whenever the announced one is wrong ("no, put the red block on the
+   green block"). The corrections go through the ordinary queue, parser, executor and
+   `CorrectionLog` (one log per item under --out-dir).
+2. before / after: the evaluation items, disjoint from the training ones (stack_three: each
+   phrasing with another order, order k+3, and another scene, seed 3000+k; sort_by_colour: each
+   phrasing on another scene seed, 4000+k), planned without corrections by the plain planner
+   (before) and by the planner with the bank of corrected plans (after), same seeds.
+   Splits: "same_phrasings": the bank from every training item; "unseen_phrasings": the bank
+   from the even phrasings only, evaluated on the odd ones (instructions worded as no
+   correction was).
+
+Success is the task's own check after the single plan ran (no repair, nobody correcting).
+Rates come with Wilson 95% intervals, the after-minus-before difference with Newcombe's paired
+interval. Episodes are appended to JSONL under --out-dir as they end; a rerun resumes, and the
+LLM disk cache makes repeated planning calls free.
+
+    python benchmarks/corrections_finetune.py [--model qwen2.5-coder-1.5b] [--k 3]
+        [--tasks stack_three,sort_by_colour] [--items-per-task 24] [--n-threads 1]
+
+Writes `corrections_finetune` (per model) into benchmarks/results/skills.json, under a lock.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import json
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+from robocompose.hierarchical.api import PlanConfig, Runner
+from robocompose.hierarchical.correction_bank import SimulatedUser, corrected_plans, read_pairs
+from robocompose.hierarchical.llm import make_backend
+from robocompose.hierarchical.tasks import (
+    STACK_ORDERS,
+    STACK_PHRASINGS,
+    STACK_TASK,
+    TASK_ENVS,
+    LongHorizonItem,
+    long_horizon_tasks,
+)
+from robocompose.stats import paired_outcomes, success_rate
+
+RESULTS = Path(__file__).parent / "results" / "skills.json"
+EPISODES = Path(__file__).resolve().parent.parent / "runs" / "benchmarks" / "corrections"
+KEY = "corrections_finetune"
+SPLITS = {
+    "same_phrasings": "bank from every training item; evaluated on every phrasing with other "
+    "colours (stack_three: order k+3) and other scenes (seeds)",
+    "unseen_phrasings": "bank from the even phrasings' training items; evaluated on the odd "
+    "phrasings only (wordings no correction was given for), other colours and scenes",
+}
+
+
+def training_items(tasks: list[str], per_task: int) -> list[tuple[str, int, LongHorizonItem]]:
+    """(name, phrasing, item) of the first `per_task` phrasings of each task as shipped: its
+    own order (stacking), scene and seed."""
+    return [
+        (f"{task}/{k}", k, item)
+        for task in tasks
+        for k, item in enumerate(long_horizon_tasks([task])[:per_task])
+    ]
+
+
+def evaluation_item(k: int, item: LongHorizonItem) -> LongHorizonItem:
+    """The phrasing `k` on another scene: stacking in order k+3 (so other colours where the
+    wording names them), sorting on a fresh seed of its scene."""
+    if item.task == STACK_TASK:
+        order = STACK_ORDERS[(k + 3) % len(STACK_ORDERS)]
+        kwargs = {**item.env_kwargs, "order": order}
+        return LongHorizonItem(item.task, STACK_PHRASINGS[k](*order), kwargs, 3000 + k)
+    return item._replace(seed=4000 + k)
+
+
+def _config(k: int, item: LongHorizonItem, out: Path, args: argparse.Namespace, **more) -> Any:
+    order = list(item.env_kwargs["order"]) if item.task == STACK_TASK else []
+    return PlanConfig(
+        instruction=item.instruction,
+        task=TASK_ENVS[item.task],
+        phrasing=k,
+        order=order,
+        seed=item.seed,
+        planner="skills",
+        model=args.model,
+        n_threads=args.n_threads,
+        repair_rounds=0,
+        video=False,
+        corrections=False,
+        out=str(out),
+        **more,
+    )
+
+
+def _episode(config: PlanConfig, llm: Any, watch: bool) -> dict[str, Any]:
+    """One run: plan once and execute (watched by the simulated person in training)."""
+    runner = Runner(config, llm)
+    user = SimulatedUser(runner.item, runner.world, runner.queue) if watch else None
+    runner.executor.on_call = user
+    try:
+        result = runner.run()
+    finally:
+        runner.close()
+    first = result.record.rounds[0]
+    return {
+        "instruction": runner.item.instruction,
+        "seed": runner.item.seed,
+        "success": bool(runner.world.success()),
+        "valid_plan": result.record.valid_first_plan,
+        "outcome": first.outcome,
+        "plan": first.plan,
+        "said": user.said if user else [],
+        "planning": first.planning,
+    }
+
+
+def _done(path: Path) -> dict[str, dict[str, Any]]:
+    if not path.is_file():
+        return {}
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return {row["key"]: row for row in rows}
+
+
+def _run_phase(phase: str, jobs: list[tuple[str, Any, bool]], llm: Any, out: Path) -> dict:
+    """Run (key, config, watched) jobs not yet in the phase's JSONL; every record by key."""
+    path = out / f"{phase}.jsonl"
+    done = _done(path)
+    for key, config, watch in jobs:
+        if key in done:
+            continue
+        shutil.rmtree(config.out, ignore_errors=True)  # a half-written log of a crashed run
+        start = time.perf_counter()
+        row = {"key": key, "phase": phase, **_episode(config, llm, watch)}
+        row["seconds"] = round(time.perf_counter() - start, 2)
+        with path.open("a") as f:
+            f.write(json.dumps(row, default=str) + "\n")
+        done[key] = row
+        print(phase, key, row["success"], f"{row['seconds']:.1f} s", row["said"], flush=True)
+    return done
+
+
+def _rate(flags: list[bool]) -> dict[str, Any]:
+    rate = success_rate(sum(flags), len(flags))
+    return {"rate": rate.rate, "ci95": [rate.ci_low, rate.ci_high], "n": len(flags),
+            "text": str(rate)}  # fmt: skip
+
+
+def _compare(before: list[bool], after: list[bool]) -> dict[str, Any]:
+    paired = paired_outcomes(after, before)
+    return {
+        "before": _rate(before),
+        "after": _rate(after),
+        "paired_difference": {
+            "points": 100 * paired.difference,
+            "ci95_points": [100 * paired.ci_low, 100 * paired.ci_high],
+            "only_after": paired.only_a,
+            "only_before": paired.only_b,
+            "text": paired.format(),
+        },
+    }
+
+
+def _summary(keys: list[str], before: dict, after: dict) -> dict[str, Any]:
+    """Overall and per task, paired on the same evaluation items and seeds."""
+    out = {
+        "all": _compare([before[k]["success"] for k in keys], [after[k]["success"] for k in keys])
+    }
+    for task in sorted({k.split("/")[0] for k in keys}):
+        mine = [k for k in keys if k.startswith(f"{task}/")]
+        out[task] = _compare(
+            [before[k]["success"] for k in mine], [after[k]["success"] for k in mine]
+        )
+    return out
+
+
+def _store(model: str, value: dict[str, Any]) -> None:
+    """Re-read skills.json under a lock and replace only this benchmark's entry for `model`."""
+    with open(RESULTS.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+        results.setdefault(KEY, {})[model] = value
+        RESULTS.write_text(json.dumps(results, indent=2) + "\n")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--model", default="qwen2.5-coder-1.5b")
+    parser.add_argument("--k", type=int, default=3, help="corrected plans per prompt")
+    parser.add_argument("--tasks", default=",".join(TASK_ENVS))
+    parser.add_argument("--items-per-task", type=int, default=24, help="phrasings per task")
+    parser.add_argument("--n-threads", type=int, default=1)
+    parser.add_argument("--out-dir", type=Path, default=EPISODES)
+    args = parser.parse_args()
+    tasks = args.tasks.split(",")
+    out = args.out_dir / args.model
+    out.mkdir(parents=True, exist_ok=True)
+    llm = make_backend("local", model=args.model, n_threads=args.n_threads)
+    start = time.perf_counter()
+
+    train = training_items(tasks, args.items_per_task)
+    logs = {name: out / "train" / name / "corrections.jsonl" for name, _, _ in train}
+    jobs = [(name, _config(k, item, logs[name].parent, args), True) for name, k, item in train]
+    trained = _run_phase("train", jobs, llm, out)
+
+    evaluation = [(name, k, evaluation_item(k, item)) for name, k, item in train]
+    odd = {name for name, k, _ in train if k % 2 == 1}
+    corrected = [name for name in logs if logs[name].is_file()]  # a log exists once one is said
+    banks = {
+        "same_phrasings": [logs[name] for name in corrected],
+        "unseen_phrasings": [logs[name] for name in corrected if name not in odd],
+    }
+    evaluated = {
+        "same_phrasings": [name for name, _, _ in evaluation],
+        "unseen_phrasings": [name for name, _, _ in evaluation if name in odd],
+    }
+    jobs = [
+        (name, _config(k, item, out / "before" / name, args), False) for name, k, item in evaluation
+    ]
+    before = _run_phase("before", jobs, llm, out)
+    splits = {}
+    for split, bank in banks.items():
+        more = {"correction_logs": [str(p) for p in bank], "correction_examples": args.k}
+        jobs = [
+            (name, _config(k, item, out / split / name, args, **more), False)
+            for name, k, item in evaluation
+            if name in evaluated[split]
+        ]
+        after = _run_phase(f"after_{split}", jobs, llm, out)
+        pairs = read_pairs(bank)
+        splits[split] = {
+            "description": SPLITS[split],
+            "training_runs_in_bank": len(bank),
+            "corrections": len(pairs),
+            "corrected_plans": len(corrected_plans(pairs)),
+            **_summary(evaluated[split], before, after),
+        }
+    said = [len(row["said"]) for row in trained.values()]
+    value = {
+        "model": args.model,
+        "planner": "skills (grammar-constrained JSON), no repair",
+        "k": args.k,
+        "tasks": tasks,
+        "training": {
+            "items": len(train),
+            "runs_corrected": sum(1 for n in said if n),
+            "spoken": sum(said),
+            "success_when_corrected": _rate([row["success"] for row in trained.values()]),
+        },
+        "splits": splits,
+        "seconds": round(time.perf_counter() - start, 1),
+    }
+    _store(args.model, value)
+    print(json.dumps(value, indent=1))
+
+
+if __name__ == "__main__":
+    main()
