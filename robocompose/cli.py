@@ -392,6 +392,12 @@ def _plan(overrides: list[str]) -> None:
     print(describe(result, plans=False))
 
 
+def _corrections(overrides: list[str]) -> None:
+    from robocompose.hierarchical.correction_bank import run_corrections
+
+    print(run_corrections(load_verb_config("corrections", overrides)))
+
+
 def _plan_tasks() -> dict[str, Sequence[str]]:
     from robocompose.hierarchical.api import LONG_TASKS
 
@@ -570,6 +576,18 @@ VERBS: dict[str, Verb] = {
         positional=Shorthand("", "instruction", help="the instruction, quoted"),
         flags=(OUT,),
         choices=_plan_tasks,
+    ),
+    "corrections": Verb(
+        "correction logs of plan runs as training pairs (state, instruction, corrected call) "
+        "and the corrected plans `plan correction_logs=[...]` puts in the planner's prompt",
+        "robocompose.hierarchical.correction_bank:CorrectionsConfig",
+        _corrections,
+        positional=Shorthand("", "logs", help="correction logs (corrections.jsonl)"),
+        many=True,
+        flags=(
+            Shorthand("--out", "out", help="write the pairs there as JSONL"),
+            Shorthand("--instruction", "instruction", help="show its nearest corrected plans"),
+        ),
     ),
 }
 

@@ -29,7 +29,7 @@ import math
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -309,3 +309,57 @@ class SimulatedUser:
         text = say(good[0]) if good else "stop"
         self.said.append(text)
         self.queue.put(text)
+
+
+# -- `robocompose corrections` --------------------------------------------------------------------
+@dataclass(kw_only=True)
+class CorrectionsConfig:
+    """`robocompose corrections LOG...`: the training pairs of correction logs, the corrected
+    plans a planner's bank holds (`robocompose plan correction_logs=[...]` uses them), and the
+    nearest ones for an instruction."""
+
+    logs: list[str] = field(default_factory=list)  # correction logs (a run's corrections.jsonl)
+    out: str = ""  # "" -> print only; else write the pairs there as JSONL
+    instruction: str = ""  # show the bank's nearest corrected plans for this instruction
+    k: int = 3  # how many nearest plans to show
+
+    def __post_init__(self) -> None:
+        if self.k < 1:
+            raise ValueError(f"`k` must be >= 1. Got {self.k}.")
+
+
+def pair_record(pair: CorrectionPair) -> dict[str, Any]:
+    """A pair as plain JSON: what a classifier or a fine-tuning run reads."""
+    return {
+        "instruction": pair.instruction,
+        "state": pair.state,
+        "done": [str(c) for c in pair.done],
+        "wrong": str(pair.wrong),
+        "corrected": str(pair.corrected) if pair.corrected is not None else None,
+        "said": pair.text,
+        "run": pair.run,
+    }
+
+
+def run_corrections(config: CorrectionsConfig) -> str:
+    """Read the logs; write the pairs when `out` is set; a summary to print."""
+    if not config.logs:
+        raise ValueError("`logs` must name at least one correction log (a corrections.jsonl).")
+    pairs = read_pairs(config.logs)
+    plans = corrected_plans(pairs)
+    lines = [
+        f"{len(pairs)} corrections, {len(plans)} corrected plans from {len(config.logs)} log(s)"
+    ]
+    lines += [
+        f"- {p.instruction!r}: {p.wrong} -> {p.corrected or 'stop'} ({p.text!r})" for p in pairs
+    ]
+    if config.out:
+        out = Path(config.out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text("".join(json.dumps(pair_record(p)) + "\n" for p in pairs))
+        lines.append(f"pairs: {out}")
+    if config.instruction and plans:
+        lines.append(f"nearest corrected plans for {config.instruction!r}:")
+        for plan in reversed(CorrectionBank(plans).nearest(config.instruction, config.k)):
+            lines.append(f"  {plan.instruction!r}: " + ", ".join(str(c) for c in plan.calls))
+    return "\n".join(lines)

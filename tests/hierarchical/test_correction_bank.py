@@ -161,3 +161,19 @@ def test_with_the_bank_qwen_plans_the_corrected_case_right(qwen, tmp_path):
     bank = CorrectionBank.from_logs([tmp_path / "c.jsonl"])
     after = CorrectedPlanner(planner, bank, k=1).plan(TOP_DOWN.instruction, world.snapshot())
     assert list(after.calls) == reference
+
+
+def test_the_cli_prints_and_writes_the_pairs_of_a_log(tmp_path, capsys):
+    from robocompose.cli import main
+
+    wrong = [SkillCall("pick", {"obj": "blue_block"})]
+    _watched_run(TOP_DOWN, wrong, tmp_path / "c.jsonl")
+    out = tmp_path / "pairs.jsonl"
+    main(["corrections", str(tmp_path / "c.jsonl"), "--out", str(out), "--instruction", "stack"])
+    printed = capsys.readouterr().out
+    assert "1 corrections, 1 corrected plans from 1 log(s)" in printed
+    assert "pick(obj='blue_block') -> pick(obj='green_block')" in printed
+    (record,) = [json.loads(line) for line in out.read_text().splitlines()]
+    assert record["corrected"] == "pick(obj='green_block')" and record["said"].startswith("no,")
+    with pytest.raises(SystemExit, match="`logs` must name at least one"):
+        main(["corrections"])
