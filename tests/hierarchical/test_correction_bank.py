@@ -177,3 +177,12 @@ def test_the_cli_prints_and_writes_the_pairs_of_a_log(tmp_path, capsys):
     assert record["corrected"] == "pick(obj='green_block')" and record["said"].startswith("no,")
     with pytest.raises(SystemExit, match="`logs` must name at least one"):
         main(["corrections"])
+
+
+def test_plan_config_checks_its_correction_settings():
+    from robocompose.hierarchical.api import PlanConfig
+
+    with pytest.raises(ValueError, match="`correction_logs` apply to planner=code or skills"):
+        PlanConfig(planner="saycan", correction_logs=["runs/plan/corrections.jsonl"])
+    with pytest.raises(ValueError, match="`correction_examples` must be >= 1"):
+        PlanConfig(correction_examples=0)
