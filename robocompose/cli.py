@@ -392,6 +392,12 @@ def _plan(overrides: list[str]) -> None:
     print(describe(result, plans=False))
 
 
+def _rewards(overrides: list[str]) -> None:
+    from robocompose.hierarchical.language_to_rewards import run_config
+
+    print(json.dumps(run_config(load_verb_config("rewards", overrides)), indent=2))
+
+
 def _corrections(overrides: list[str]) -> None:
     from robocompose.hierarchical.correction_bank import run_corrections
 
@@ -587,6 +593,20 @@ VERBS: dict[str, Verb] = {
         flags=(
             Shorthand("--out", "out", help="write the pairs there as JSONL"),
             Shorthand("--instruction", "instruction", help="show its nearest corrected plans"),
+        ),
+    ),
+    "rewards": Verb(
+        "Language to Rewards: an LLM fills a reward template from the instruction, a sampling "
+        "MPC optimises it in sim (tabletop blocks or PushT), against the scripted baseline",
+        "robocompose.hierarchical.language_to_rewards:RewardsConfig",
+        _rewards,
+        positional=Shorthand("", "instruction", help="the instruction, quoted"),
+        flags=(
+            Shorthand("--family", "family", help="tabletop or pusht"),
+            EPISODES,
+            SEED_START,
+            Shorthand("--model", "model", help="qwen2.5-coder-1.5b (default), smollm2, a .gguf"),
+            OUT,
         ),
     ),
 }
