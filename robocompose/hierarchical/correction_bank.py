@@ -28,7 +28,7 @@ import json
 import math
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -229,12 +229,14 @@ class CorrectionBank:
             raise ValueError(f"the correction logs {[str(p) for p in paths]} hold no applied call.")
         return cls.from_pairs(pairs)
 
-    def nearest(self, instruction: str, k: int) -> list[CorrectedPlan]:
+    def nearest(self, instruction: str, k: int, env: str | None = None) -> list[CorrectedPlan]:
         """The `k` plans whose instructions are most alike, the most alike last (nearest to the
-        question in the prompt); ties keep the bank's order."""
+        question in the prompt); ties keep the bank's order. With `env` (a snapshot's "task",
+        e.g. "Stack"), only plans made in scenes of that env: a sorting prompt gets no towers."""
         query = _features(instruction)
         scores = [_cosine(query, f, self._idf) for f in self._features]
-        best = sorted(range(len(scores)), key=lambda i: (-scores[i], i))[:k]
+        fits = [i for i, p in enumerate(self.plans) if env is None or p.state.get("task") == env]
+        best = sorted(fits, key=lambda i: (-scores[i], i))[:k]
         return [self.plans[i] for i in reversed(best)]
 
 
@@ -247,16 +249,15 @@ class CorrectedPlanner:
             raise ValueError(f"`k` (corrected plans per prompt) must be >= 1. Got {k}.")
         self.planner, self.bank, self.k = planner, bank, k
 
-    def examples(self, instruction: str) -> list[Example]:
-        return [
-            *self.planner.examples,
-            *(p.example() for p in self.bank.nearest(instruction, self.k)),
-        ]
+    def examples(self, instruction: str, env: str | None = None) -> list[Example]:
+        """The planner's own examples, then the nearest corrected plans made in `env`."""
+        nearest = self.bank.nearest(instruction, self.k, env)
+        return [*self.planner.examples, *(p.example() for p in nearest)]
 
     def plan(self, instruction: str, world_summary: Any, feedback: str | None = None) -> Any:
-        return self.planner.plan(
-            instruction, world_summary, feedback, examples=self.examples(instruction)
-        )
+        env = world_summary.get("task") if isinstance(world_summary, Mapping) else None
+        shots = self.examples(instruction, env)
+        return self.planner.plan(instruction, world_summary, feedback, examples=shots)
 
 
 # -- the simulated person -------------------------------------------------------------------------

@@ -145,6 +145,8 @@ def test_the_bank_finds_a_phrasing_with_other_colours(tmp_path):
     (near,) = bank.nearest("from top to bottom the tower should be red, blue, green", 1)
     assert near.instruction == stack[6].instruction
     assert list(near.calls) == _calls(reference_plan(stack[6]))[:2]  # both calls corrected
+    assert bank.nearest("sort the blocks into the bins", 2, env="SortBins") == []  # no towers
+    assert len(bank.nearest("sort the blocks into the bins", 2, env="Stack")) == 2
     assert [p.instruction for p in bank.nearest("tower: green at the bottom, then red", 2)][-1] == (
         stack[1].instruction
     )
