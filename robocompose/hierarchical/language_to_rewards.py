@@ -32,7 +32,7 @@ import mujoco
 import numpy as np
 
 from robocompose.hierarchical.base import LLMBackend
-from robocompose.hierarchical.mpc import MPCConfig, Plant, SamplingMPC
+from robocompose.hierarchical.mpc import MPCConfig, Plant, Reward, SamplingMPC
 from robocompose.hierarchical.rewards import (
     FAMILIES,
     START,
@@ -107,9 +107,13 @@ class EpisodeResult:
 class Tabletop:
     """The Stack scene with red, green and blue blocks; goals read from any `MjData` of it."""
 
+    family = "tabletop"
+
     def __init__(self) -> None:
         self.world = SimWorld("Stack", {"blocks": TABLETOP_BLOCKS}, step_budget=10_000)
         self.sim = self.world.sim
+        self.data = self.sim.data
+        self.objects = tuple(self.world.objects())
         self.start: dict[str, np.ndarray] = {}
 
     def reset(self, seed: int) -> None:
@@ -124,7 +128,16 @@ class Tabletop:
         ref = None if goal.relative_to == START else self.block(data, goal.relative_to)
         return goal.target(self.start[goal.object], ref)
 
-    def reward(self, goal: PlaceGoal):
+    def first_action(self) -> np.ndarray:
+        return self.world.last_action
+
+    def step(self, action: np.ndarray) -> None:
+        self.world.step(action)
+
+    def close(self) -> None:
+        self.world.close()
+
+    def reward(self, goal: PlaceGoal) -> Reward:
         gantry = self.sim.gantry
 
         def reward(data: mujoco.MjData) -> float:
@@ -164,8 +177,12 @@ class Tabletop:
 class PushT:
     """The PushT scene; goals are relative to the block's pose at reset."""
 
+    family = "pusht"
+    objects: tuple[str, ...] = ()
+
     def __init__(self) -> None:
         self.task: PushTEnv = make_env("PushT").unwrapped
+        self.data = self.task.data
         self.start = (0.0, 0.0, 0.0)
 
     def reset(self, seed: int) -> None:
@@ -176,7 +193,16 @@ class PushT:
         i = self.task.block_qpos_adr
         return float(data.qpos[i]), float(data.qpos[i + 1]), float(data.qpos[i + 2])
 
-    def reward(self, goal: PushGoal):
+    def first_action(self) -> np.ndarray:
+        return self.task.pusher_xy()
+
+    def step(self, action: np.ndarray) -> None:
+        self.task.step(action.astype(np.float32))
+
+    def close(self) -> None:
+        self.task.close()
+
+    def reward(self, goal: PushGoal) -> Reward:
         target, pusher = goal.target(self.start), self.task.model.joint("pusher_x").qposadr[0]
 
         def reward(data: mujoco.MjData) -> float:
@@ -227,13 +253,6 @@ def make_scene(family: str) -> Scene:
     return Tabletop() if family == "tabletop" else PushT()
 
 
-def _step(scene: Scene, action: np.ndarray) -> None:
-    if isinstance(scene, Tabletop):
-        scene.world.step(action)
-    else:
-        scene.task.step(action.astype(np.float32))
-
-
 def run_mpc(
     scene: Scene,
     goal: Goal,
@@ -246,19 +265,14 @@ def run_mpc(
     """One episode: the MPC maximises `goal`'s reward until `check` (default: `goal`) is
     reached or `max_steps` control steps have run."""
     check = check or goal
-    family = "tabletop" if isinstance(scene, Tabletop) else "pusht"
-    max_steps = max_steps or MAX_STEPS[family]
+    max_steps = max_steps or MAX_STEPS[scene.family]
     started = time.perf_counter()
     scene.reset(seed)
     mpc = SamplingMPC(scene.plant(), scene.reward(goal), config or MPCConfig(seed=seed))
-    if isinstance(scene, Tabletop):
-        mpc.reset(scene.world.last_action)
-    else:
-        mpc.reset(scene.task.pusher_xy())
-    data = scene.sim.data if isinstance(scene, Tabletop) else scene.task.data
+    mpc.reset(scene.first_action())
     steps, success = 0, scene.reached(check)
     while not success and steps < max_steps:
-        _step(scene, mpc.act(data))
+        scene.step(mpc.act(scene.data))
         steps += 1
         success = scene.reached(check)
     return EpisodeResult(
@@ -270,16 +284,15 @@ def run_scripted(
     scene: Scene, goal: Goal, seed: int, max_steps: int | None = None
 ) -> EpisodeResult:
     """The scripted baseline for `goal` on the same seed, judged by the same check."""
-    family = "tabletop" if isinstance(scene, Tabletop) else "pusht"
-    max_steps = max_steps or MAX_STEPS[family]
+    max_steps = max_steps or MAX_STEPS[scene.family]
     started = time.perf_counter()
     scene.reset(seed)
-    if isinstance(scene, Tabletop):
-        assert isinstance(goal, PlaceGoal)
+    if isinstance(scene, Tabletop) and isinstance(goal, PlaceGoal):
         success, steps = _scripted_tabletop(scene, goal, max_steps)
-    else:
-        assert isinstance(goal, PushGoal)
+    elif isinstance(scene, PushT) and isinstance(goal, PushGoal):
         success, steps = _scripted_pusht(scene, goal, max_steps)
+    else:
+        raise TypeError(f"a {scene.family} scene takes no {type(goal).__name__}.")
     return EpisodeResult(
         success, steps, time.perf_counter() - started, scene.error(goal), goal_record(goal)
     )
@@ -346,9 +359,7 @@ class LanguageToRewards:
 
     def goal(self, instruction: str, family: str) -> tuple[Goal, dict[str, Any]]:
         """The LLM's goal for `instruction` and its raw parameters."""
-        scene = self.scene(family)
-        objects = tuple(scene.world.objects()) if isinstance(scene, Tabletop) else ()
-        return fill_template(self.llm, family, instruction, objects)
+        return fill_template(self.llm, family, instruction, self.scene(family).objects)
 
     def run(
         self, instruction: str, family: str, seed: int, reference: Goal | None = None
@@ -364,10 +375,7 @@ class LanguageToRewards:
 
     def close(self) -> None:
         for scene in self._scenes.values():
-            if isinstance(scene, Tabletop):
-                scene.world.close()
-            else:
-                scene.task.close()
+            scene.close()
 
 
 def reference_of(text: str) -> Goal | None:
