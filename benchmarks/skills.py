@@ -9,6 +9,17 @@ it finishes; a rerun resumes):
 - place_in/<implementation>: place_in(block, its bin) for every block of a seeded SortBins scene,
   in the scene's order; per-call success and whole-scene success, on the same seeds for every
   implementation.
+- skill_policies: the skill-conditioned diffusion and flow policies (`make train-skills`) and
+  their convex composition, per skill case: pick (a Stack block), place_on (a held Stack block
+  onto another), place_in (a held SortBins block into its bin; the hold is scripted). The
+  composition's weight is searched per case on `--search-seeds` seeds (a grid), then all three
+  run on `--skill-seeds` fresh seeds, paired against the better single policy.
+- skill_language: the flow skill policy with learned token embeddings (shipped) against the same
+  policy trained with all-MiniLM-L6-v2 sentence embeddings (`make train-skills-minilm`), per
+  skill case on the fresh seeds, paired.
+- long_horizon_skills: every long-horizon item's reference plan with scripted, learned (pick and
+  place by `--learned`), learned_composed (the composition, each skill at its searched weight)
+  and mixed (learned pick, scripted place) skills, on the items' own seeds.
 
 Success rates come with their episode counts and Wilson 95% intervals.
 
@@ -24,6 +35,7 @@ slow implementations can run on fewer seeds in a separate call.
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
 import time
 from collections.abc import Callable, Iterable
@@ -41,8 +53,9 @@ from robocompose.hierarchical.tasks import (
     task_success,
 )
 from robocompose.hierarchical.world import SimWorld
+from robocompose.sim.stack import STACK_XY_TOL_M
 from robocompose.sim.tasks import get_task, make_env, make_expert
-from robocompose.stats import success_rate
+from robocompose.stats import paired_outcomes, success_rate
 
 RESULTS = Path(__file__).parent / "results" / "skills.json"
 EPISODES = Path(__file__).resolve().parent.parent / "runs" / "benchmarks" / "skills"  # resumable
@@ -52,7 +65,20 @@ IMPLEMENTATIONS = (
     "policy:PickPlace_diffusion_unet",
     "composed:PickPlace_diffusion_unet+PickPlace_flow_mlp:convex:0.5,0.5",
 )
-PARTS = ("sort_bins_expert", "primitives", "reference_plans", "place_in")
+PARTS = (
+    "sort_bins_expert",
+    "primitives",
+    "reference_plans",
+    "place_in",
+    "skill_policies",
+    "skill_language",
+    "long_horizon_skills",
+)
+MINILM = "runs/skills_language/Tabletop_skills_flow_mlp_minilm"
+SKILL_PARENTS = ("Tabletop_skills_diffusion_mlp", "Tabletop_skills_flow_mlp")
+SKILL_CASES = ("pick", "place_on", "place_in")
+SEARCH_WEIGHTS = (0.1, 0.3, 0.5, 0.7, 0.9)  # the diffusion parent's convex weight; flow: 1 - w
+FRESH_SEED_START, SEARCH_SEED_START = 10_000, 20_000  # disjoint from the demos' and each other
 
 
 def _resume(path: Path, keys: Iterable[str], run: Callable[[str], dict]) -> list[dict]:
@@ -194,6 +220,202 @@ def place_in(seeds: list[int], out: Path, implementation: str) -> dict:
     }
 
 
+def _composed(weight: float) -> str:
+    parents = "+".join(SKILL_PARENTS)
+    return f"learned:{parents}:convex:{weight:g},{1 - weight:g}"
+
+
+def _safe(spec: str) -> str:
+    return spec.replace(":", "_").replace("+", "_").replace(",", "_")
+
+
+def _skill_episode(worlds: dict[str, SimWorld], spec: str, case: str, seed: int) -> dict:
+    """One call of the case's skill by `spec` on a seeded scene (the same scene, arguments and
+    scripted setup for every spec of a seed)."""
+    world = worlds["SortBins" if case == "place_in" else "Stack"]
+    world.reset(seed)
+    blocks = world.objects()
+    rng = np.random.default_rng((seed, 7))
+    obj, other = (blocks[i] for i in rng.permutation(len(blocks))[:2])
+    if case != "pick":
+        setup = build_registry(world).call(world, "pick", obj)
+        if not setup.success_check:
+            return {"success": False, "setup_failed": True, "steps": 0, "error": setup.error}
+    skill = "pick" if case == "pick" else "place"
+    registry = registry_for(world, {skill: spec})
+    args = {
+        "pick": (obj,),
+        "place_on": (obj, other),
+        "place_in": (obj, obj[: -len("block")] + "bin"),
+    }
+    trace = registry.call(world, skill, *args[case])
+    record = {
+        "success": bool(trace.success_check),
+        "setup_failed": False,
+        "steps": trace.steps,
+        "error": trace.error,
+    }
+    if case != "pick":  # how far from the target's centre it came to rest, in xy
+        offset = np.subtract(world.position(obj)[:2], world.position(args[case][1])[:2])
+        record["xy_error_m"] = float(np.hypot(*offset))
+    return record
+
+
+def _skill_runs(
+    worlds: dict[str, SimWorld], spec: str, case: str, seeds: list[int], out: Path
+) -> list[dict]:
+    return _resume(
+        out / "skill_policies" / f"{case}_{_safe(spec)}.jsonl",
+        [str(s) for s in seeds],
+        lambda key: _skill_episode(worlds, spec, case, int(key)),
+    )
+
+
+def skill_policies(fresh: list[int], search: list[int], out: Path) -> dict:
+    """Per case: the searched weight, then diffusion, flow and the composition on fresh seeds."""
+    worlds = {task: SimWorld(task) for task in ("Stack", "SortBins")}
+    singles = {"diffusion": f"learned:{SKILL_PARENTS[0]}", "flow": f"learned:{SKILL_PARENTS[1]}"}
+    result = {}
+    for case in SKILL_CASES:
+        grid = {
+            w: _rate(_skill_runs(worlds, _composed(w), case, search, out)) for w in SEARCH_WEIGHTS
+        }
+        best_w = max(SEARCH_WEIGHTS, key=lambda w: (grid[w]["rate"], -abs(w - 0.5)))
+        runs = {name: _skill_runs(worlds, spec, case, fresh, out) for name, spec in singles.items()}
+        runs["composed"] = _skill_runs(worlds, _composed(best_w), case, fresh, out)
+        rates = {name: _rate(r) for name, r in runs.items()}
+        if case == "place_on":  # the Stack env's own tolerance, stricter than the skill's
+            rates |= {
+                f"{name}_within_stack_tol": _rate(
+                    [{"ok": r["success"] and r["xy_error_m"] < STACK_XY_TOL_M} for r in v], "ok"
+                )
+                for name, v in runs.items()
+            }
+        better = max(singles, key=lambda name: rates[name]["rate"])
+        paired = paired_outcomes(
+            [r["success"] for r in runs["composed"]], [r["success"] for r in runs[better]]
+        )
+        result[case] = {
+            **rates,
+            "search": {f"{w:g}": grid[w] for w in SEARCH_WEIGHTS},
+            "composed_weights": [best_w, 1 - best_w],
+            "better_single": better,
+            "composed_minus_better": {
+                "difference": paired.difference,
+                "ci95": [paired.ci_low, paired.ci_high],
+                "only_composed": paired.only_a,
+                "only_better": paired.only_b,
+            },
+            "setup_failures": sum(r["setup_failed"] for r in runs["composed"]),
+            "mean_steps": {n: float(np.mean([r["steps"] for r in v])) for n, v in runs.items()},
+        }
+    result["composition_matches_or_beats"] = sum(
+        result[c]["composed"]["rate"] >= result[c][result[c]["better_single"]]["rate"]
+        for c in SKILL_CASES
+    )
+    result["seeds"] = {"fresh": len(fresh), "search": len(search)}
+    for world in worlds.values():
+        world.close()
+    return result
+
+
+def skill_language(fresh: list[int], out: Path, minilm: str) -> dict:
+    """Token embeddings against sentence embeddings, the flow policy, per case, paired."""
+    worlds = {task: SimWorld(task) for task in ("Stack", "SortBins")}
+    specs = {"tokens": f"learned:{SKILL_PARENTS[1]}", "minilm": f"learned:{minilm}"}
+    result: dict[str, Any] = {"checkpoints": specs, "seeds": len(fresh)}
+    for case in SKILL_CASES:
+        runs = {name: _skill_runs(worlds, spec, case, fresh, out) for name, spec in specs.items()}
+        paired = paired_outcomes(
+            [r["success"] for r in runs["minilm"]], [r["success"] for r in runs["tokens"]]
+        )
+        result[case] = {
+            **{name: _rate(r) for name, r in runs.items()},
+            "minilm_minus_tokens": {
+                "difference": paired.difference,
+                "ci95": [paired.ci_low, paired.ci_high],
+            },
+        }
+    for world in worlds.values():
+        world.close()
+    return result
+
+
+def long_horizon_skills(out: Path, learned: str, weights: dict[str, float]) -> dict:
+    """The reference plans with scripted, learned, learned-composed and mixed skills."""
+    modes = {
+        "scripted": {},
+        "learned": {"pick": learned, "place": learned},
+        "learned_composed": {
+            "pick": _composed(weights["pick"]),
+            "place": _composed(weights["place"]),
+        },
+        "mixed": {"pick": learned},
+    }
+    items = long_horizon_tasks()
+
+    def run(mode: str, key: str) -> dict:
+        item = items[int(key)]
+        world = make_world(item)
+        registry = registry_for(world, modes[mode])
+        error = None
+        start = time.perf_counter()
+        for call in reference_plan(item):
+            trace = registry.call(world, call["skill"], **call["args"])
+            if not trace.success_check:
+                error = f"{call}: {trace.error}"
+                break
+        record = {
+            "task": item.task,
+            "success": task_success(world),
+            "error": error,
+            "steps": world.steps,
+            "seconds": time.perf_counter() - start,
+        }
+        world.close()
+        return record
+
+    keys = [str(i) for i in range(len(items))]
+    result: dict[str, Any] = {"specs": modes}
+    records = {}
+    for mode in modes:
+        path = out / "long_horizon_skills" / f"{mode}.jsonl"
+        records[mode] = _resume(path, keys, lambda key, mode=mode: run(mode, key))
+        tasks = sorted({r["task"] for r in records[mode]})
+        result[mode] = {t: _rate([r for r in records[mode] if r["task"] == t]) for t in tasks}
+        result[mode]["all"] = _rate(records[mode])
+    for mode in ("learned", "learned_composed", "mixed"):
+        paired = paired_outcomes(
+            [r["success"] for r in records[mode]], [r["success"] for r in records["scripted"]]
+        )
+        result[f"{mode}_minus_scripted"] = {
+            "difference": paired.difference,
+            "ci95": [paired.ci_low, paired.ci_high],
+        }
+    return result
+
+
+def _searched_weights() -> dict[str, float]:
+    """Per skill the composition weight skill_policies chose (place: its place_on case)."""
+    stored = json.loads(RESULTS.read_text()).get("skill_policies") if RESULTS.exists() else None
+    if not stored:
+        raise SystemExit("long_horizon_skills needs the skill_policies part first.")
+    return {
+        "pick": stored["pick"]["composed_weights"][0],
+        "place": stored["place_on"]["composed_weights"][0],
+    }
+
+
+def _update(key: str, value: Any) -> None:
+    """Re-read skills.json and replace only `key`, under a lock (other scripts write it too)."""
+    RESULTS.parent.mkdir(exist_ok=True)
+    with open(RESULTS.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        result = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+        result[key] = value
+        RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--seeds", type=int, default=50)
@@ -204,6 +426,10 @@ def main() -> None:
         help="place_in implementations, ';'-separated (composed specs hold commas)",
     )
     parser.add_argument("--out-dir", type=Path, default=EPISODES)
+    parser.add_argument("--skill-seeds", type=int, default=200, help="fresh seeds per policy")
+    parser.add_argument("--search-seeds", type=int, default=50, help="per searched weight")
+    parser.add_argument("--learned", default=f"learned:{SKILL_PARENTS[1]}")
+    parser.add_argument("--minilm", default=MINILM, help="skill_language's MiniLM checkpoint")
     args = parser.parse_args()
     parts = PARTS if args.parts == "all" else tuple(args.parts.split(","))
     unknown = [p for p in parts if p not in PARTS]
@@ -213,6 +439,18 @@ def main() -> None:
     result = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
     for part in parts:
         start = time.perf_counter()
+        if part == "skill_policies":
+            fresh = list(range(FRESH_SEED_START, FRESH_SEED_START + args.skill_seeds))
+            search = list(range(SEARCH_SEED_START, SEARCH_SEED_START + args.search_seeds))
+            _update(part, skill_policies(fresh, search, args.out_dir))
+            continue
+        if part == "skill_language":
+            fresh = list(range(FRESH_SEED_START, FRESH_SEED_START + args.skill_seeds))
+            _update(part, skill_language(fresh, args.out_dir, args.minilm))
+            continue
+        if part == "long_horizon_skills":
+            _update(part, long_horizon_skills(args.out_dir, args.learned, _searched_weights()))
+            continue
         if part == "sort_bins_expert":
             result[part] = sort_bins_expert(seeds, args.out_dir)
         elif part == "primitives":

