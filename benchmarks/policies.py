@@ -60,6 +60,8 @@ def main() -> None:
             continue
         document = read_checkpoint_config(folder)
         meta, cfg = document["metadata"], document["policy"]
+        if "skill_args" in cfg["obs_keys"]:  # a skill policy: no env observes it; skills.py does
+            continue
         seeds = range(EVAL_SEED_START, EVAL_SEED_START + args.episodes)
         log = ROOT / "runs" / "benchmarks" / "policies" / f"{folder.name}.jsonl"
         log.parent.mkdir(parents=True, exist_ok=True)
