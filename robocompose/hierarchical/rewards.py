@@ -13,7 +13,7 @@ small API; here the code is fixed and the LLM fills its parameters, constrained 
   for open fingers that grows as the object nears its target.
 - "pusht" (the PushT scene: the T block and the round pusher), `PushGoal`: move the T block by
   (dx, dy) and turn it by dyaw from its start pose. Reward: -(position error + 0.06 m/rad * yaw
-  error) - w_reach * (pusher distance beyond the block's bounding circle).
+  error) - w_reach * (pusher distance to the point behind the block, seen from the target).
 
 Directions are in the table frame as seen from the top camera: right = +x, forward (away from
 the viewer) = +y, up = +z, counter-clockwise = +yaw; lengths in the templates are centimetres
@@ -95,7 +95,9 @@ class TabletopWeights:
 
 @dataclass(frozen=True)
 class PushWeights:
-    reach: float = 0.3
+    reach: float = 0.1
+    behind: float = 0.8  # the push-from point: this share of the bounding radius behind the block
+    aim_m: float = 0.005  # closer than this to its target position, only the yaw is left
 
 
 def tabletop_reward(
@@ -129,9 +131,19 @@ def push_reward(
     pusher: np.ndarray,
     weights: PushWeights = PushWeights(),
 ) -> float:
-    """Reward of one PushT state; higher is better, 0 is the best."""
-    gap = math.hypot(pusher[0] - pose[0], pusher[1] - pose[1]) - T_RADIUS_M
-    return -pose_error(target, pose) - weights.reach * max(0.0, gap)
+    """Reward of one PushT state; higher is better, 0 is the best.
+
+    The reach term draws the pusher to the point behind the block, seen from the target
+    (without it, sampled pushes from the block's near side win and the MPC stalls half the
+    time); once only the yaw is off, to anywhere on the block's bounding circle."""
+    dx, dy = target[0] - pose[0], target[1] - pose[1]
+    to_go = math.hypot(dx, dy)
+    if to_go > weights.aim_m:
+        back = weights.behind * T_RADIUS_M / to_go
+        reach = math.hypot(pusher[0] - pose[0] + dx * back, pusher[1] - pose[1] + dy * back)
+    else:
+        reach = max(0.0, math.hypot(pusher[0] - pose[0], pusher[1] - pose[1]) - T_RADIUS_M)
+    return -pose_error(target, pose) - weights.reach * reach
 
 
 # -- success checks (from the reference goal of an instruction) -----------------------------------

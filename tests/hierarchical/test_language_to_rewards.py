@@ -33,6 +33,7 @@ from robocompose.hierarchical.rewards import (
     tabletop_reward,
 )
 from robocompose.sim.gantry import MAX_OPENING_M
+from robocompose.sim.pusht import T_RADIUS_M
 
 TARGET = np.array([0.05, 0.0, 0.12])
 LIFT = PlaceGoal("red_block", START, (0.0, 0.0, 0.10), False)
@@ -59,13 +60,19 @@ def test_tabletop_reward_pays_for_letting_go_only_at_the_target():
     assert far_closed == pytest.approx(far_opened)
 
 
-def test_push_reward_weighs_yaw_like_the_expert_and_pulls_the_pusher_in():
+def test_push_reward_weighs_yaw_like_the_expert_and_pulls_the_pusher_behind_the_block():
     target = (0.0, 0.0, 0.0)
     near = np.array([0.05, 0.0])  # inside the bounding circle
     assert push_reward(target, target, near) == pytest.approx(0.0)
     assert push_reward(target, (0.0, 0.0, 0.5), near) == pytest.approx(-0.06 * 0.5)
-    assert push_reward(target, (0.03, 0.04, 0.0), near) == pytest.approx(-0.05)
     assert push_reward(target, target, np.array([0.5, 0.0])) < push_reward(target, target, near)
+    left_of_target = (-0.05, 0.0, 0.0)  # to be pushed right: from its left side
+    behind = np.array([-0.05 - 0.8 * T_RADIUS_M, 0.0])
+    assert push_reward(target, left_of_target, behind) == pytest.approx(-0.05)
+    in_front = np.array([-0.05 + 0.8 * T_RADIUS_M, 0.0])
+    assert push_reward(target, left_of_target, in_front) < push_reward(
+        target, left_of_target, behind
+    )
 
 
 def test_goal_targets_follow_their_reference_and_stay_above_the_table():
