@@ -20,7 +20,8 @@ interval. Episodes are appended to JSONL under --out-dir as they end; a rerun re
 LLM disk cache makes repeated planning calls free.
 
     python benchmarks/corrections_finetune.py [--model qwen2.5-coder-1.5b] [--k 3]
-        [--tasks stack_three,sort_by_colour] [--items-per-task 24] [--n-threads 1]
+        [--tasks stack_three,sort_by_colour] [--unseen-tasks stack_three] [--items-per-task 24]
+        [--n-threads 1]
 
 Writes `corrections_finetune` (per model) into benchmarks/results/skills.json, under a lock.
 """
@@ -194,10 +195,14 @@ def main() -> None:
     parser.add_argument("--k", type=int, default=3, help="corrected plans per prompt")
     parser.add_argument("--tasks", default=",".join(TASK_ENVS))
     parser.add_argument("--items-per-task", type=int, default=24, help="phrasings per task")
+    parser.add_argument(
+        "--unseen-tasks", default="", help="tasks the unseen_phrasings split runs ('' -> --tasks)"
+    )
     parser.add_argument("--n-threads", type=int, default=1)
     parser.add_argument("--out-dir", type=Path, default=EPISODES)
     args = parser.parse_args()
     tasks = args.tasks.split(",")
+    unseen_tasks = args.unseen_tasks.split(",") if args.unseen_tasks else tasks
     out = args.out_dir / args.model
     out.mkdir(parents=True, exist_ok=True)
     llm = make_backend("local", model=args.model, n_threads=args.n_threads)
@@ -217,7 +222,9 @@ def main() -> None:
     }
     evaluated = {
         "same_phrasings": [name for name, _, _ in evaluation],
-        "unseen_phrasings": [name for name, _, _ in evaluation if name in odd],
+        "unseen_phrasings": [
+            name for name, _, _ in evaluation if name in odd and name.split("/")[0] in unseen_tasks
+        ],
     }
     jobs = [
         (name, _config(k, item, out / "before" / name, args), False) for name, k, item in evaluation
@@ -246,6 +253,7 @@ def main() -> None:
         "planner": "skills (grammar-constrained JSON), no repair",
         "k": args.k,
         "tasks": tasks,
+        "unseen_tasks": unseen_tasks,
         "training": {
             "items": len(train),
             "runs_corrected": sum(1 for n in said if n),
