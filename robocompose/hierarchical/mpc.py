@@ -7,7 +7,7 @@ live state onto a scratch `MjData`, rolls out the warm-started nominal plan and 
 Gaussian perturbations of it, scores each by the summed reward of its states, keeps the best
 as the new nominal, and returns its first action; the nominal is then shifted one step forward
 in time (the warm start of the next call). The PushT expert plans the same way over push
-primitives instead of splines; both use `SimSnapshot` to simulate on a copy of the live state.
+primitives instead of splines; both simulate on a copy of the live state (`SimSnapshot`).
 
     mpc = SamplingMPC(gantry_plant(env), reward, MPCConfig(samples=16, horizon=12))
     mpc.reset(env.data, first_action)
@@ -22,27 +22,9 @@ from dataclasses import dataclass
 import mujoco
 import numpy as np
 
+from robocompose.sim.snapshot import SimSnapshot
+
 Reward = Callable[[mujoco.MjData], float]  # a state's reward (higher is better)
-
-
-class SimSnapshot:
-    """Copies a live `MjData`'s integration state onto a scratch `MjData` as often as needed."""
-
-    SPEC = mujoco.mjtState.mjSTATE_INTEGRATION
-
-    def __init__(self, model: mujoco.MjModel) -> None:
-        self.model = model
-        self.scratch = mujoco.MjData(model)
-        self._state = np.empty(mujoco.mj_stateSize(model, self.SPEC))
-
-    def take(self, data: mujoco.MjData) -> None:
-        """Remember `data`'s state (time, qpos, qvel, act, ctrl, mocap, ...)."""
-        mujoco.mj_getState(self.model, data, self._state, self.SPEC)
-
-    def restore(self) -> mujoco.MjData:
-        """The scratch data, set back to the remembered state."""
-        mujoco.mj_setState(self.model, self.scratch, self._state, self.SPEC)
-        return self.scratch
 
 
 @dataclass(frozen=True)

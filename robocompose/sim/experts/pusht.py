@@ -26,6 +26,7 @@ from robocompose.sim.pusht import (
     PushTEnv,
 )
 from robocompose.sim.skill_labels import PUSH_T_LABEL
+from robocompose.sim.snapshot import SimSnapshot
 
 # Angle error is weighted so that the two terms cost about the same coverage: 2 mm ~ 2 degrees.
 YAW_WEIGHT_M_PER_RAD = 0.06
@@ -79,12 +80,14 @@ class PushTExpert:
         self.config = config or PushTExpertConfig()
         self._plan: list[np.ndarray] = []
         self._rng = np.random.default_rng(0)
-        self._scratch: mujoco.MjData | None = None
+        self._start: SimSnapshot | None = None
+        self._approached: SimSnapshot | None = None
 
     def reset(self, env: gym.Env, rng: np.random.Generator) -> None:
         self._plan = []
         self._rng = rng
-        self._scratch = mujoco.MjData(_task(env).model)
+        self._start = SimSnapshot(_task(env).model)
+        self._approached = SimSnapshot(_task(env).model, self._start.scratch)
 
     def act(self, env: gym.Env) -> np.ndarray:
         if not self._plan:
@@ -96,25 +99,22 @@ class PushTExpert:
 
     # -- planning ----------------------------------------------------------------------
     def _best_primitive(self, task: PushTEnv) -> list[np.ndarray]:
-        model, scratch = task.model, self._scratch
-        assert scratch is not None, "call reset(env, rng) before act(env)"
-        spec = mujoco.mjtState.mjSTATE_INTEGRATION
-        start = np.empty(mujoco.mj_stateSize(model, spec))
-        mujoco.mj_getState(model, task.data, start, spec)
+        start, approached = self._start, self._approached
+        assert start is not None and approached is not None, "call reset(env, rng) before act(env)"
+        start.take(task.data)
         current = self.cost(task.block_pose())
 
         candidates: list[tuple[float, list[np.ndarray]]] = []
-        approached = np.empty_like(start)
         for contact, normal in CONTACTS:
             approach, pushes = self._primitive_targets(task, contact, normal)
-            mujoco.mj_setState(model, scratch, start, spec)
+            scratch = start.restore()
             done = self._simulate(task, scratch, approach)
             if done:
                 candidates.append((-1.0, approach))
                 continue
-            mujoco.mj_getState(model, scratch, approached, spec)
+            approached.take(scratch)
             for push in pushes:
-                mujoco.mj_setState(model, scratch, approached, spec)
+                scratch = approached.restore()
                 done = self._simulate(task, scratch, push)
                 pose = _block_pose(task, scratch)
                 cost = -1.0 if done else self.cost(pose)
