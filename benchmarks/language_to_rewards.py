@@ -32,7 +32,7 @@ from robocompose.hierarchical.language_to_rewards import (
 from robocompose.hierarchical.llm import make_backend
 from robocompose.hierarchical.models import DEFAULT_MODEL, ModelError, resolve_model
 from robocompose.hierarchical.mpc import MPCConfig
-from robocompose.hierarchical.rewards import goal_record
+from robocompose.hierarchical.rewards import TemplateError, goal_record
 from robocompose.stats import paired_outcomes, success_rate
 
 RESULTS = Path(__file__).parent / "results" / "skills.json"
@@ -137,6 +137,25 @@ def benchmark(model: str, seeds: list[int], config: MPCConfig) -> dict[str, Any]
     return out
 
 
+def parameters_only(model: str) -> dict[str, Any]:
+    """Another model's template parameters for every instruction (no episodes): how much the
+    choice of LLM matters before the MPC runs."""
+    l2r = LanguageToRewards(make_backend("local", model=model, n_threads=1))
+    out: dict[str, Any] = {}
+    try:
+        for item in INSTRUCTIONS:
+            try:
+                goal, reply = l2r.goal(item.text, item.family)
+            except TemplateError as error:
+                out[item.text] = {"error": str(error), "matches_reference": False}
+                continue
+            matches = goal_record(goal) == goal_record(item.reference)
+            out[item.text] = {"parameters": reply, "matches_reference": matches}
+    finally:
+        l2r.close()
+    return out
+
+
 def _update(value: dict[str, Any]) -> None:
     with open(RESULTS.with_suffix(".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -149,6 +168,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--seeds", type=int, default=30)
     parser.add_argument("--model", default="", help="default: qwen2.5-coder-1.5b, else smollm2")
+    parser.add_argument(
+        "--compare-models",
+        default="smollm2",
+        help="comma list of models whose template parameters are also recorded ('' for none)",
+    )
     parser.add_argument("--samples", type=int, default=MPCConfig.samples)
     parser.add_argument("--horizon", type=int, default=MPCConfig.horizon)
     args = parser.parse_args()
@@ -157,6 +181,8 @@ def main() -> None:
     config = MPCConfig(samples=args.samples, horizon=args.horizon)
     started = time.perf_counter()
     instructions = benchmark(model, seeds, config)
+    others = [m for m in args.compare_models.split(",") if m and m != model]
+    parameters = {m: parameters_only(m) for m in others}
     _update(
         {
             "model": model,
@@ -169,6 +195,7 @@ def main() -> None:
             },
             "success_check": "hand-written reference goal of each instruction, not the LLM's",
             "instructions": instructions,
+            "other_models_parameters": parameters,
             "episode_minutes": round(
                 sum(
                     e[who]["seconds_per_episode"] * e[who]["n"]
