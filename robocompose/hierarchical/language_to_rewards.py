@@ -85,10 +85,20 @@ INSTRUCTIONS = (
         "tabletop",
         PlaceGoal("blue_block", START, (-0.10, 0, 0), True),
     ),
+    Instruction(
+        "place the blue block 8 cm to the right of the green one",
+        "tabletop",
+        PlaceGoal("blue_block", "green_block", (0.08, 0, 0), True),
+    ),
     Instruction("push the T block 5 cm to the right", "pusht", PushGoal(0.05, 0.0, 0.0)),
     Instruction("push the T block 4 cm forward", "pusht", PushGoal(0.0, 0.04, 0.0)),
     Instruction(
         "turn the T block 45 degrees counterclockwise", "pusht", PushGoal(0, 0, math.pi / 4)
+    ),
+    Instruction(
+        "push the T block 3 cm to the left and turn it 30 degrees clockwise",
+        "pusht",
+        PushGoal(-0.03, 0, -math.pi / 6),
     ),
 )
 
