@@ -11,7 +11,8 @@ it finishes; a rerun resumes):
   implementation.
 - skill_policies: the skill-conditioned diffusion and flow policies (`make train-skills`) and
   their convex composition, per skill case: pick (a Stack block), place_on (a held Stack block
-  onto another), place_in (a held SortBins block into its bin; the hold is scripted). The
+  onto another), place_on_stack (onto a two-block tower), place_in (a held SortBins block into
+  its bin); the scenes before the measured call are built by the scripted skills. The
   composition's weight is searched per case on `--search-seeds` seeds (a grid), then all three
   run on `--skill-seeds` fresh seeds, paired against the better single policy.
 - skill_language: the flow skill policy with learned token embeddings (shipped) against the same
@@ -76,7 +77,7 @@ PARTS = (
 )
 MINILM = "runs/skills_language/Tabletop_skills_flow_mlp_minilm"
 SKILL_PARENTS = ("Tabletop_skills_diffusion_mlp", "Tabletop_skills_flow_mlp")
-SKILL_CASES = ("pick", "place_on", "place_in")
+SKILL_CASES = ("pick", "place_on", "place_on_stack", "place_in")
 SEARCH_WEIGHTS = (0.1, 0.3, 0.5, 0.7, 0.9)  # the diffusion parent's convex weight; flow: 1 - w
 FRESH_SEED_START, SEARCH_SEED_START = 10_000, 20_000  # disjoint from the demos' and each other
 
@@ -236,9 +237,17 @@ def _skill_episode(worlds: dict[str, SimWorld], spec: str, case: str, seed: int)
     world.reset(seed)
     blocks = world.objects()
     rng = np.random.default_rng((seed, 7))
-    obj, other = (blocks[i] for i in rng.permutation(len(blocks))[:2])
-    if case != "pick":
-        setup = build_registry(world).call(world, "pick", obj)
+    obj, other, third = (blocks[i] for i in rng.permutation(len(blocks)))
+    setup_calls = {
+        "pick": [],
+        "place_on": [("pick", obj)],
+        "place_in": [("pick", obj)],
+        # the tower's second storey, as stack_three's last place meets it
+        "place_on_stack": [("pick", other), ("place", other, third), ("pick", obj)],
+    }
+    scripted = build_registry(world)
+    for call in setup_calls[case]:
+        setup = scripted.call(world, *call)
         if not setup.success_check:
             return {"success": False, "setup_failed": True, "steps": 0, "error": setup.error}
     skill = "pick" if case == "pick" else "place"
@@ -246,6 +255,7 @@ def _skill_episode(worlds: dict[str, SimWorld], spec: str, case: str, seed: int)
     args = {
         "pick": (obj,),
         "place_on": (obj, other),
+        "place_on_stack": (obj, other),
         "place_in": (obj, obj[: -len("block")] + "bin"),
     }
     trace = registry.call(world, skill, *args[case])
@@ -284,7 +294,7 @@ def skill_policies(fresh: list[int], search: list[int], out: Path) -> dict:
         runs = {name: _skill_runs(worlds, spec, case, fresh, out) for name, spec in singles.items()}
         runs["composed"] = _skill_runs(worlds, _composed(best_w), case, fresh, out)
         rates = {name: _rate(r) for name, r in runs.items()}
-        if case == "place_on":  # the Stack env's own tolerance, stricter than the skill's
+        if case.startswith("place_on"):  # the Stack env's own tolerance, stricter than the skill's
             rates |= {
                 f"{name}_within_stack_tol": _rate(
                     [{"ok": r["success"] and r["xy_error_m"] < STACK_XY_TOL_M} for r in v], "ok"
