@@ -10,16 +10,17 @@ it finishes; a rerun resumes):
   in the scene's order; per-call success and whole-scene success, on the same seeds for every
   implementation.
 - skill_policies: the skill-conditioned diffusion and flow policies (`make train-skills`) and
-  their convex composition, per skill case: pick (a Stack block), place_on (a held Stack block
+  their best composition, per skill case: pick (a Stack block), place_on (a held Stack block
   onto another), place_on_stack (onto a two-block tower), place_in (a held SortBins block into
   its bin); the scenes before the measured call are built by the scripted skills. The
-  composition's weight is searched per case on `--search-seeds` seeds (a grid), then all three
+  composition (convex weights on a grid, or the product of experts) is chosen per case on
+  `--search-seeds` seeds, then all three
   run on `--skill-seeds` fresh seeds, paired against the better single policy.
 - skill_language: the flow skill policy with learned token embeddings (shipped) against the same
   policy trained with all-MiniLM-L6-v2 sentence embeddings (`make train-skills-minilm`), per
   skill case on the fresh seeds, paired.
 - long_horizon_skills: every long-horizon item's reference plan with scripted, learned (pick and
-  place by `--learned`), learned_composed (the composition, each skill at its searched weight)
+  place by `--learned`), learned_composed (each skill by the composition chosen for it)
   and mixed (learned pick, scripted place) skills, on the items' own seeds.
 
 Success rates come with their episode counts and Wilson 95% intervals.
@@ -78,7 +79,12 @@ PARTS = (
 MINILM = "runs/skills_language/Tabletop_skills_flow_mlp_minilm"
 SKILL_PARENTS = ("Tabletop_skills_diffusion_mlp", "Tabletop_skills_flow_mlp")
 SKILL_CASES = ("pick", "place_on", "place_on_stack", "place_in")
-SEARCH_WEIGHTS = (0.1, 0.3, 0.5, 0.7, 0.9)  # the diffusion parent's convex weight; flow: 1 - w
+# the compositions searched per skill case: convex weights (diffusion, flow) and the product of
+# experts
+SEARCH_CANDIDATES: tuple[tuple[str, tuple[float, float]], ...] = (
+    *(("convex", (w, 1 - w)) for w in (0.1, 0.3, 0.5, 0.7, 0.9)),
+    ("weighted_sum", (1.0, 1.0)),
+)
 FRESH_SEED_START, SEARCH_SEED_START = 10_000, 20_000  # disjoint from the demos' and each other
 
 
@@ -221,9 +227,9 @@ def place_in(seeds: list[int], out: Path, implementation: str) -> dict:
     }
 
 
-def _composed(weight: float) -> str:
+def _composed(operator: str, weights: tuple[float, float]) -> str:
     parents = "+".join(SKILL_PARENTS)
-    return f"learned:{parents}:convex:{weight:g},{1 - weight:g}"
+    return f"learned:{parents}:{operator}:{weights[0]:g},{weights[1]:g}"
 
 
 def _safe(spec: str) -> str:
@@ -288,11 +294,16 @@ def skill_policies(fresh: list[int], search: list[int], out: Path) -> dict:
     result = {}
     for case in SKILL_CASES:
         grid = {
-            w: _rate(_skill_runs(worlds, _composed(w), case, search, out)) for w in SEARCH_WEIGHTS
+            candidate: _rate(_skill_runs(worlds, _composed(*candidate), case, search, out))
+            for candidate in SEARCH_CANDIDATES
         }
-        best_w = max(SEARCH_WEIGHTS, key=lambda w: (grid[w]["rate"], -abs(w - 0.5)))
+        # ties go to the convex weights nearest (0.5, 0.5)
+        best = max(
+            SEARCH_CANDIDATES,
+            key=lambda c: (grid[c]["rate"], c[0] == "convex", -abs(c[1][0] - 0.5)),
+        )
         runs = {name: _skill_runs(worlds, spec, case, fresh, out) for name, spec in singles.items()}
-        runs["composed"] = _skill_runs(worlds, _composed(best_w), case, fresh, out)
+        runs["composed"] = _skill_runs(worlds, _composed(*best), case, fresh, out)
         rates = {name: _rate(r) for name, r in runs.items()}
         if case.startswith("place_on"):  # the Stack env's own tolerance, stricter than the skill's
             rates |= {
@@ -307,8 +318,10 @@ def skill_policies(fresh: list[int], search: list[int], out: Path) -> dict:
         )
         result[case] = {
             **rates,
-            "search": {f"{w:g}": grid[w] for w in SEARCH_WEIGHTS},
-            "composed_weights": [best_w, 1 - best_w],
+            "search": {_composed(*c): grid[c] for c in SEARCH_CANDIDATES},
+            "composed_operator": best[0],
+            "composed_weights": list(best[1]),
+            "composed_spec": _composed(*best),
             "better_single": better,
             "composed_minus_better": {
                 "difference": paired.difference,
@@ -351,15 +364,12 @@ def skill_language(fresh: list[int], out: Path, minilm: str) -> dict:
     return result
 
 
-def long_horizon_skills(out: Path, learned: str, weights: dict[str, float]) -> dict:
+def long_horizon_skills(out: Path, learned: str, searched: dict[str, str]) -> dict:
     """The reference plans with scripted, learned, learned-composed and mixed skills."""
     modes = {
         "scripted": {},
         "learned": {"pick": learned, "place": learned},
-        "learned_composed": {
-            "pick": _composed(weights["pick"]),
-            "place": _composed(weights["place"]),
-        },
+        "learned_composed": searched,
         "mixed": {"pick": learned},
     }
     items = long_horizon_tasks()
@@ -389,7 +399,8 @@ def long_horizon_skills(out: Path, learned: str, weights: dict[str, float]) -> d
     result: dict[str, Any] = {"specs": modes}
     records = {}
     for mode in modes:
-        path = out / "long_horizon_skills" / f"{mode}.jsonl"
+        specs = "__".join(_safe(modes[mode].get(s, "scripted")) for s in ("pick", "place"))
+        path = out / "long_horizon_skills" / f"{mode}__{specs}.jsonl"  # a new spec runs anew
         records[mode] = _resume(path, keys, lambda key, mode=mode: run(mode, key))
         tasks = sorted({r["task"] for r in records[mode]})
         result[mode] = {t: _rate([r for r in records[mode] if r["task"] == t]) for t in tasks}
@@ -405,14 +416,14 @@ def long_horizon_skills(out: Path, learned: str, weights: dict[str, float]) -> d
     return result
 
 
-def _searched_weights() -> dict[str, float]:
-    """Per skill the composition weight skill_policies chose (place: its place_on case)."""
+def _searched_specs() -> dict[str, str]:
+    """Per skill the composition skill_policies chose (place: its place_on case)."""
     stored = json.loads(RESULTS.read_text()).get("skill_policies") if RESULTS.exists() else None
     if not stored:
         raise SystemExit("long_horizon_skills needs the skill_policies part first.")
     return {
-        "pick": stored["pick"]["composed_weights"][0],
-        "place": stored["place_on"]["composed_weights"][0],
+        "pick": stored["pick"]["composed_spec"],
+        "place": stored["place_on"]["composed_spec"],
     }
 
 
@@ -459,7 +470,7 @@ def main() -> None:
             _update(part, skill_language(fresh, args.out_dir, args.minilm))
             continue
         if part == "long_horizon_skills":
-            _update(part, long_horizon_skills(args.out_dir, args.learned, _searched_weights()))
+            _update(part, long_horizon_skills(args.out_dir, args.learned, _searched_specs()))
             continue
         if part == "sort_bins_expert":
             result[part] = sort_bins_expert(seeds, args.out_dir)
