@@ -14,8 +14,10 @@ it finishes; a rerun resumes):
   onto another), place_on_stack (onto a two-block tower), place_in (a held SortBins block into
   its bin); the scenes before the measured call are built by the scripted skills. The
   composition (convex weights on a grid, or the product of experts) is chosen per case on
-  `--search-seeds` seeds, then all three
-  run on `--skill-seeds` fresh seeds, paired against the better single policy.
+  `--search-seeds` seeds, then all three run on `--skill-seeds` fresh seeds, paired against the
+  better single policy.
+- skill_policies_flow_pair: the same for two flow skill policies of one recipe trained from
+  different seeds (`Tabletop_skills_flow_mlp` and `_b`).
 - skill_language: the flow skill policy with learned token embeddings (shipped) against the same
   policy trained with all-MiniLM-L6-v2 sentence embeddings (`make train-skills-minilm`), per
   skill case on the fresh seeds, paired.
@@ -40,7 +42,7 @@ import argparse
 import fcntl
 import json
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +51,7 @@ import numpy as np
 from robocompose.hierarchical.learned_skills import registry_for
 from robocompose.hierarchical.skills import DIRECTIONS, build_registry
 from robocompose.hierarchical.tasks import (
+    LongHorizonItem,
     long_horizon_tasks,
     make_world,
     reference_plan,
@@ -73,14 +76,24 @@ PARTS = (
     "reference_plans",
     "place_in",
     "skill_policies",
+    "skill_policies_flow_pair",
     "skill_language",
     "long_horizon_skills",
 )
 MINILM = "runs/skills_language/Tabletop_skills_flow_mlp_minilm"
 SKILL_PARENTS = ("Tabletop_skills_diffusion_mlp", "Tabletop_skills_flow_mlp")
+# the pair each skill_policies part composes: label -> checkpoint (the first is weighted first)
+PAIRS: dict[str, dict[str, str]] = {
+    "skill_policies": dict(zip(("diffusion", "flow"), SKILL_PARENTS, strict=True)),
+    # two flow policies of one recipe, trained from different seeds
+    "skill_policies_flow_pair": {
+        "flow": "Tabletop_skills_flow_mlp",
+        "flow_b": "Tabletop_skills_flow_mlp_b",
+    },
+}
 SKILL_CASES = ("pick", "place_on", "place_on_stack", "place_in")
-# the compositions searched per skill case: convex weights (diffusion, flow) and the product of
-# experts
+# the compositions searched per skill case: convex weights (first parent, second) and the
+# product of experts
 SEARCH_CANDIDATES: tuple[tuple[str, tuple[float, float]], ...] = (
     *(("convex", (w, 1 - w)) for w in (0.1, 0.3, 0.5, 0.7, 0.9)),
     ("weighted_sum", (1.0, 1.0)),
@@ -164,27 +177,34 @@ def primitives(seeds: list[int], out: Path) -> dict:
     return {name: _rate([r for r in records if r["key"].startswith(name + "/")]) for name in cases}
 
 
+def _reference_plan_episode(item: LongHorizonItem, skills: dict[str, str]) -> dict:
+    """The item's reference plan on its own seed, with `skills` (skill -> spec; the rest
+    scripted); it stops at the first call whose success check fails."""
+    world = make_world(item)
+    registry = registry_for(world, skills)
+    error = None
+    start = time.perf_counter()
+    for call in reference_plan(item):
+        trace = registry.call(world, call["skill"], **call["args"])
+        if not trace.success_check:
+            error = f"{call}: {trace.error}"
+            break
+    record = {
+        "task": item.task,
+        "success": task_success(world),
+        "error": error,
+        "steps": world.steps,
+        "seconds": time.perf_counter() - start,
+    }
+    world.close()
+    return record
+
+
 def reference_plans(out: Path) -> dict:
     items = long_horizon_tasks()
 
     def run(key: str) -> dict:
-        item = items[int(key)]
-        world = make_world(item)
-        registry = build_registry(world)
-        error = None
-        for call in reference_plan(item):
-            trace = registry.call(world, call["skill"], **call["args"])
-            if not trace.success_check:
-                error = f"{call}: {trace.error}"
-                break
-        record = {
-            "task": item.task,
-            "success": task_success(world),
-            "error": error,
-            "steps": world.steps,
-        }
-        world.close()
-        return record
+        return _reference_plan_episode(items[int(key)], {})
 
     records = _resume(out / "reference_plans.jsonl", [str(i) for i in range(len(items))], run)
     tasks = sorted({r["task"] for r in records})
@@ -227,9 +247,10 @@ def place_in(seeds: list[int], out: Path, implementation: str) -> dict:
     }
 
 
-def _composed(operator: str, weights: tuple[float, float]) -> str:
-    parents = "+".join(SKILL_PARENTS)
-    return f"learned:{parents}:{operator}:{weights[0]:g},{weights[1]:g}"
+def _composed(
+    operator: str, weights: tuple[float, float], parents: tuple[str, ...] = SKILL_PARENTS
+) -> str:
+    return f"learned:{'+'.join(parents)}:{operator}:{weights[0]:g},{weights[1]:g}"
 
 
 def _safe(spec: str) -> str:
@@ -287,14 +308,22 @@ def _skill_runs(
     )
 
 
-def skill_policies(fresh: list[int], search: list[int], out: Path) -> dict:
-    """Per case: the searched weight, then diffusion, flow and the composition on fresh seeds."""
+def skill_policies(
+    fresh: list[int], search: list[int], out: Path, pair: dict[str, str], cases: Sequence[str]
+) -> dict:
+    """Per case: the composition chosen on the search seeds, then each parent of `pair` (label
+    -> checkpoint) and the composition on fresh seeds."""
     worlds = {task: SimWorld(task) for task in ("Stack", "SortBins")}
-    singles = {"diffusion": f"learned:{SKILL_PARENTS[0]}", "flow": f"learned:{SKILL_PARENTS[1]}"}
-    result = {}
-    for case in SKILL_CASES:
+    singles = {label: f"learned:{ckpt}" for label, ckpt in pair.items()}
+    parents = tuple(pair.values())
+
+    def composed(candidate: tuple[str, tuple[float, float]]) -> str:
+        return _composed(*candidate, parents=parents)
+
+    result: dict[str, Any] = {"pair": pair}
+    for case in cases:
         grid = {
-            candidate: _rate(_skill_runs(worlds, _composed(*candidate), case, search, out))
+            candidate: _rate(_skill_runs(worlds, composed(candidate), case, search, out))
             for candidate in SEARCH_CANDIDATES
         }
         # ties go to the convex weights nearest (0.5, 0.5)
@@ -303,7 +332,7 @@ def skill_policies(fresh: list[int], search: list[int], out: Path) -> dict:
             key=lambda c: (grid[c]["rate"], c[0] == "convex", -abs(c[1][0] - 0.5)),
         )
         runs = {name: _skill_runs(worlds, spec, case, fresh, out) for name, spec in singles.items()}
-        runs["composed"] = _skill_runs(worlds, _composed(*best), case, fresh, out)
+        runs["composed"] = _skill_runs(worlds, composed(best), case, fresh, out)
         rates = {name: _rate(r) for name, r in runs.items()}
         if case.startswith("place_on"):  # the Stack env's own tolerance, stricter than the skill's
             rates |= {
@@ -318,10 +347,10 @@ def skill_policies(fresh: list[int], search: list[int], out: Path) -> dict:
         )
         result[case] = {
             **rates,
-            "search": {_composed(*c): grid[c] for c in SEARCH_CANDIDATES},
+            "search": {composed(c): grid[c] for c in SEARCH_CANDIDATES},
             "composed_operator": best[0],
             "composed_weights": list(best[1]),
-            "composed_spec": _composed(*best),
+            "composed_spec": composed(best),
             "better_single": better,
             "composed_minus_better": {
                 "difference": paired.difference,
@@ -334,7 +363,7 @@ def skill_policies(fresh: list[int], search: list[int], out: Path) -> dict:
         }
     result["composition_matches_or_beats"] = sum(
         result[c]["composed"]["rate"] >= result[c][result[c]["better_single"]]["rate"]
-        for c in SKILL_CASES
+        for c in cases
     )
     result["seeds"] = {"fresh": len(fresh), "search": len(search)}
     for world in worlds.values():
@@ -375,25 +404,7 @@ def long_horizon_skills(out: Path, learned: str, searched: dict[str, str]) -> di
     items = long_horizon_tasks()
 
     def run(mode: str, key: str) -> dict:
-        item = items[int(key)]
-        world = make_world(item)
-        registry = registry_for(world, modes[mode])
-        error = None
-        start = time.perf_counter()
-        for call in reference_plan(item):
-            trace = registry.call(world, call["skill"], **call["args"])
-            if not trace.success_check:
-                error = f"{call}: {trace.error}"
-                break
-        record = {
-            "task": item.task,
-            "success": task_success(world),
-            "error": error,
-            "steps": world.steps,
-            "seconds": time.perf_counter() - start,
-        }
-        world.close()
-        return record
+        return _reference_plan_episode(items[int(key)], modes[mode])
 
     keys = [str(i) for i in range(len(items))]
     result: dict[str, Any] = {"specs": modes}
@@ -427,13 +438,17 @@ def _searched_specs() -> dict[str, str]:
     }
 
 
-def _update(key: str, value: Any) -> None:
-    """Re-read skills.json and replace only `key`, under a lock (other scripts write it too)."""
+def _update(key: str, value: Any, merge: bool = False) -> None:
+    """Re-read skills.json and replace only `key` (`merge`: update its mapping), under a lock
+    (other scripts write it too)."""
     RESULTS.parent.mkdir(exist_ok=True)
     with open(RESULTS.with_suffix(".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         result = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
-        result[key] = value
+        if merge:
+            result.setdefault(key, {}).update(value)
+        else:
+            result[key] = value
         RESULTS.write_text(json.dumps(result, indent=2) + "\n")
 
 
@@ -449,6 +464,7 @@ def main() -> None:
     parser.add_argument("--out-dir", type=Path, default=EPISODES)
     parser.add_argument("--skill-seeds", type=int, default=200, help="fresh seeds per policy")
     parser.add_argument("--search-seeds", type=int, default=50, help="per searched weight")
+    parser.add_argument("--skill-cases", default=",".join(SKILL_CASES), help="comma list")
     parser.add_argument("--learned", default=f"learned:{SKILL_PARENTS[1]}")
     parser.add_argument("--minilm", default=MINILM, help="skill_language's MiniLM checkpoint")
     args = parser.parse_args()
@@ -457,33 +473,30 @@ def main() -> None:
     if unknown:
         parser.error(f"unknown part {unknown[0]!r}; choose from {PARTS}")
     seeds = list(range(args.seeds))
-    result = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    fresh = list(range(FRESH_SEED_START, FRESH_SEED_START + args.skill_seeds))
     for part in parts:
         start = time.perf_counter()
-        if part == "skill_policies":
-            fresh = list(range(FRESH_SEED_START, FRESH_SEED_START + args.skill_seeds))
+        if part in PAIRS:
             search = list(range(SEARCH_SEED_START, SEARCH_SEED_START + args.search_seeds))
-            _update(part, skill_policies(fresh, search, args.out_dir))
-            continue
-        if part == "skill_language":
-            fresh = list(range(FRESH_SEED_START, FRESH_SEED_START + args.skill_seeds))
-            _update(part, skill_language(fresh, args.out_dir, args.minilm))
-            continue
-        if part == "long_horizon_skills":
-            _update(part, long_horizon_skills(args.out_dir, args.learned, _searched_specs()))
-            continue
-        if part == "sort_bins_expert":
-            result[part] = sort_bins_expert(seeds, args.out_dir)
+            cases = args.skill_cases.split(",")
+            value = skill_policies(fresh, search, args.out_dir, PAIRS[part], cases)
+        elif part == "skill_language":
+            value = skill_language(fresh, args.out_dir, args.minilm)
+        elif part == "long_horizon_skills":
+            value = long_horizon_skills(args.out_dir, args.learned, _searched_specs())
+        elif part == "sort_bins_expert":
+            value = sort_bins_expert(seeds, args.out_dir)
         elif part == "primitives":
-            result[part] = primitives(seeds, args.out_dir)
+            value = primitives(seeds, args.out_dir)
         elif part == "reference_plans":
-            result[part] = reference_plans(args.out_dir)
-        else:
-            for impl in args.implementations.split(";"):
-                result.setdefault(part, {})[impl] = place_in(seeds, args.out_dir, impl)
-                RESULTS.write_text(json.dumps(result, indent=2) + "\n")
-        print(part, f"{time.perf_counter() - start:.0f} s", json.dumps(result[part]), flush=True)
-        RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+            value = reference_plans(args.out_dir)
+        else:  # place_in: kept per implementation, so slow ones can run in a call of their own
+            value = {
+                impl: place_in(seeds, args.out_dir, impl)
+                for impl in args.implementations.split(";")
+            }
+        _update(part, value, merge=part == "place_in")
+        print(part, f"{time.perf_counter() - start:.0f} s", json.dumps(value), flush=True)
 
 
 if __name__ == "__main__":
