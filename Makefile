@@ -141,6 +141,7 @@ collect-skills: setup
 train-skills: collect-skills
 	$(BIN)/robocompose train out=checkpoints/Tabletop_skills_flow_mlp $(SKILL_POLICY) policy.family=flow
 	$(BIN)/robocompose train out=checkpoints/Tabletop_skills_diffusion_mlp $(SKILL_POLICY) policy.family=diffusion policy.prediction_type=v_prediction
+	$(BIN)/robocompose train out=checkpoints/Tabletop_skills_flow_mlp_b $(SKILL_POLICY) policy.family=flow seed=1
 
 # The language measurement (not shipped): the flow policy with the all-MiniLM-L6-v2 sentence
 # embedding (the `language` extra) in place of the learned token embeddings.

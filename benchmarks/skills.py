@@ -21,6 +21,8 @@ it finishes; a rerun resumes):
 - skill_language: the flow skill policy with learned token embeddings (shipped) against the same
   policy trained with all-MiniLM-L6-v2 sentence embeddings (`make train-skills-minilm`), per
   skill case on the fresh seeds, paired.
+- planner_learned_skills: every long-horizon item planned by the skills planner (the local
+  Qwen model, repair rounds as `robocompose plan`) with pick and place by `--learned`.
 - long_horizon_skills: every long-horizon item's reference plan with scripted, learned (pick and
   place by `--learned`), learned_composed (each skill by the composition chosen for it)
   and mixed (learned pick, scripted place) skills, on the items' own seeds.
@@ -48,6 +50,7 @@ from typing import Any
 
 import numpy as np
 
+from robocompose.hierarchical.api import LONG_TASKS, plan_and_run
 from robocompose.hierarchical.learned_skills import registry_for
 from robocompose.hierarchical.skills import DIRECTIONS, build_registry
 from robocompose.hierarchical.tasks import (
@@ -79,6 +82,7 @@ PARTS = (
     "skill_policies_flow_pair",
     "skill_language",
     "long_horizon_skills",
+    "planner_learned_skills",
 )
 MINILM = "runs/skills_language/Tabletop_skills_flow_mlp_minilm"
 SKILL_PARENTS = ("Tabletop_skills_diffusion_mlp", "Tabletop_skills_flow_mlp")
@@ -427,6 +431,46 @@ def long_horizon_skills(out: Path, learned: str, searched: dict[str, str]) -> di
     return result
 
 
+def planner_learned_skills(out: Path, learned: str) -> dict:
+    """Each long-horizon item planned by the LLM's skills planner and run on learned skills."""
+    skills = {"pick": learned, "place": learned}
+    items = long_horizon_tasks()
+    envs = {task: env for env, task in LONG_TASKS.items()}
+    phrasing = {}  # item index -> its index within its task, as `plan phrasing=` counts
+    for i, item in enumerate(items):
+        phrasing[i] = sum(other.task == item.task for other in items[:i])
+
+    def run(key: str) -> dict:
+        item = items[int(key)]
+        start = time.perf_counter()
+        found = plan_and_run(
+            task=envs[item.task],
+            phrasing=phrasing[int(key)],
+            planner="skills",
+            skills=skills,
+            n_threads=1,
+            video=False,
+            corrections=False,
+            out=str(out / "planner_learned_skills" / "runs"),
+        )
+        rounds = found.record.rounds
+        return {
+            "task": item.task,
+            "success": found.success,
+            "rounds": len(rounds),
+            "plan": rounds[0].plan if rounds else [],
+            "seconds": time.perf_counter() - start,
+        }
+
+    path = out / "planner_learned_skills" / f"{_safe(learned)}.jsonl"
+    records = _resume(path, [str(i) for i in range(len(items))], run)
+    result: dict[str, Any] = {"skills": skills, "planner": "skills"}
+    for task in sorted({r["task"] for r in records}):
+        result[task] = _rate([r for r in records if r["task"] == task])
+    result["all"] = _rate(records)
+    return result
+
+
 def _searched_specs() -> dict[str, str]:
     """Per skill the composition skill_policies chose (place: its place_on case)."""
     stored = json.loads(RESULTS.read_text()).get("skill_policies") if RESULTS.exists() else None
@@ -482,6 +526,8 @@ def main() -> None:
             value = skill_policies(fresh, search, args.out_dir, PAIRS[part], cases)
         elif part == "skill_language":
             value = skill_language(fresh, args.out_dir, args.minilm)
+        elif part == "planner_learned_skills":
+            value = planner_learned_skills(args.out_dir, args.learned)
         elif part == "long_horizon_skills":
             value = long_horizon_skills(args.out_dir, args.learned, _searched_specs())
         elif part == "sort_bins_expert":
