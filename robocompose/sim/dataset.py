@@ -28,6 +28,8 @@ from typing import Any
 import h5py
 import numpy as np
 
+from robocompose.interrupt import interrupt_deferred
+
 # robomimic's EnvType uses 1 = robosuite, 2 = old `gym` (its EnvGym calls gym.make), 3 = iGibson
 # MoMaRT (0.3.0 and 0.5.0 alike). Our envs are gymnasium ids, which EnvGym cannot build, so we take
 # the unused value 4: robomimic fails loudly on it instead of building the wrong thing.
@@ -169,32 +171,33 @@ class DemoWriter:
                 raise DatasetError(
                     f"`{key}` must be finite. Got NaN or inf (episode {name} for {self.path})."
                 )
-        group = self._data.create_group(name)
-        try:
-            for key, value in obs.items():
-                if value.dtype == np.uint8:
-                    chunks = (1, *value.shape[1:]) if value.ndim > 1 else None
-                    group.create_dataset(
-                        f"obs/{key}", data=value, chunks=chunks, compression="gzip"
-                    )
-                else:
-                    group.create_dataset(f"obs/{key}", data=value.astype(np.float32))
-            group.create_dataset("actions", data=actions)
-            if skills is not None:
-                group.create_dataset("skills", data=arrays["skills"])
-            group.create_dataset("rewards", data=rewards)
-            dones = np.zeros(len(actions), dtype=np.int64)
-            dones[-1] = 1
-            group.create_dataset("dones", data=dones)
-            group.attrs["num_samples"] = len(actions)
-            group.attrs.update(dict(attrs or {}))
-        except BaseException:
-            del self._data[name]  # never leave a half-written demo behind
-            raise
-        self._signature = signature
-        self._lengths.append(len(actions))
-        self.demo_attrs.append(dict(group.attrs))
-        self._update_metadata()
+        with interrupt_deferred():  # Ctrl-C waits: a demo is written and counted whole
+            group = self._data.create_group(name)
+            try:
+                for key, value in obs.items():
+                    if value.dtype == np.uint8:
+                        chunks = (1, *value.shape[1:]) if value.ndim > 1 else None
+                        group.create_dataset(
+                            f"obs/{key}", data=value, chunks=chunks, compression="gzip"
+                        )
+                    else:
+                        group.create_dataset(f"obs/{key}", data=value.astype(np.float32))
+                group.create_dataset("actions", data=actions)
+                if skills is not None:
+                    group.create_dataset("skills", data=arrays["skills"])
+                group.create_dataset("rewards", data=rewards)
+                dones = np.zeros(len(actions), dtype=np.int64)
+                dones[-1] = 1
+                group.create_dataset("dones", data=dones)
+                group.attrs["num_samples"] = len(actions)
+                group.attrs.update(dict(attrs or {}))
+            except BaseException:
+                del self._data[name]  # never leave a half-written demo behind
+                raise
+            self._signature = signature
+            self._lengths.append(len(actions))
+            self.demo_attrs.append(dict(group.attrs))
+            self._update_metadata()
         return name
 
     def _skill_indices(self, labels: Sequence[Mapping[str, Any]]) -> np.ndarray:
