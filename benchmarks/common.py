@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Hashable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ from robocompose.shipped import CHECKPOINTS, shipped_checkpoints
 ROOT = CHECKPOINTS.parent
 RESULTS = Path(__file__).resolve().parent / "results"
 
-__all__ = ["CHECKPOINTS", "RESULTS", "ROOT", "median_ms", "shipped_checkpoints"]
+__all__ = ["CHECKPOINTS", "RESULTS", "ROOT", "median_ms", "resume_records", "shipped_checkpoints"]
 
 
 def median_ms(fn: Callable[[], Any], repeats: int, warmup: int = 0) -> float:
@@ -26,3 +27,23 @@ def median_ms(fn: Callable[[], Any], repeats: int, warmup: int = 0) -> float:
         fn()
         times.append(1e3 * (time.perf_counter() - start))
     return statistics.median(times)
+
+
+def resume_records(
+    path: Path, keys: Sequence[Hashable], run: Callable[[Any], dict], key_field: str = "key"
+) -> list[dict]:
+    """The JSONL records of `path` for `keys`, in order (each record names its key in
+    `key_field`); missing keys are run and appended one by one, so an interrupted run resumes."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    done = {}
+    if path.exists():
+        for line in path.read_text().splitlines():
+            record = json.loads(line)
+            done[record[key_field]] = record
+    with path.open("a") as f:
+        for key in keys:
+            if key not in done:
+                done[key] = {key_field: key, **run(key)}
+                f.write(json.dumps(done[key]) + "\n")
+                f.flush()
+    return [done[k] for k in keys]

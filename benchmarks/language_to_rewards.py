@@ -21,6 +21,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from common import resume_records
+
 from robocompose.hierarchical.language_to_rewards import (
     INSTRUCTIONS,
     MAX_STEPS,
@@ -54,26 +56,17 @@ def pick_model(asked: str) -> str:
 
 def _episodes(path: Path, seeds: list[int], run) -> list[dict[str, Any]]:
     """Per-seed records from `path`; missing seeds are run and appended."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    done = {}
-    if path.exists():
-        for line in path.read_text().splitlines():
-            record = json.loads(line)
-            done[record["seed"]] = record
-    with path.open("a") as f:
-        for seed in seeds:
-            if seed not in done:
-                result = run(seed)
-                done[seed] = {
-                    "seed": seed,
-                    "success": result.success,
-                    "steps": result.steps,
-                    "seconds": round(result.seconds, 3),
-                    "error_m": round(result.error, 4),
-                }
-                f.write(json.dumps(done[seed]) + "\n")
-                f.flush()
-    return [done[s] for s in seeds]
+
+    def record(seed: int) -> dict[str, Any]:
+        result = run(seed)
+        return {
+            "success": result.success,
+            "steps": result.steps,
+            "seconds": round(result.seconds, 3),
+            "error_m": round(result.error, 4),
+        }
+
+    return resume_records(path, seeds, record, key_field="seed")
 
 
 def _summary(records: list[dict[str, Any]]) -> dict[str, Any]:

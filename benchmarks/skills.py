@@ -44,11 +44,12 @@ import argparse
 import fcntl
 import json
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from common import resume_records
 
 from robocompose.hierarchical.api import LONG_TASKS, plan_and_run
 from robocompose.hierarchical.learned_skills import registry_for
@@ -105,23 +106,6 @@ SEARCH_CANDIDATES: tuple[tuple[str, tuple[float, float]], ...] = (
 FRESH_SEED_START, SEARCH_SEED_START = 10_000, 20_000  # disjoint from the demos' and each other
 
 
-def _resume(path: Path, keys: Iterable[str], run: Callable[[str], dict]) -> list[dict]:
-    """Records of `path` by key; missing keys are run and appended one by one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    done = {}
-    if path.exists():
-        for line in path.read_text().splitlines():
-            record = json.loads(line)
-            done[record["key"]] = record
-    with path.open("a") as f:
-        for key in keys:
-            if key not in done:
-                done[key] = {"key": key, **run(key)}
-                f.write(json.dumps(done[key]) + "\n")
-                f.flush()
-    return [done[k] for k in keys]
-
-
 def _rate(records: list[dict], field: str = "success") -> dict[str, Any]:
     rate = success_rate(sum(bool(r[field]) for r in records), len(records))
     return {
@@ -146,7 +130,7 @@ def sort_bins_expert(seeds: list[int], out: Path) -> dict:
             steps += 1
         return {"success": bool(info["success"]), "steps": steps}
 
-    records = _resume(out / "sort_bins_expert.jsonl", [str(s) for s in seeds], run)
+    records = resume_records(out / "sort_bins_expert.jsonl", [str(s) for s in seeds], run)
     return {
         **_rate(records),
         "mean_steps": float(np.mean([r["steps"] for r in records])),
@@ -177,7 +161,7 @@ def primitives(seeds: list[int], out: Path) -> dict:
         return {"success": bool(trace.success_check), "error": trace.error, "steps": world.steps}
 
     keys = [f"{name}/{s}" for name in cases for s in seeds]
-    records = _resume(out / "primitives.jsonl", keys, run)
+    records = resume_records(out / "primitives.jsonl", keys, run)
     return {name: _rate([r for r in records if r["key"].startswith(name + "/")]) for name in cases}
 
 
@@ -210,7 +194,9 @@ def reference_plans(out: Path) -> dict:
     def run(key: str) -> dict:
         return _reference_plan_episode(items[int(key)], {})
 
-    records = _resume(out / "reference_plans.jsonl", [str(i) for i in range(len(items))], run)
+    records = resume_records(
+        out / "reference_plans.jsonl", [str(i) for i in range(len(items))], run
+    )
     tasks = sorted({r["task"] for r in records})
     return {task: _rate([r for r in records if r["task"] == task]) for task in tasks}
 
@@ -239,7 +225,7 @@ def place_in(seeds: list[int], out: Path, implementation: str) -> dict:
         }
 
     safe = implementation.replace(":", "_").replace("+", "_").replace(",", "_")
-    records = _resume(out / f"place_in_{safe}.jsonl", [str(s) for s in seeds], run)
+    records = resume_records(out / f"place_in_{safe}.jsonl", [str(s) for s in seeds], run)
     calls = [c for r in records for c in r["calls"]]
     return {
         "kind": registry["place_in"].kind,
@@ -305,7 +291,7 @@ def _skill_episode(worlds: dict[str, SimWorld], spec: str, case: str, seed: int)
 def _skill_runs(
     worlds: dict[str, SimWorld], spec: str, case: str, seeds: list[int], out: Path
 ) -> list[dict]:
-    return _resume(
+    return resume_records(
         out / "skill_policies" / f"{case}_{_safe(spec)}.jsonl",
         [str(s) for s in seeds],
         lambda key: _skill_episode(worlds, spec, case, int(key)),
@@ -416,7 +402,7 @@ def long_horizon_skills(out: Path, learned: str, searched: dict[str, str]) -> di
     for mode in modes:
         specs = "__".join(_safe(modes[mode].get(s, "scripted")) for s in ("pick", "place"))
         path = out / "long_horizon_skills" / f"{mode}__{specs}.jsonl"  # a new spec runs anew
-        records[mode] = _resume(path, keys, lambda key, mode=mode: run(mode, key))
+        records[mode] = resume_records(path, keys, lambda key, mode=mode: run(mode, key))
         tasks = sorted({r["task"] for r in records[mode]})
         result[mode] = {t: _rate([r for r in records[mode] if r["task"] == t]) for t in tasks}
         result[mode]["all"] = _rate(records[mode])
@@ -463,7 +449,7 @@ def planner_learned_skills(out: Path, learned: str) -> dict:
         }
 
     path = out / "planner_learned_skills" / f"{_safe(learned)}.jsonl"
-    records = _resume(path, [str(i) for i in range(len(items))], run)
+    records = resume_records(path, [str(i) for i in range(len(items))], run)
     result: dict[str, Any] = {"skills": skills, "planner": "skills"}
     for task in sorted({r["task"] for r in records}):
         result[task] = _rate([r for r in records if r["task"] == task])
