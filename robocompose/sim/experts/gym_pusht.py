@@ -94,7 +94,8 @@ class PymunkSnapshot:
         if self._state is None:
             raise RuntimeError("PymunkSnapshot.restore() before take(task).")
         world = self.scratch
-        world._setup()
+        world._setup()  # gym_pusht's own world: walls, then the pusher, then the T
+        world.collision_handeler.post_solve = _uncounted  # the env counts contacts for its info
         agent_pos, agent_vel, angle, block_pos, block_vel, block_w = self._state
         world.agent.position, world.agent.velocity = agent_pos, agent_vel
         world.block.angle = angle  # before the position: setting the angle turns about the cog
@@ -105,16 +106,22 @@ class PymunkSnapshot:
         return world
 
 
+def _uncounted(arbiter: Any, space: Any, data: Any) -> None:
+    """The scratch world's contact callback: nothing to count there."""
+
+
 def step_physics(task: Any, target: np.ndarray, substeps: int) -> None:
-    """One control step of gym_pusht's PD pusher towards `target`, as its `step` does, without
-    the coverage and observation it also computes."""
-    zero = type(task.agent.velocity)(0, 0)
+    """One control step of gym_pusht's PD pusher towards `target`: its `step`'s arithmetic in
+    the same order (so the same floats), without the coverage and observation it also computes."""
+    tx, ty = float(target[0]), float(target[1])
+    k_p, k_v, dt = task.k_p, task.k_v, task.dt
+    agent, space = task.agent, task.space
     for _ in range(substeps):
-        acceleration = task.k_p * (target - task.agent.position) + task.k_v * (
-            zero - task.agent.velocity
-        )
-        task.agent.velocity += acceleration * task.dt
-        task.space.step(task.dt)
+        (px, py), (vx, vy) = agent.position, agent.velocity
+        ax = k_p * (tx - px) + k_v * (0.0 - vx)
+        ay = k_p * (ty - py) + k_v * (0.0 - vy)
+        agent.velocity = (vx + ax * dt, vy + ay * dt)
+        space.step(dt)
 
 
 def block_pose(task: Any) -> tuple[float, float, float]:
