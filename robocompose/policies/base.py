@@ -39,6 +39,12 @@ class GenerativePolicy(nn.Module):
             raise ValueError(f"`normalizers` must include {missing}. Got {sorted(normalizers)}.")
         self.config = config
         self.normalizers = normalizers
+        self.build_networks()
+
+    def build_networks(self) -> None:
+        """The observation encoder and the backbone as torch modules; a family whose weights
+        live elsewhere (the JAX flow policy) builds its own here instead."""
+        config = self.config
         shapes = {k: config.obs_shapes[k] for k in config.obs_keys}
         self.encoder = ObservationEncoder(
             shapes, config.n_obs_steps, image_feature_dim=config.image_feature_dim

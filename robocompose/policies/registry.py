@@ -17,6 +17,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from robocompose.policies.config import PolicyConfig
@@ -26,6 +27,9 @@ if TYPE_CHECKING:
     from robocompose.policies.normalizer import AffineNormalizer
 
 FAMILY_MODULES = ("robocompose.policies.diffusion", "robocompose.policies.flow")
+# families whose module needs an optional extra: imported when first named, so looking up a
+# built-in family never imports that extra (name -> (module, extra))
+OPTIONAL_FAMILY_MODULES = {"flow_jax": ("robocompose.policies.jax_flow", "jax")}
 
 
 @dataclass(frozen=True)
@@ -33,15 +37,19 @@ class Family:
     name: str
     policy: type[GenerativePolicy]
     config: type[PolicyConfig]
+    # (train config, progress, stop_at_step) -> run folder: the family's own training loop
+    # (one not driven by torch's optimiser); None: `robocompose.policies.train.train`
+    trainer: Callable[..., Path] | None = None
 
 
 _FAMILIES: dict[str, Family] = {}
 
 
 def register_family(
-    name: str, *, config: type[PolicyConfig]
+    name: str, *, config: type[PolicyConfig], trainer: Callable[..., Path] | None = None
 ) -> Callable[[type[GenerativePolicy]], type[GenerativePolicy]]:
-    """Class decorator: register the policy class as family `name`, configured by `config`."""
+    """Class decorator: register the policy class as family `name`, configured by `config`
+    (and trained by `trainer`, when the family has its own loop)."""
     if not (isinstance(config, type) and issubclass(config, PolicyConfig)):
         raise TypeError(f"family {name!r}: `config` must be a PolicyConfig subclass. Got {config}.")
     if config.family != name:
@@ -57,7 +65,7 @@ def register_family(
                 f"policy family {name!r} is already registered by {_qualname(known.policy)}; "
                 f"{_qualname(policy)} must take another name."
             )
-        _FAMILIES[name] = Family(name, policy, config)
+        _FAMILIES[name] = Family(name, policy, config, trainer)
         return policy
 
     return register
@@ -75,6 +83,15 @@ def _import_builtin_families() -> None:
 def get_family(name: str) -> Family:
     """The registered family `name`; an unknown name lists the registered ones."""
     _import_builtin_families()
+    if name not in _FAMILIES and name in OPTIONAL_FAMILY_MODULES:
+        module, extra = OPTIONAL_FAMILY_MODULES[name]
+        try:
+            importlib.import_module(module)
+        except ImportError as e:
+            raise ValueError(
+                f"policy family {name!r} needs the `{extra}` extra (pip install -e "
+                f"'.[{extra}]'): {e}"
+            ) from e
     if name not in _FAMILIES:
         raise ValueError(
             f"unknown policy family {name!r}. Registered: {', '.join(family_names())}."
@@ -83,8 +100,9 @@ def get_family(name: str) -> Family:
 
 
 def family_names() -> list[str]:
+    """The registered families and the optional ones (whose extra may be missing)."""
     _import_builtin_families()
-    return sorted(_FAMILIES)
+    return sorted(set(_FAMILIES) | set(OPTIONAL_FAMILY_MODULES))
 
 
 def build_policy(

@@ -41,6 +41,7 @@ from robocompose.policies.checkpoint import (
 )
 from robocompose.policies.config import PolicyConfig
 from robocompose.policies.normalizer import AffineNormalizer
+from robocompose.policies.registry import get_family
 from robocompose.policies.train_config import TrainConfig
 from robocompose.sim.dataset import (
     Episode,
@@ -168,7 +169,11 @@ def train(config: TrainConfig, progress: bool = True, stop_at_step: int | None =
 
     `stop_at_step` ends the session early with everything saved, exactly as an interruption
     right after that step's checkpoint would; running again resumes to `config.steps`.
+    A family with its own training loop (see `register_family`'s `trainer`) runs that one.
     """
+    trainer = get_family(config.policy.family).trainer
+    if trainer is not None:
+        return trainer(config, progress, stop_at_step)
     if config.torch_threads:
         torch.set_num_threads(config.torch_threads)
     out = Path(config.out)
@@ -426,22 +431,7 @@ def _load_state(
     precision: MixedPrecision,
 ) -> tuple[int, float]:
     document = _read_state_document(out)
-    saved = document["config"]
-    now = config.to_dict()
-    # as its family's config: a run may predate the family split, or name its family only
-    for tree in (saved, now):
-        tree["policy"] = PolicyConfig.from_dict(tree["policy"]).to_dict()
-    # a field added since the run started takes its default: that is what the run trained with
-    defaults = {f.name: f.default for f in fields(TrainConfig)}
-    changed = [
-        k for k in now if k not in RESUMABLE_CHANGES and saved.get(k, defaults.get(k)) != now[k]
-    ]
-    if changed:
-        raise ValueError(
-            f"{out} holds a run with a different config; cannot resume. Differing fields: "
-            + ", ".join(f"`{k}`: {saved.get(k, defaults.get(k))!r} vs {now[k]!r}" for k in changed)
-            + ". Use another `out` folder."
-        )
+    check_resumable(out, config, document)
     tensors = _read_state_tensors(out, int(document["step"]))
     policy.load_state_dict({k[6:]: v for k, v in tensors.items() if k.startswith("model.")})
     for k in ema:
@@ -458,6 +448,27 @@ def _load_state(
     if precision.device_type == "cuda" and "rng.cuda" in tensors:
         torch.cuda.set_rng_state(tensors["rng.cuda"])
     return int(document["step"]), float(document["train_minutes"])
+
+
+def check_resumable(out: Path, config: TrainConfig, document: dict[str, Any]) -> None:
+    """Refuse to resume the run saved in `document` (its train_state.json) under `config`
+    when a field that changes the weights differs, naming each."""
+    saved = document["config"]
+    now = config.to_dict()
+    # as its family's config: a run may predate the family split, or name its family only
+    for tree in (saved, now):
+        tree["policy"] = PolicyConfig.from_dict(tree["policy"]).to_dict()
+    # a field added since the run started takes its default: that is what the run trained with
+    defaults = {f.name: f.default for f in fields(TrainConfig)}
+    changed = [
+        k for k in now if k not in RESUMABLE_CHANGES and saved.get(k, defaults.get(k)) != now[k]
+    ]
+    if changed:
+        raise ValueError(
+            f"{out} holds a run with a different config; cannot resume. Differing fields: "
+            + ", ".join(f"`{k}`: {saved.get(k, defaults.get(k))!r} vs {now[k]!r}" for k in changed)
+            + ". Use another `out` folder."
+        )
 
 
 def _damaged(path: Path, out: Path, what: str) -> ValueError:
