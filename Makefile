@@ -116,6 +116,15 @@ $(IMAGE_TASKS:%=train-%-image): train-%-image: setup checkpoints/%_diffusion_une
 checkpoints/%_diffusion_unet/config.json:
 	$(MAKE) train-$*
 
+# The JAX flow policy (family flow_jax: flax + optax, the `jax` extra, which `make setup-all`
+# installs): the task's flow MLP recipe, same demos, steps and seed, trained in JAX; it composes
+# with the torch parents (`robocompose compose checkpoints/Stack_diffusion_mlp
+# checkpoints/Stack_flow_jax_mlp`). XLA held to one thread, as torch_threads=1 holds torch.
+FLOW_JAX_MLP = $(subst policy.family=flow ,policy.family=flow_jax ,$(FLOW_MLP))
+.PHONY: train-Stack-jax
+train-Stack-jax: train-%-jax: collect-%
+	XLA_FLAGS="--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1" $(BIN)/robocompose train dataset=data/$*.hdf5 out=checkpoints/$*_flow_jax_mlp $(FLOW_JAX_MLP) $(FIRST_HALF)
+
 # ---- skill policies (robocompose/sim/skill_labels.py, robocompose/hierarchical/learned_skills.py)
 # One network per family serves pick(obj) and place(obj, target) on Stack and SortBins scenes,
 # conditioned on the skill's language tokens and argument positions. Demos carry per-step skill

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import statistics
 import time
@@ -14,7 +15,15 @@ from robocompose.shipped import CHECKPOINTS, shipped_checkpoints
 ROOT = CHECKPOINTS.parent
 RESULTS = Path(__file__).resolve().parent / "results"
 
-__all__ = ["CHECKPOINTS", "RESULTS", "ROOT", "median_ms", "resume_records", "shipped_checkpoints"]
+__all__ = [
+    "CHECKPOINTS",
+    "RESULTS",
+    "ROOT",
+    "median_ms",
+    "resume_records",
+    "shipped_checkpoints",
+    "update_results",
+]
 
 
 def median_ms(fn: Callable[[], Any], repeats: int, warmup: int = 0) -> float:
@@ -47,3 +56,17 @@ def resume_records(
                 f.write(json.dumps(done[key]) + "\n")
                 f.flush()
     return [done[k] for k in keys]
+
+
+def update_results(path: Path, keys: Sequence[str], value: Any) -> None:
+    """Re-read the JSON file `path` and set only `value` at the nested `keys`, under a lock
+    beside it: several scripts (and parts run concurrently) write one results file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        results = json.loads(path.read_text()) if path.exists() else {}
+        node = results
+        for key in keys[:-1]:
+            node = node.setdefault(key, {})
+        node[keys[-1]] = value
+        path.write_text(json.dumps(results, indent=2) + "\n")

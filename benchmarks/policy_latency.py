@@ -1,14 +1,17 @@
 """Chunk latency of every shipped policy: one full sample (10 denoising steps) at batch 1 and 16.
 
-Median over many calls, torch threads as the machine gives, observation encoding included.
+Median over many calls, torch threads as the machine gives (a JAX policy: XLA's threads, as
+XLA_FLAGS sets them, recorded), observation encoding included. `--only NAME ...` measures those
+checkpoints and replaces their rows, keeping the others.
 
-    python benchmarks/policy_latency.py [--repeats 100]
+    python benchmarks/policy_latency.py [--repeats 100] [--only Stack_flow_mlp Stack_flow_jax_mlp]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 
 import torch
 from common import RESULTS, median_ms, shipped_checkpoints
@@ -37,9 +40,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeats", type=int, default=100)
     parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--only", nargs="+", help="checkpoint names to (re)measure")
     args = parser.parse_args()
+    path = RESULTS / "policy_latency.json"
+    folders = shipped_checkpoints()
+    kept = []
+    if args.only:
+        missing = sorted(set(args.only) - {f.name for f in folders})
+        if missing:
+            parser.error(f"no shipped checkpoint {missing}; have {[f.name for f in folders]}")
+        folders = [f for f in folders if f.name in args.only]
+        kept = [r for r in json.loads(path.read_text())["policies"] if r["checkpoint"] not in
+                args.only]
     rows = []
-    for folder in shipped_checkpoints():
+    for folder in folders:
         policy = load_policy(folder)
         cfg = policy.config
         obs_kind = (
@@ -55,11 +69,15 @@ def main() -> None:
                 "steps": args.steps,
                 "median_ms": sample_ms(policy, batch, args.steps, args.repeats),
                 "torch_threads": torch.get_num_threads(),
+                "framework": "jax" if cfg.family.endswith("_jax") else "torch",
             }
+            if row["framework"] == "jax":
+                row["xla_flags"] = os.environ.get("XLA_FLAGS", "")
             rows.append(row)
             print(json.dumps(row), flush=True)
+    rows = sorted(kept + rows, key=lambda r: (r["checkpoint"], r["batch"]))
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "policy_latency.json").write_text(json.dumps({"policies": rows}, indent=2) + "\n")
+    path.write_text(json.dumps({"policies": rows}, indent=2) + "\n")
 
 
 if __name__ == "__main__":

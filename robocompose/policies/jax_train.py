@@ -93,7 +93,7 @@ def make_update(policy: JaxFlowPolicy, tx: optax.GradientTransformation):
         updates, opt_state = tx.update(grads, opt_state, params)
         params = optax.apply_updates(params, updates)
         ema = jax.tree_util.tree_map(lambda e, p: decay * e + (1 - decay) * p, ema, params)
-        return params, opt_state, ema, key, loss, optax.global_norm(grads)
+        return params, opt_state, ema, key, loss, optax.tree.norm(grads)
 
     return update
 
