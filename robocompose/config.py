@@ -190,12 +190,20 @@ def _open_free_mappings(cls: type, node: DictConfig) -> None:
 def code_presets() -> dict[str, dict[str, dict[str, Any]]]:
     """Config group options defined in code rather than in configs/: group -> option -> tree.
     `task=<name>` is a suite task's `TaskSpec` (robocompose.sim.tasks), so a new task needs
-    no YAML file; a file DIR/task/<name>.yaml (`--config-dir DIR`) adds one more option."""
-    from robocompose.sim.tasks import TASKS
+    no YAML file; a file DIR/task/<name>.yaml (`--config-dir DIR`) adds one more option, and an
+    external task known from a checkpoint read in this process is one too."""
+    from robocompose.sim.tasks import EXTERNAL_TASKS, TASKS
 
     tasks = {
         s.name: {"name": s.name, "dataset": s.dataset, "demos": s.demos} for s in TASKS.values()
     }
+    # external tasks this process learnt from a checkpoint or dataset, unless a preset names them
+    files = {p.stem for p in (CONFIGS / "task").glob("*.yaml")}
+    for s in EXTERNAL_TASKS.values():
+        if s.name not in files:
+            tasks[s.name] = {
+                "name": s.name, "dataset": s.dataset, "demos": s.demos, "external": s.external
+            }
     return {"task": tasks}
 
 

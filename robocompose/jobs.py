@@ -16,7 +16,7 @@ from robocompose.composition.config import CompositionConfig
 from robocompose.composition.weight_search import SearchSettings
 from robocompose.devices import check_device
 from robocompose.shipped import parent_pair
-from robocompose.sim.tasks import get_task
+from robocompose.sim.tasks import get_task, register_external
 
 if TYPE_CHECKING:  # policies need torch, which a config does not
     from robocompose.composition.api import AnyPolicy
@@ -27,13 +27,17 @@ SEED_STRIDE = 1_000_000  # replicate `seed` s runs episode seeds seed_start + s 
 
 @dataclass(kw_only=True)
 class TaskConfig:
-    """A task of the suite: its expert demo file and how many demos `make checkpoints` collects."""
+    """A task: its expert demo file and how many demos `make checkpoints` collects. A preset
+    with an `external` block makes a third-party env the task (robocompose.sim.external)."""
 
     name: str
     dataset: str
     demos: int
+    external: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        if self.external:
+            register_external(self.name, self.external)
         get_task(self.name)
         if self.demos < 1:
             raise ValueError(f"`demos` must be >= 1. Got {self.demos}.")

@@ -21,6 +21,7 @@ from robocompose.policies.base import GenerativePolicy
 from robocompose.policies.config import CONFIG, WEIGHTS, PolicyConfig
 from robocompose.policies.normalizer import AffineNormalizer
 from robocompose.policies.registry import build_policy
+from robocompose.sim.tasks import register_recorded
 
 
 class CheckpointError(ValueError):
@@ -55,6 +56,7 @@ def save_policy(
 
 
 def read_checkpoint_config(folder: str | os.PathLike[str]) -> dict[str, Any]:
+    """config.json as a dict; a checkpoint of an external task makes its task known."""
     path = Path(folder) / CONFIG
     if not path.is_file():
         raise CheckpointError(f"{folder}: not a checkpoint folder (no {CONFIG}).")
@@ -65,6 +67,8 @@ def read_checkpoint_config(folder: str | os.PathLike[str]) -> dict[str, Any]:
     for key in ("policy", "normalizers"):
         if key not in document:
             raise CheckpointError(f"{path}: missing field `{key}`.")
+    metadata = document.get("metadata", {})
+    register_recorded(metadata.get("task"), metadata.get("env_kwargs"))
     return document
 
 

@@ -110,6 +110,8 @@ def collect(
         raise ValueError(f"`episodes` must be >= 1. Got {episodes}.")
     spec = get_task(task)
     env_kwargs: dict[str, Any] = {**(env_config or {}), "obs_keys": list(obs_keys)}
+    if spec.external:  # the file then describes its env to any later reader
+        env_kwargs["external"] = spec.external
     if image_size is not None:
         env_kwargs["image_size"] = int(image_size)
     env = make_env(spec.name, **(env_kwargs | {"obs_keys": tuple(obs_keys)}))

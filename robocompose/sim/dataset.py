@@ -298,11 +298,16 @@ def _open(path: str | os.PathLike[str]) -> h5py.File:
 
 
 def read_env_args(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """The `data.attrs["env_args"]` dict: {"env_name", "type", "env_kwargs"}."""
+    """The `data.attrs["env_args"]` dict: {"env_name", "type", "env_kwargs"}. An external
+    task's file makes its task known (`robocompose.sim.tasks.register_recorded`)."""
+    from robocompose.sim.tasks import register_recorded
+
     with _open(path) as f:
         if "data" not in f or "env_args" not in f["data"].attrs:
             raise DatasetError(f"{f.filename}: no `data` group with an `env_args` attribute.")
-        return json.loads(f["data"].attrs["env_args"])
+        env_args = json.loads(f["data"].attrs["env_args"])
+    register_recorded(env_args.get("env_name"), env_args.get("env_kwargs"))
+    return env_args
 
 
 def _demo_names(f: h5py.File, filter_key: str | None, *, allow_empty: bool = False) -> list[str]:

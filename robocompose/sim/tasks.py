@@ -3,6 +3,10 @@
 Adding a task = one env module, one expert, one `TaskSpec` line here: its env and expert, how
 many demos `make checkpoints` collects, and (once checkpoints are shipped for it) its parent
 pair. Every verb's `task=<name>` option comes from this table (`robocompose.config`).
+
+A third-party env joins with no code: a task preset with an `external:` block
+(`robocompose.sim.external`) registers it as `robocompose/<name>-v0` when the preset is loaded;
+a dataset or checkpoint of it carries the block, and reading one registers it again.
 """
 
 from __future__ import annotations
@@ -25,8 +29,8 @@ class TaskSpec:
 
     name: str
     entry_point: str  # "module:Class" of the env
-    max_episode_steps: int
-    expert: str  # "module:Class" of the scripted expert
+    max_episode_steps: int | None  # None: the env's own limit (an external env's)
+    expert: str  # "module:Class" of the scripted expert ("": none)
     kwargs: dict[str, Any] = field(default_factory=dict)
     version: int = 0
     about: str = ""  # what the task is, and how its shipped parents were trained
@@ -35,6 +39,8 @@ class TaskSpec:
     # the checkpoints composition uses on the task: checkpoints/<name>_<kind> for each kind;
     # chosen with headroom (the better parent between 40% and 85%), `about` says how
     shipped_pair: tuple[str, str] | None = None
+    # a third-party env: its `ExternalTask` block as recorded (see robocompose.sim.external)
+    external: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if not self.dataset:
@@ -113,28 +119,80 @@ TASKS: dict[str, TaskSpec] = {
 }
 
 
+# external tasks known to this process (from presets, datasets and checkpoints read so far)
+EXTERNAL_TASKS: dict[str, TaskSpec] = {}
+
+
+def _all_tasks() -> list[TaskSpec]:
+    return [*TASKS.values(), *EXTERNAL_TASKS.values()]
+
+
+def register_external(name: str, block: dict[str, Any]) -> TaskSpec:
+    """Make the third-party env of an `external:` block the task `name` (idempotent); the block
+    is checked here, so a bad preset fails when it is loaded, naming the field."""
+    from robocompose.sim.external import ExternalTask
+
+    if name.lower() in {n.lower() for n in TASKS}:
+        raise ValueError(f"external task {name!r}: the suite has a task of that name; rename it.")
+    task = ExternalTask.from_dict(block)
+    recorded = task.to_dict()
+    known = EXTERNAL_TASKS.get(name)
+    if known is not None and known.external != recorded:
+        raise ValueError(
+            f"external task {name!r} is already registered with another `external` block "
+            f"({known.external['env_id']}); give this one another name."
+        )
+    spec = TaskSpec(
+        name,
+        "robocompose.sim.external:make_external_env",
+        task.max_episode_steps,
+        task.expert,
+        about=task.about or f"{task.env_id}, a third-party env",
+        external=recorded,
+    )
+    EXTERNAL_TASKS[name] = spec
+    register_tasks()
+    return spec
+
+
+def register_recorded(env_name: str | None, env_kwargs: dict[str, Any] | None) -> None:
+    """Register the external task a dataset's or checkpoint's env args describe (none: no-op),
+    so its env id resolves in a process that never loaded its preset."""
+    block = (env_kwargs or {}).get("external")
+    if not block or not env_name:
+        return
+    prefix, _, rest = env_name.partition("/")
+    name = rest.rsplit("-v", 1)[0]
+    if prefix != NAMESPACE or not name:
+        raise ValueError(
+            f"an external task's env name must be {NAMESPACE}/<name>-v0. Got {env_name!r}."
+        )
+    register_external(name, block)
+
+
 def register_tasks() -> None:
     """Register every task id with gymnasium (lazy entry points; idempotent)."""
     import gymnasium as gym
 
-    for spec in TASKS.values():
+    for spec in _all_tasks():
         if spec.env_id not in gym.registry:
             gym.register(
                 spec.env_id,
                 entry_point=spec.entry_point,
                 max_episode_steps=spec.max_episode_steps,
-                kwargs=dict(spec.kwargs),
+                kwargs=dict(spec.kwargs) | ({"external": spec.external} if spec.external else {}),
             )
 
 
 def get_task(name: str) -> TaskSpec:
     """Resolve "PushT", "pusht" or "robocompose/PushT-v0"; unknown names list the choices."""
-    by_key = {spec.name.lower(): spec for spec in TASKS.values()}
-    by_key |= {spec.env_id.lower(): spec for spec in TASKS.values()}
+    by_key = {spec.name.lower(): spec for spec in _all_tasks()}
+    by_key |= {spec.env_id.lower(): spec for spec in _all_tasks()}
     spec = by_key.get(name.lower())
     if spec is None:
-        choices = sorted(TASKS)
-        nearest = difflib.get_close_matches(name, choices + [s.env_id for s in TASKS.values()], 1)
+        choices = sorted(s.name for s in _all_tasks())
+        ids = [s.env_id for s in _all_tasks()]
+        nearest = difflib.get_close_matches(name, choices + ids, 1)
         hint = f" Did you mean {nearest[0]!r}?" if nearest else ""
         raise ValueError(f"unknown task {name!r}. Choices: {', '.join(choices)}.{hint}")
     return spec
@@ -149,8 +207,16 @@ def make_env(name: str, **kwargs: Any) -> gym.Env:
 
 
 def make_expert(name: str, **config: Any) -> Any:
-    """The task's scripted expert, configured by keyword (e.g. `action_noise_m=0.003`)."""
-    module, cls_name = get_task(name).expert.split(":")
+    """The task's scripted expert, configured by keyword (e.g. `action_noise_m=0.003`) on top of
+    an external task's `expert_config`."""
+    spec = get_task(name)
+    if not spec.expert:
+        raise ValueError(
+            f"task {spec.name!r} has no scripted expert; set `external.expert` "
+            "('module:Class') in its preset to collect demos."
+        )
+    module, cls_name = spec.expert.split(":")
     cls = getattr(importlib.import_module(module), cls_name)
     config_cls = getattr(importlib.import_module(module), f"{cls_name}Config")
-    return cls(config_cls(**config))
+    defaults = (spec.external or {}).get("expert_config", {})
+    return cls(config_cls(**{**defaults, **config}))

@@ -1,0 +1,175 @@
+"""Third-party gymnasium envs as tasks: the observation adapter on real envs of each kind, and a
+task preset of one's own running collect -> train -> eval/compose with no code."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from robocompose.sim.external import AdapterConfig, ExternalTask, make_external_env
+from robocompose.sim.tasks import EXTERNAL_TASKS, get_task, register_external
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _external(env_id: str, imports: list[str], **kw) -> dict:
+    return {"env_id": env_id, "imports": imports, **kw}
+
+
+@pytest.fixture(scope="module")
+def fetch() -> None:
+    pytest.importorskip("gymnasium_robotics", reason="the `external` extra is not installed")
+
+
+@pytest.fixture(scope="module")
+def pusht() -> None:
+    pytest.importorskip("gym_pusht", reason="the `external` extra is not installed")
+
+
+def test_goal_kind_gives_state_as_observation_and_desired_goal(fetch) -> None:
+    env = make_external_env(
+        _external("FetchReach-v4", ["gymnasium_robotics"], adapter={"kind": "goal"})
+    )
+    obs, info = env.reset(seed=3)
+    raw = env.raw_observation
+    assert set(obs) == {"state"} and obs["state"].shape == (13,)
+    assert env.observation_space["state"].shape == (13,)
+    np.testing.assert_allclose(
+        obs["state"], np.concatenate([raw["observation"], raw["desired_goal"]]), rtol=1e-6
+    )
+    assert info["success"] is False and info["score"] == 0.0
+    _, _, _, _, info = env.step(np.zeros(4, np.float32))
+    assert info["success"] == bool(info["is_success"])
+    env.close()
+
+
+def test_box_pixels_and_dict_kinds_on_the_original_pusht(pusht) -> None:
+    box = make_external_env(
+        _external("gym_pusht/PushT-v0", ["gym_pusht"], env_kwargs={"obs_type": "state"},
+                  adapter={"kind": "box"})
+    )
+    obs, _ = box.reset(seed=0)
+    assert obs["state"].shape == (5,) and obs["state"].dtype == np.float32
+    box.close()
+
+    pixels = make_external_env(
+        _external("gym_pusht/PushT-v0", ["gym_pusht"], env_kwargs={"obs_type": "pixels"},
+                  adapter={"kind": "pixels", "image_size": 48})
+    )
+    obs, _ = pixels.reset(seed=0)
+    assert obs["image"].shape == (48, 48, 3) and obs["image"].dtype == np.uint8
+    assert pixels.observation_space["image"].shape == (48, 48, 3)
+    assert obs["image"].std() > 0  # a rendered scene, not a blank
+    pixels.close()
+
+    mapped = make_external_env(
+        _external(
+            "gym_pusht/PushT-v0",
+            ["gym_pusht"],
+            env_kwargs={"obs_type": "pixels_agent_pos"},
+            adapter={"kind": "dict", "keys": {"image": "pixels", "proprio": ["agent_pos"]}},
+        ),
+        obs_keys=["proprio"],
+    )
+    obs, _ = mapped.reset(seed=0)
+    assert set(obs) == {"proprio"}
+    np.testing.assert_allclose(obs["proprio"], mapped.raw_observation["agent_pos"])
+    mapped.close()
+
+
+@pytest.mark.parametrize(
+    ("block", "message"),
+    [
+        ({"env_id": "FetchReach-v4", "imports": ["gymnasium_robotics"],
+          "adapter": {"kind": "box"}}, "needs a single Box"),
+        ({"env_id": "FetchReach-v4", "imports": ["gymnasium_robotics"],
+          "adapter": {"kind": "dict", "keys": {"state": ["observation", "goal"]}}},
+         "names ['goal']"),
+        ({"env_id": "FetchReach-v4", "adapter": {"kind": "goal", "size": 3}},
+         "unknown `external.adapter` field(s) ['size']"),
+        ({"env_id": "FetchReach-v4", "expert_cfg": {}}, "unknown `external` field(s)"),
+        ({"env_id": "NoSuchEnv-v0"}, "is not registered after importing"),
+        ({"env_id": "FetchReach-v4", "imports": ["no_such_module"]}, "does not import"),
+        ({"env_id": "FetchReach-v4", "adapter": {"kind": "voxels"}}, "`adapter.kind` must be"),
+    ],
+)
+def test_bad_blocks_name_the_field(fetch, block, message) -> None:
+    with pytest.raises((ValueError, ImportError), match=None) as e:
+        make_external_env(block)
+    assert message in str(e.value)
+
+
+def test_obs_keys_outside_the_adapter_are_named(fetch) -> None:
+    block = _external("FetchReach-v4", ["gymnasium_robotics"], adapter={"kind": "goal"})
+    with pytest.raises(ValueError, match=r"\['image'\] are not keys of the adapter"):
+        make_external_env(block, obs_keys=["image"])
+
+
+def test_a_block_registers_a_task_and_refuses_suite_names(fetch) -> None:
+    block = _external("FetchReach-v4", ["gymnasium_robotics"], adapter={"kind": "goal"})
+    spec = register_external("ReachForTest", block)
+    assert get_task("robocompose/ReachForTest-v0") is spec
+    assert spec.external == ExternalTask.from_dict(block).to_dict()
+    env = gym.make(spec.env_id, obs_keys=("state",))
+    assert env.observation_space["state"].shape == (13,)
+    env.close()
+    with pytest.raises(ValueError, match="already registered with another"):
+        register_external("ReachForTest", {**block, "env_id": "FetchPush-v4"})
+    with pytest.raises(ValueError, match="the suite has a task of that name"):
+        register_external("PushT", block)
+    EXTERNAL_TASKS.pop("ReachForTest")
+
+
+def test_adapter_config_rejects_a_bad_key_list() -> None:
+    with pytest.raises(ValueError, match=r"`adapter.keys.state` must be a source name"):
+        AdapterConfig(kind="dict", keys={"state": []})
+
+
+def test_own_preset_runs_collect_train_then_eval_and_compose_elsewhere(fetch, tmp_path) -> None:
+    """A user's preset under --config-dir: the dataset and checkpoints carry the env, so eval and
+    compose in a new process (no --config-dir) run on it."""
+    from robocompose.cli import main
+
+    (tmp_path / "cfg" / "task").mkdir(parents=True)
+    (tmp_path / "cfg" / "task" / "MyReach.yaml").write_text(
+        "name: MyReach\n"
+        f"dataset: {tmp_path}/reach.hdf5\n"
+        "demos: 12\n"
+        "external:\n"
+        "  env_id: FetchReach-v4\n"
+        "  imports: [gymnasium_robotics]\n"
+        "  adapter: {kind: goal}\n"
+        "  expert: robocompose.sim.experts.goal_reaching:GoalReachingExpert\n"
+    )
+    main(["collect", "--config-dir", str(tmp_path / "cfg"), "task=MyReach"])
+    EXTERNAL_TASKS.pop("MyReach")  # what a new process knows: only what the files say
+    from robocompose.sim.dataset import read_env_args
+
+    env_args = read_env_args(tmp_path / "reach.hdf5")
+    assert env_args["env_name"] == "robocompose/MyReach-v0"
+    assert env_args["env_kwargs"]["external"]["env_id"] == "FetchReach-v4"
+    for name, policy in (("a", "flow_mlp"), ("b", "diffusion_unet")):
+        main(["train", f"dataset={tmp_path}/reach.hdf5", f"out={tmp_path}/{name}",
+              f"policy={policy}", "steps=20", "batch_size=32", "torch_threads=1"])
+    EXTERNAL_TASKS.pop("MyReach")
+    env = {**os.environ, "MUJOCO_GL": "egl", "PYTHONPATH": str(REPO)}
+    for args in (
+        ["eval", f"checkpoint={tmp_path}/a", "episodes=2", f"out={tmp_path}/eval.jsonl"],
+        ["compose", f"{tmp_path}/a", f"{tmp_path}/b", "episodes=2", "--steps", "2",
+         f"out={tmp_path}/compose"],
+    ):
+        done = subprocess.run(
+            [sys.executable, "-m", "robocompose", *args],
+            cwd=REPO, env=env, capture_output=True, text=True, timeout=300,
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+    records = [json.loads(x) for x in (tmp_path / "eval.jsonl").read_text().splitlines()]
+    episodes = [r for r in records if "seed" in r]
+    assert len(episodes) == 2 and all(r["env_id"] == "robocompose/MyReach-v0:a" for r in episodes)
