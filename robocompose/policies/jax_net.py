@@ -59,7 +59,10 @@ class TorchLinear(nn.Module):
             return bias if shift is None else bias + shift(shape[0]).astype(dtype)
 
         bias = self.param("bias", bias_init, (self.features,))
-        return x @ weight.T.astype(x.dtype) + bias.astype(x.dtype)
+        # contract with W's input axis as stored: `x @ W.T` makes XLA copy W transposed
+        # on every call
+        dims = (((x.ndim - 1,), (1,)), ((), ()))
+        return jax.lax.dot_general(x, weight.astype(x.dtype), dims) + bias.astype(x.dtype)
 
 
 class TorchLayerNorm(nn.Module):
