@@ -174,6 +174,20 @@ demos-ablation: setup
 	  $(BIN)/robocompose train dataset=data/PickPlace_400.hdf5 out=$(ABLATION_DIR)/PickPlace_flow_mlp_$${n}b $(FLOW_MLP) demo_offset=$$n max_demos=$$n seed=1 || exit 1; \
 	done
 
+# ---- gym-pusht, the original PushT (the `external` extra; configs/task/GymPushT.yaml) ---------
+# The MPC expert's 200 demos (~5 s each on a busy machine), then two MLP parents of two families:
+# a v-prediction diffusion MLP and a flow MLP. MLPs, not UNets: a UNet episode cost ~10 s to
+# evaluate on the shared cores (an MLP's ~1 s), too slow for the >= 100-seed benchmark.
+.PHONY: collect-GymPushT train-GymPushT
+GYM_PUSHT_MLP = policy.backbone=mlp steps=15000 batch_size=256 checkpoint_dtype=float16 torch_threads=1
+
+collect-GymPushT: setup-all
+	$(BIN)/robocompose collect GymPushT
+
+train-GymPushT: collect-GymPushT
+	$(BIN)/robocompose train dataset=data/GymPushT.hdf5 out=checkpoints/GymPushT_diffusion_mlp policy.family=diffusion policy.prediction_type=v_prediction $(GYM_PUSHT_MLP)
+	$(BIN)/robocompose train dataset=data/GymPushT.hdf5 out=checkpoints/GymPushT_flow_mlp policy.family=flow $(GYM_PUSHT_MLP)
+
 # ---- robosuite Lift and PickPlaceCan, as robomimic has them (the `external` extra) -------------
 # configs/task/Lift.yaml and PickPlaceCan.yaml; experts in robocompose/sim/experts/robosuite.py.
 # 200 demos each (~1 s a Lift demo, ~3 s a can demo on a busy machine), then two MLP parents of
