@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import time
 from collections.abc import Callable
 from typing import Any
@@ -76,9 +77,19 @@ class CrossingCounter:
             module.to_jax, module.to_torch = self._to_jax, self._to_torch
 
 
-def _chunk_ms(policy, obs: dict[str, torch.Tensor], repeats: int) -> float:
-    noise = torch.randn(1, *policy.noise_shape)
-    return median_ms(lambda: policy.predict_actions(obs, noise), repeats, warmup=5)
+def _interleaved_ms(calls: dict[str, Callable[[], Any]], repeats: int) -> dict[str, list[float]]:
+    """Wall milliseconds of each call, timed in turn round after round: a load that comes and
+    goes (other jobs share the cores) then weighs on every call alike."""
+    for call in calls.values():
+        for _ in range(5):
+            call()
+    times: dict[str, list[float]] = {name: [] for name in calls}
+    for _ in range(repeats):
+        for name, call in calls.items():
+            start = time.perf_counter()
+            call()
+            times[name].append(1e3 * (time.perf_counter() - start))
+    return times
 
 
 def overhead(repeats: int) -> dict[str, Any]:
@@ -89,22 +100,33 @@ def overhead(repeats: int) -> dict[str, Any]:
     obs = random_obs(diffusion, 1)
     weights = (0.5, 0.5)
     mixed = compose([diffusion, jax_parent], "convex", weights)
-    chunks: dict[str, Any] = {
-        "jax_torch": _chunk_ms(mixed, obs, repeats),
-        "all_torch_fused": _chunk_ms(compose([diffusion, torch_twin], "convex", weights), obs,
-                                     repeats),
-        "all_torch_unfused": _chunk_ms(
-            compose([diffusion, torch_twin], "convex", weights, fuse=False), obs, repeats
-        ),
+    variants = {
+        "jax_torch": mixed,
+        "all_torch_fused": compose([diffusion, torch_twin], "convex", weights),
+        "all_torch_unfused": compose([diffusion, torch_twin], "convex", weights, fuse=False),
+    }
+    noise = torch.randn(1, *mixed.noise_shape)
+    times = _interleaved_ms(
+        {k: (lambda p=p: p.predict_actions(obs, noise)) for k, p in variants.items()}, repeats
+    )
+    chunks = {k: statistics.median(v) for k, v in times.items()}
+    ratios = {
+        f"jax_torch_over_{k}": statistics.median(
+            a / b for a, b in zip(times["jax_torch"], times[k], strict=True)
+        )
+        for k in ("all_torch_fused", "all_torch_unfused")
     }
     with CrossingCounter() as counter:
         mixed.predict_actions(obs, torch.randn(1, *mixed.noise_shape))
     x = torch.randn(1, *jax_parent.chunk_shape(1)[1:])
     denoiser_ms = {}
-    for name, parent in ((TORCH_PARENT, diffusion), (JAX_PARENT, jax_parent),
-                         (TORCH_TWIN, torch_twin)):
-        bound = parent.denoiser(obs)
-        denoiser_ms[name] = median_ms(lambda b=bound: b(x, 1.0), repeats * 10, warmup=5)
+    bound = {
+        name: parent.denoiser(obs)
+        for name, parent in ((TORCH_PARENT, diffusion), (JAX_PARENT, jax_parent),
+                             (TORCH_TWIN, torch_twin))
+    }
+    calls = {name: (lambda b=b: b(x, 1.0)) for name, b in bound.items()}
+    denoiser_ms = {k: statistics.median(v) for k, v in _interleaved_ms(calls, 10 * repeats).items()}
     array = bridge.to_jax(x)
     crossing_us = {
         "torch_to_jax": 1e3 * median_ms(lambda: bridge.to_jax(x), repeats * 10, warmup=5),
@@ -121,6 +143,7 @@ def overhead(repeats: int) -> dict[str, Any]:
         "chunk_ms": chunks,
         "overhead_ms_vs_unfused": chunks["jax_torch"] - chunks["all_torch_unfused"],
         "overhead_ms_vs_fused": chunks["jax_torch"] - chunks["all_torch_fused"],
+        "per_round_ratio": ratios,
         "denoiser_call_ms": denoiser_ms,
         "crossings_per_chunk": {
             "torch_to_jax": counter.into,
