@@ -11,6 +11,10 @@ rerun resumes):
   from them; then the searched convex composition and the product of experts (weighted sum,
   w = (1, 1)) on the same fresh seeds, each paired seed by seed against both parents (difference
   with Newcombe's paired 95% interval).
+- flow_unet: a flow UNet (checkpoints/GymPushT_flow_unet, `make train-GymPushT-unet`) on the
+  same fresh seeds, paired against each MLP parent: is the task learnable from these demos by
+  the backbone that does best on our PushT? (Not a composition parent: a UNet episode costs ~10x
+  an MLP's here.)
 - compare: our MuJoCo PushT's figures beside these (from sim.json, policies.json and
   composition.json) and what differs between the two tasks.
 
@@ -44,7 +48,8 @@ OUT = ROOT / "runs" / "benchmarks" / "external" / TASK
 PATH = RESULTS / "external.json"
 # the demos use seeds from 0 upwards; fresh and search seeds are disjoint from them and each other
 SEARCH_SEED_START, FRESH_SEED_START = 100_000, 300_000
-PARTS = ("expert", "policies", "compare")
+UNET = "GymPushT_flow_unet"
+PARTS = ("expert", "policies", "flow_unet", "compare")
 
 
 def _rate(successes: int, episodes: int) -> dict[str, Any]:
@@ -140,6 +145,19 @@ def policies(fresh: list[int], search_seeds: list[int], step: float) -> dict[str
     }
 
 
+def flow_unet(fresh: list[int]) -> dict[str, Any]:
+    unet = load_policy(CHECKPOINTS / UNET)
+    row: dict[str, Any] = {}
+    for name in PARENTS:
+        pair = compare(
+            unet, load_policy(CHECKPOINTS / name), fresh, out_dir=OUT / "fresh", labels=(UNET, name)
+        )
+        row |= pair.results[0].row()
+        row[f"vs_{name}"] = pair.to_dict() | {"formatted": pair.paired.format()}
+        print(f"{UNET} - {name}: {pair.paired.format()}", flush=True)
+    return row | {"fresh_seeds": {"start": fresh[0], "episodes": len(fresh)}}
+
+
 DIFFERENCES = (
     "Both: a round pusher position-servoed to a target (PD), a T of the same proportions, "
     "success = exact polygon coverage of the goal T >= 0.95, 300 steps at 10 Hz.",
@@ -164,14 +182,17 @@ def _pusht_figures() -> dict[str, Any]:
     fresh = quality["fresh"]
     return {
         "expert": {
-            "success": _rate(round(sim["expert_success"] * sim["expert_episodes"]),
-                             sim["expert_episodes"]),
+            "success": _rate(
+                round(sim["expert_success"] * sim["expert_episodes"]), sim["expert_episodes"]
+            ),
             "mean_steps": sim["expert_mean_steps"],
             "seconds_per_episode": sim["expert_seconds_per_episode"],
         },
         "parents": {
-            r["checkpoint"]: {k: r[k] for k in ("success", "ci_low", "ci_high", "episodes",
-                                                "demos", "train_steps")}
+            r["checkpoint"]: {
+                k: r[k]
+                for k in ("success", "ci_low", "ci_high", "episodes", "demos", "train_steps")
+            }
             for r in shipped
             if r["task"] == "robocompose/PushT-v0"
         },
@@ -199,6 +220,8 @@ def compare_with_pusht() -> dict[str, Any]:
             k: {"weights": v["weights"], "success": v["success"], "episodes": v["episodes"]}
             for k, v in ours["policies"]["composed"].items()
         }
+    if "flow_unet" in ours:
+        gym_pusht[UNET] = {k: ours["flow_unet"][k] for k in ("success", "ci_low", "ci_high")}
     return {"PushT": _pusht_figures(), "GymPushT": gym_pusht, "differences": list(DIFFERENCES)}
 
 
@@ -224,6 +247,8 @@ def main() -> None:
             value = expert(fresh)
         elif part == "policies":
             value = policies(fresh, search_seeds, args.step)
+        elif part == "flow_unet":
+            value = flow_unet(fresh)
         else:
             value = compare_with_pusht()
         update_results(PATH, (TASK, part), value)
