@@ -70,6 +70,7 @@ def main() -> None:
                 "median_ms": sample_ms(policy, batch, args.steps, args.repeats),
                 "torch_threads": torch.get_num_threads(),
                 "framework": "jax" if cfg.family.endswith("_jax") else "torch",
+                "load_1min": os.getloadavg()[0],  # other jobs on the machine meanwhile
             }
             if row["framework"] == "jax":
                 row["xla_flags"] = os.environ.get("XLA_FLAGS", "")
