@@ -15,13 +15,17 @@ resumes):
   w = (1, 1)) on the same fresh seeds, each paired seed by seed against both parents
   (difference with Newcombe's paired 95% interval).
 
-    python benchmarks/jax_policy.py [--parts overhead,policies] [--fresh 100]
+    XLA_FLAGS="--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1" \
+        python benchmarks/jax_policy.py [--parts overhead,policies] [--fresh 100]
+
+(XLA on one thread, as evaluation holds torch to one.)
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import time
 from collections.abc import Callable
@@ -140,6 +144,8 @@ def overhead(repeats: int) -> dict[str, Any]:
         "steps": mixed.config.denoising_steps(),
         "batch": 1,
         "torch_threads": torch.get_num_threads(),
+        "xla_flags": os.environ.get("XLA_FLAGS", ""),
+        "load_1min": os.getloadavg()[0],  # other jobs on the machine meanwhile
         "chunk_ms": chunks,
         "overhead_ms_vs_unfused": chunks["jax_torch"] - chunks["all_torch_unfused"],
         "overhead_ms_vs_fused": chunks["jax_torch"] - chunks["all_torch_fused"],
@@ -209,7 +215,7 @@ def main() -> None:
     parser.add_argument("--fresh", type=int, default=100, help="fresh seeds per policy")
     parser.add_argument("--search", type=int, default=40, help="search seeds")
     parser.add_argument("--step", type=float, default=0.1, help="convex weight grid step")
-    parser.add_argument("--repeats", type=int, default=50, help="timed chunks per figure")
+    parser.add_argument("--repeats", type=int, default=200, help="timed chunks per figure")
     args = parser.parse_args()
     parts = args.parts.split(",")
     unknown = [p for p in parts if p not in PARTS]
