@@ -1,8 +1,9 @@
 """Arrays across torch and JAX through DLPack, and a JAX network called on torch tensors.
 
 On the CPU both directions share the buffer (no copy) when it is dense and aligned as XLA wants
-it; `shares_memory` tells whether a crossing did. A strided torch view is made contiguous first
-(that is a copy, in torch). Devices must match: JAX runs here on its CPU backend.
+it: torch's own allocations are, a view starting off a 64-byte boundary (`x.flatten()[1:]`) is
+copied by JAX. `shares_memory` tells whether a crossing shared. A strided torch view is made
+contiguous first (a copy, in torch). Devices must match: JAX runs here on its CPU backend.
 """
 
 from __future__ import annotations

@@ -260,6 +260,10 @@ def test_crossings_share_the_buffer_both_ways() -> None:
     assert shares_memory(x, to_jax(x))
     array = jnp.arange(12.0).reshape(3, 4)
     assert shares_memory(to_torch(array), array)
+    off_boundary = torch.randn(65)[1:]  # 4 bytes past an aligned start: JAX copies it
+    crossed = to_jax(off_boundary)
+    assert not shares_memory(off_boundary, crossed)
+    np.testing.assert_array_equal(np.asarray(crossed), off_boundary.numpy())
 
 
 def test_image_keys_backbones_and_devices_are_refused() -> None:
