@@ -204,8 +204,10 @@ $(ROBOSUITE_TASKS:%=train-%): train-%: collect-%
 	$(BIN)/robocompose train dataset=data/$*.hdf5 out=checkpoints/$*_diffusion_mlp policy.family=diffusion policy.prediction_type=v_prediction $(ROBOSUITE_MLP)
 	$(BIN)/robocompose train dataset=data/$*.hdf5 out=checkpoints/$*_flow_mlp policy.family=flow $(ROBOSUITE_MLP)
 
-# Not a composition parent: a flow UNet on the same demos (the backbone that does best on our
-# PushT), to see whether the task is learnable from them; benchmarks/external_pusht.py flow_unet.
+# UNets on the same demos (the backbone that does best on our PushT): a flow UNet and a
+# v-prediction diffusion UNet, 5000 steps each (~12 min); the second parent pair of
+# benchmarks/external_pusht.py (part policies_unet).
 .PHONY: train-GymPushT-unet
 train-GymPushT-unet: collect-GymPushT
 	$(BIN)/robocompose train dataset=data/GymPushT.hdf5 out=checkpoints/GymPushT_flow_unet policy.family=flow policy.backbone=unet steps=5000 batch_size=128 checkpoint_dtype=float16 torch_threads=1
+	$(BIN)/robocompose train dataset=data/GymPushT.hdf5 out=checkpoints/GymPushT_diffusion_unet_v policy.family=diffusion policy.backbone=unet policy.prediction_type=v_prediction steps=5000 batch_size=128 checkpoint_dtype=float16 torch_threads=1

@@ -6,15 +6,16 @@ rerun resumes):
 - expert: the MPC expert (robocompose.sim.experts.gym_pusht) on `--fresh` fresh seeds, the env's
   own success rule (coverage > 0.95) and LeRobot's 300-step limit, with seconds per episode and
   ms per step; plus what the demo collection of data/GymPushT.hdf5 attempted (its seeds).
-- policies: the two shipped parents (checkpoints/GymPushT_*) on the fresh seeds; the convex
+- policies: the MLP parent pair (checkpoints/GymPushT_*_mlp) on the fresh seeds; the convex
   weights searched (successive halving, grid step `--step`) on `--search` search seeds disjoint
   from them; then the searched convex composition and the product of experts (weighted sum,
   w = (1, 1)) on the same fresh seeds, each paired seed by seed against both parents (difference
   with Newcombe's paired 95% interval).
-- flow_unet: a flow UNet (checkpoints/GymPushT_flow_unet, `make train-GymPushT-unet`) on the
+- flow_unet: the flow UNet (checkpoints/GymPushT_flow_unet, `make train-GymPushT-unet`) on the
   same fresh seeds, paired against each MLP parent: is the task learnable from these demos by
-  the backbone that does best on our PushT? (Not a composition parent: a UNet episode costs ~10x
-  an MLP's here.)
+  the backbone that does best on our PushT?
+- policies_unet: `policies` for the UNet pair (a v-prediction diffusion UNet and the flow UNet;
+  its search in search_policies_unet/).
 - compare: our MuJoCo PushT's figures beside these (from sim.json, policies.json and
   composition.json) and what differs between the two tasks.
 
@@ -44,12 +45,14 @@ from robocompose.stats import success_rate
 TASK = "GymPushT"
 PRESET = ROOT / "configs" / "task" / f"{TASK}.yaml"
 PARENTS = ("GymPushT_diffusion_mlp", "GymPushT_flow_mlp")
+UNET_PARENTS = ("GymPushT_diffusion_unet_v", "GymPushT_flow_unet")
 OUT = ROOT / "runs" / "benchmarks" / "external" / TASK
 PATH = RESULTS / "external.json"
 # the demos use seeds from 0 upwards; fresh and search seeds are disjoint from them and each other
 SEARCH_SEED_START, FRESH_SEED_START = 100_000, 300_000
 UNET = "GymPushT_flow_unet"
-PARTS = ("expert", "policies", "flow_unet", "compare")
+PAIRS = {"policies": PARENTS, "policies_unet": UNET_PARENTS}
+PARTS = ("expert", "policies", "flow_unet", "policies_unet", "compare")
 
 
 def _rate(successes: int, episodes: int) -> dict[str, Any]:
@@ -111,12 +114,14 @@ def expert(fresh: list[int]) -> dict[str, Any]:
     }
 
 
-def policies(fresh: list[int], search_seeds: list[int], step: float) -> dict[str, Any]:
-    parents = [load_policy(CHECKPOINTS / name) for name in PARENTS]
-    on_fresh = compare(*parents, fresh, out_dir=OUT / "fresh", labels=PARENTS)
+def policies(
+    pair: tuple[str, str], fresh: list[int], search_seeds: list[int], step: float, search_dir: Path
+) -> dict[str, Any]:
+    parents = [load_policy(CHECKPOINTS / name) for name in pair]
+    on_fresh = compare(*parents, fresh, out_dir=OUT / "fresh", labels=pair)
     print(on_fresh.table(), flush=True)
     found = search(
-        parents, search_seeds, out_dir=OUT / "search", step=step, first_slice=10, progress=False
+        parents, search_seeds, out_dir=search_dir, step=step, first_slice=10, progress=False
     )
     print(found.table(), flush=True)
     trials = {
@@ -128,17 +133,17 @@ def policies(fresh: list[int], search_seeds: list[int], step: float) -> dict[str
         label = candidate_label(operator, weights)
         policy = compose(parents, operator, weights)
         row: dict[str, Any] = {"operator": operator, "weights": list(weights)}
-        for parent, name in zip(parents, PARENTS, strict=True):
+        for parent, name in zip(parents, pair, strict=True):
             pair = compare(policy, parent, fresh, out_dir=OUT / "fresh", labels=(label, name))
             row |= pair.results[0].row()
             row[f"vs_{name}"] = pair.to_dict() | {"formatted": pair.paired.format()}
             print(f"{key} - {name}: {pair.paired.format()}", flush=True)
         composed[key] = row
     return {
-        "parents": list(PARENTS),
+        "parents": list(pair),
         "fresh_seeds": {"start": fresh[0], "episodes": len(fresh)},
         "search_seeds": {"start": search_seeds[0], "episodes": len(search_seeds)},
-        "fresh": {n: r.row() for n, r in zip(PARENTS, on_fresh.results, strict=True)},
+        "fresh": {n: r.row() for n, r in zip(pair, on_fresh.results, strict=True)},
         "complementarity": on_fresh.to_dict(),
         "search": found.to_dict(),
         "composed": composed,
@@ -214,12 +219,15 @@ def compare_with_pusht() -> dict[str, Any]:
     if "expert" in ours:
         gym_pusht["expert"] = ours["expert"]["success"]
         gym_pusht["demos"] = ours["expert"]["collection"]["demos"]
-    if "policies" in ours:
-        gym_pusht["parents"] = ours["policies"]["fresh"]
-        gym_pusht["composed"] = {
-            k: {"weights": v["weights"], "success": v["success"], "episodes": v["episodes"]}
-            for k, v in ours["policies"]["composed"].items()
-        }
+    for part in PAIRS:
+        if part in ours:
+            gym_pusht[part] = {
+                "parents": ours[part]["fresh"],
+                "composed": {
+                    k: {"weights": v["weights"], "success": v["success"], "episodes": v["episodes"]}
+                    for k, v in ours[part]["composed"].items()
+                },
+            }
     if "flow_unet" in ours:
         gym_pusht[UNET] = {k: ours["flow_unet"][k] for k in ("success", "ci_low", "ci_high")}
     return {"PushT": _pusht_figures(), "GymPushT": gym_pusht, "differences": list(DIFFERENCES)}
@@ -245,8 +253,9 @@ def main() -> None:
         start = time.perf_counter()
         if part == "expert":
             value = expert(fresh)
-        elif part == "policies":
-            value = policies(fresh, search_seeds, args.step)
+        elif part in PAIRS:
+            search_dir = OUT / ("search" if part == "policies" else f"search_{part}")
+            value = policies(PAIRS[part], fresh, search_seeds, args.step, search_dir)
         elif part == "flow_unet":
             value = flow_unet(fresh)
         else:
