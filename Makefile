@@ -211,3 +211,16 @@ $(ROBOSUITE_TASKS:%=train-%): train-%: collect-%
 train-GymPushT-unet: collect-GymPushT
 	$(BIN)/robocompose train dataset=data/GymPushT.hdf5 out=checkpoints/GymPushT_flow_unet policy.family=flow policy.backbone=unet steps=5000 batch_size=128 checkpoint_dtype=float16 torch_threads=1
 	$(BIN)/robocompose train dataset=data/GymPushT.hdf5 out=checkpoints/GymPushT_diffusion_unet_v policy.family=diffusion policy.backbone=unet policy.prediction_type=v_prediction steps=5000 batch_size=128 checkpoint_dtype=float16 torch_threads=1
+
+# ---- gymnasium-robotics FetchReach: a third-party env from configs/task/FetchReach.yaml alone --
+# The generic goal P-controller's 100 demos (seconds), then a torch diffusion UNet and a JAX flow
+# MLP (the framework pair that composes through the CLI on an external task), 2000 steps each.
+.PHONY: collect-FetchReach train-FetchReach
+FETCH_STEPS = steps=2000 checkpoint_dtype=float16 torch_threads=1
+
+collect-FetchReach: setup-all
+	$(BIN)/robocompose collect FetchReach
+
+train-FetchReach: collect-FetchReach
+	$(BIN)/robocompose train dataset=data/FetchReach.hdf5 out=checkpoints/FetchReach_diffusion_unet policy.family=diffusion policy.backbone=unet batch_size=128 $(FETCH_STEPS)
+	XLA_FLAGS="--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1" $(BIN)/robocompose train dataset=data/FetchReach.hdf5 out=checkpoints/FetchReach_flow_jax_mlp policy.family=flow_jax policy.backbone=mlp batch_size=256 $(FETCH_STEPS)

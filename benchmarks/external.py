@@ -1,0 +1,169 @@
+"""Composition on the external tasks (third-party envs from configs/task/ presets): one key of
+external.json per task.
+
+Per task, on the same fresh seeds (>= 100): the preset's scripted expert, both shipped parents,
+the convex composition at the weights searched on separate search seeds (successive halving over
+a 0.25 grid, the parents' vertices included), and the product of experts (weighted sum w = (1,
+1)). Each composition is paired seed by seed against the better parent on the fresh seeds (chosen
+there, which favours the parent): the difference with Newcombe's 95% interval, and the parents'
+complementarity (only A, only B, both, neither).
+
+| task | parents (checkpoints/<task>_<kind>) |
+|---|---|
+| FetchReach | a torch diffusion UNet and a JAX flow MLP (the cross-framework pair) |
+| Lift, PickPlaceCan | a v-prediction diffusion MLP and a flow MLP (robosuite) |
+
+Episodes go to runs/benchmarks/external/<task>/ as they end; a rerun resumes. Only this script's
+keys of external.json are rewritten, under a lock (benchmarks/external_pusht.py and
+jax_policy.py write theirs).
+
+    python benchmarks/external.py [--tasks FetchReach,Lift,PickPlaceCan] [--fresh 100]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+from common import RESULTS, ROOT, resume_records, update_results
+
+from robocompose.compare import compare
+from robocompose.composition.api import candidate_label, compose, search
+from robocompose.evaluation import load_checkpoint
+from robocompose.sim.collect import run_expert_episode
+from robocompose.sim.tasks import make_env, make_expert, register_external
+from robocompose.stats import success_rate
+
+PARENTS = {
+    "FetchReach": ("diffusion_unet", "flow_jax_mlp"),
+    "Lift": ("diffusion_mlp", "flow_mlp"),
+    "PickPlaceCan": ("diffusion_mlp", "flow_mlp"),
+}
+OUT = ROOT / "runs" / "benchmarks" / "external"
+PATH = RESULTS / "external.json"
+SEARCH_SEED_START = 100_000
+FRESH_SEED_START = 300_000
+
+
+def register(task: str) -> dict[str, Any]:
+    """The task's preset (configs/task/<task>.yaml), its external env registered."""
+    preset = yaml.safe_load((ROOT / "configs" / "task" / f"{task}.yaml").read_text())
+    register_external(task, preset["external"])
+    return preset
+
+
+def expert_rate(task: str, seeds: list[int], out: Path) -> dict[str, Any]:
+    """The preset's expert (its own config) on `seeds`, one JSONL record per seed."""
+    env = make_env(task)
+    expert = make_expert(task)
+
+    def run(seed: str) -> dict[str, Any]:
+        episode = run_expert_episode(env, expert, int(seed))
+        return {"success": episode.success, "steps": len(episode.actions)}
+
+    records = resume_records(out / "expert.jsonl", [str(s) for s in seeds], run)
+    env.close()
+    rate = success_rate(sum(r["success"] for r in records), len(records))
+    return {
+        "success": rate.rate,
+        "ci_low": rate.ci_low,
+        "ci_high": rate.ci_high,
+        "episodes": rate.episodes,
+        "mean_steps": float(np.mean([r["steps"] for r in records])),
+        "outcomes": [bool(r["success"]) for r in records],
+    }
+
+
+def paired_row(comparison: Any) -> dict[str, Any]:
+    row = comparison.to_dict()
+    return {k: row[k] for k in ("labels", "rows", "only_a", "only_b", "both", "neither")} | {
+        "difference": row["difference"],
+        "ci95": [row["ci_low"], row["ci_high"]],
+        "formatted": comparison.paired.format(),
+    }
+
+
+def task_result(
+    task: str, fresh: list[int], search_seeds: list[int], first_slice: int, step: float
+) -> dict:
+    preset = register(task)
+    folder = OUT / task
+    names = [f"{task}_{kind}" for kind in PARENTS[task]]
+    parents = [load_checkpoint(ROOT / "checkpoints" / name) for name in names]
+    start = time.perf_counter()
+    expert = expert_rate(task, fresh, folder)
+    print(f"{task} expert: {success_rate(int(sum(expert['outcomes'])), len(fresh))}", flush=True)
+
+    on_fresh = compare(*parents, fresh, out_dir=folder / "fresh", labels=tuple(names))
+    print(f"{task} parents on fresh seeds:\n{on_fresh.table()}", flush=True)
+    rows = {n: r.row() for n, r in zip(names, on_fresh.results, strict=True)}
+    better = max(names, key=lambda n: (rows[n]["success"], rows[n]["mean_score"]))
+
+    found = search(
+        parents, search_seeds, out_dir=folder / "search", first_slice=first_slice, step=step
+    )
+    print(f"{task} convex search:\n{found.table()}", flush=True)
+    trials = {
+        "convex": ("convex", tuple(found.chosen)),
+        "product_of_experts": ("weighted_sum", (1.0, 1.0)),
+    }
+    composed = {}
+    for key, (operator, weights) in trials.items():
+        label = candidate_label(operator, weights)
+        pair = compare(
+            compose(parents, operator, weights),
+            parents[names.index(better)],
+            fresh,
+            out_dir=folder / "fresh",
+            labels=(label, better),
+        )
+        composed[key] = {
+            "operator": operator,
+            "weights": list(weights),
+            **pair.results[0].row(),
+            "minus_better_parent": paired_row(pair),
+        }
+        print(f"{task} fresh {key} - {better}: {pair.paired.format()}", flush=True)
+    best = max(composed, key=lambda k: composed[k]["success"])
+    return {
+        "env_id": preset["external"]["env_id"],
+        "dataset": preset["dataset"],
+        "fresh_seeds": {"start": fresh[0], "episodes": len(fresh)},
+        "search_seeds": {"start": search_seeds[0], "episodes": len(search_seeds)},
+        "expert": {k: v for k, v in expert.items() if k != "outcomes"},
+        "parents": rows,
+        "parents_paired": paired_row(on_fresh),
+        "better_parent": better,
+        "search": found.to_dict(),
+        "composed": composed,
+        "best_composition": best,
+        "best_minus_better_parent": composed[best]["minus_better_parent"]["formatted"],
+        "seconds": time.perf_counter() - start,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--tasks", default=",".join(PARENTS), help=f"comma list of {list(PARENTS)}")
+    parser.add_argument("--fresh", type=int, default=100, help="fresh seeds per policy")
+    parser.add_argument("--search", type=int, default=30, help="search seeds")
+    parser.add_argument("--first-slice", type=int, default=10, help="halving's first round")
+    parser.add_argument("--step", type=float, default=0.25, help="convex weight grid step")
+    args = parser.parse_args()
+    tasks = args.tasks.split(",")
+    unknown = [t for t in tasks if t not in PARENTS]
+    if unknown:
+        parser.error(f"unknown task {unknown[0]!r}; choose from {list(PARENTS)}")
+    fresh = list(range(FRESH_SEED_START, FRESH_SEED_START + args.fresh))
+    search_seeds = list(range(SEARCH_SEED_START, SEARCH_SEED_START + args.search))
+    for task in tasks:
+        result = task_result(task, fresh, search_seeds, args.first_slice, args.step)
+        update_results(PATH, [task], result)
+
+
+if __name__ == "__main__":
+    main()
