@@ -173,3 +173,18 @@ def test_own_preset_runs_collect_train_then_eval_and_compose_elsewhere(fetch, tm
     records = [json.loads(x) for x in (tmp_path / "eval.jsonl").read_text().splitlines()]
     episodes = [r for r in records if "seed" in r]
     assert len(episodes) == 2 and all(r["env_id"] == "robocompose/MyReach-v0:a" for r in episodes)
+
+
+def test_cli_composes_the_shipped_jax_and_torch_parents_on_fetch_reach(fetch, tmp_path, capsys):
+    """The cross-framework pair on an external task through the ordinary verbs."""
+    pytest.importorskip("flax", reason="the `jax` extra is not installed")
+    from robocompose.cli import main
+
+    parents = ["checkpoints/FetchReach_diffusion_unet", "checkpoints/FetchReach_flow_jax_mlp"]
+    main(["compose", *parents, "--weights", "0.5,0.5", "--episodes", "2", "--out", str(tmp_path)])
+    assert "robocompose/FetchReach-v0:convex_0.500_0.500" in capsys.readouterr().out
+    main(["search", *parents, "--episodes", "2", "--step", "0.5", "--out", f"{tmp_path}/s"])
+    record = json.loads((tmp_path / "s" / "search.json").read_text())
+    assert record["task"]["env_id"] == "robocompose/FetchReach-v0"
+    assert [p["name"] for p in record["parents"]] == [p.split("/")[1] for p in parents]
+    assert len(record["result"]["chosen"]) == 2
