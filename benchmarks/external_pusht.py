@@ -115,8 +115,14 @@ def expert(fresh: list[int]) -> dict[str, Any]:
 
 
 def policies(
-    pair: tuple[str, str], fresh: list[int], search_seeds: list[int], step: float, search_dir: Path
+    pair: tuple[str, str],
+    fresh: list[int],
+    search_seeds: list[int],
+    step: float,
+    search_dir: Path,
+    tag: str,
 ) -> dict[str, Any]:
+    """`tag` prefixes the compositions' episode files in fresh/ (the pairs share that folder)."""
     parents = [load_policy(CHECKPOINTS / name) for name in pair]
     on_fresh = compare(*parents, fresh, out_dir=OUT / "fresh", labels=pair)
     print(on_fresh.table(), flush=True)
@@ -130,7 +136,7 @@ def policies(
     }
     composed: dict[str, Any] = {}
     for key, (operator, weights) in trials.items():
-        label = candidate_label(operator, weights)
+        label = tag + candidate_label(operator, weights)
         policy = compose(parents, operator, weights)
         row: dict[str, Any] = {"operator": operator, "weights": list(weights)}
         for parent, name in zip(parents, pair, strict=True):
@@ -254,8 +260,10 @@ def main() -> None:
         if part == "expert":
             value = expert(fresh)
         elif part in PAIRS:
-            search_dir = OUT / ("search" if part == "policies" else f"search_{part}")
-            value = policies(PAIRS[part], fresh, search_seeds, args.step, search_dir)
+            first = part == "policies"  # the MLP pair: its files kept their first names
+            search_dir = OUT / ("search" if first else f"search_{part}")
+            tag = "" if first else "unet_"
+            value = policies(PAIRS[part], fresh, search_seeds, args.step, search_dir, tag)
         elif part == "flow_unet":
             value = flow_unet(fresh)
         else:
