@@ -150,7 +150,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--tasks", default=",".join(PARENTS), help=f"comma list of {list(PARENTS)}")
     parser.add_argument("--fresh", type=int, default=100, help="fresh seeds per policy")
-    parser.add_argument("--search", type=int, default=30, help="search seeds")
+    parser.add_argument("--search", type=int, default=40, help="search seeds")
     parser.add_argument("--first-slice", type=int, default=10, help="halving's first round")
     parser.add_argument("--step", type=float, default=0.25, help="convex weight grid step")
     args = parser.parse_args()
