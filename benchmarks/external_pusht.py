@@ -140,10 +140,10 @@ def policies(
         policy = compose(parents, operator, weights)
         row: dict[str, Any] = {"operator": operator, "weights": list(weights)}
         for parent, name in zip(parents, pair, strict=True):
-            pair = compare(policy, parent, fresh, out_dir=OUT / "fresh", labels=(label, name))
-            row |= pair.results[0].row()
-            row[f"vs_{name}"] = pair.to_dict() | {"formatted": pair.paired.format()}
-            print(f"{key} - {name}: {pair.paired.format()}", flush=True)
+            versus = compare(policy, parent, fresh, out_dir=OUT / "fresh", labels=(label, name))
+            row |= versus.results[0].row()
+            row[f"vs_{name}"] = versus.to_dict() | {"formatted": versus.paired.format()}
+            print(f"{key} - {name}: {versus.paired.format()}", flush=True)
         composed[key] = row
     return {
         "parents": list(pair),
