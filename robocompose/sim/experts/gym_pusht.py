@@ -22,7 +22,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from robocompose.sim.experts.pusht import _ray_circle_exit
+from robocompose.sim.experts.push_paths import PushShape, push_paths
 
 ACTION_LOW, ACTION_HIGH = 20.0, 492.0  # pusher targets stay clear of the walls at 5 and 506 px
 PUSHER_RADIUS_PX = 15.0
@@ -230,41 +230,16 @@ class GymPushTExpert:
         pose = block_pose(task)
         c, s = math.cos(pose[2]), math.sin(pose[2])
         rot = np.array([[c, -s], [s, c]])
-        centre = _to_world(pose, T_COG)
-        p, n = _to_world(pose, contact), rot @ normal
-        gap = 4.0  # px between the pusher and the face before the push
-        pre = p + n * (PUSHER_RADIUS_PX + gap)
-        radius = T_RADIUS_PX + PUSHER_RADIUS_PX + cfg.clearance_px
-
+        shape = PushShape(
+            radius=T_RADIUS_PX + PUSHER_RADIUS_PX + cfg.clearance_px,
+            pusher_radius=PUSHER_RADIUS_PX,
+            gap=4.0,  # px between the pusher and the face before the push
+            travel_step=cfg.travel_step_px,
+            push_step=cfg.push_step_px,
+            angles=cfg.push_angles_rad,
+            depths=cfg.push_depths_px,
+            settle_steps=cfg.settle_steps,
+        )
         agent = np.array(task.agent.position, float)
-        waypoints = [agent]
-        here = agent - centre
-        if np.linalg.norm(here) < radius:
-            waypoints.append(centre + here / max(np.linalg.norm(here), 1e-9) * radius)
-        entry = _ray_circle_exit(pre - centre, n, radius) + centre
-        a0 = math.atan2(*(waypoints[-1] - centre)[::-1])
-        a1 = math.atan2(*(entry - centre)[::-1])
-        sweep = math.remainder(a1 - a0, 2 * math.pi)
-        n_arc = int(abs(sweep) * radius / cfg.travel_step_px)
-        for k in range(1, n_arc + 1):
-            a = a0 + sweep * k / (n_arc + 1)
-            waypoints.append(centre + radius * np.array([math.cos(a), math.sin(a)]))
-        waypoints += [entry, pre]
-        approach = _resample(waypoints, cfg.travel_step_px)
-        pushes = []
-        for angle in cfg.push_angles_rad:
-            ca, sa = math.cos(angle), math.sin(angle)
-            direction = -np.array([ca * n[0] - sa * n[1], sa * n[0] + ca * n[1]])
-            for depth in cfg.push_depths_px:
-                push = _resample([pre, pre + direction * (depth + gap / ca)], cfg.push_step_px)
-                pushes.append(push + [push[-1]] * cfg.settle_steps)
-        return approach, pushes
-
-
-def _resample(waypoints: list[np.ndarray], step: float) -> list[np.ndarray]:
-    """Targets every `step` px along the polyline, ending exactly at its last point."""
-    targets = [np.asarray(waypoints[0], float)]
-    for a, b in zip(waypoints[:-1], waypoints[1:], strict=True):
-        n = max(1, math.ceil(np.linalg.norm(b - a) / step))
-        targets += [a + (b - a) * k / n for k in range(1, n + 1)]
-    return targets[1:] or targets
+        centre = _to_world(pose, T_COG)
+        return push_paths(shape, agent, centre, _to_world(pose, contact), rot @ normal)

@@ -17,6 +17,7 @@ import gymnasium as gym
 import mujoco
 import numpy as np
 
+from robocompose.sim.experts.push_paths import PushShape, push_paths
 from robocompose.sim.pusht import (
     GOAL_POSE,
     PUSHER_RADIUS_M,
@@ -152,32 +153,18 @@ class PushTExpert:
         bx, by, yaw = task.block_pose()
         centre = np.array([bx, by])
         rot = np.array([[math.cos(yaw), -math.sin(yaw)], [math.sin(yaw), math.cos(yaw)]])
-        p, n = centre + rot @ contact, rot @ normal
-        pre = p + n * (PUSHER_RADIUS_M + 0.008)
-        radius = T_RADIUS_M + PUSHER_RADIUS_M + cfg.clearance_m
-
-        waypoints = [task.pusher_xy()]
-        here = waypoints[0] - centre
-        if np.linalg.norm(here) < radius:
-            waypoints.append(centre + here / max(np.linalg.norm(here), 1e-9) * radius)
-        entry = _ray_circle_exit(pre - centre, n, radius) + centre
-        a0 = math.atan2(*(waypoints[-1] - centre)[::-1])
-        a1 = math.atan2(*(entry - centre)[::-1])
-        sweep = math.remainder(a1 - a0, 2 * math.pi)
-        n_arc = int(abs(sweep) * radius / cfg.travel_step_m)
-        for k in range(1, n_arc + 1):
-            a = a0 + sweep * k / (n_arc + 1)
-            waypoints.append(centre + radius * np.array([math.cos(a), math.sin(a)]))
-        waypoints += [entry, pre]
-        approach = _resample(waypoints, cfg.travel_step_m)
-        pushes = []
-        for angle in cfg.push_angles_rad:
-            c, s = math.cos(angle), math.sin(angle)
-            direction = -np.array([c * n[0] - s * n[1], s * n[0] + c * n[1]])
-            for depth in cfg.push_depths_m:
-                push = _resample([pre, pre + direction * (depth + 0.008 / c)], cfg.push_step_m)
-                pushes.append(push + [push[-1]] * cfg.settle_steps)
-        return approach, pushes
+        shape = PushShape(
+            radius=T_RADIUS_M + PUSHER_RADIUS_M + cfg.clearance_m,
+            pusher_radius=PUSHER_RADIUS_M,
+            gap=0.008,
+            travel_step=cfg.travel_step_m,
+            push_step=cfg.push_step_m,
+            angles=cfg.push_angles_rad,
+            depths=cfg.push_depths_m,
+            settle_steps=cfg.settle_steps,
+            limit=WORKSPACE_M,
+        )
+        return push_paths(shape, task.pusher_xy(), centre, centre + rot @ contact, rot @ normal)
 
 
 def _task(env: gym.Env) -> PushTEnv:
@@ -190,20 +177,3 @@ def _task(env: gym.Env) -> PushTEnv:
 def _block_pose(task: PushTEnv, data: mujoco.MjData) -> tuple[float, float, float]:
     i = task.block_qpos_adr
     return float(data.qpos[i]), float(data.qpos[i + 1]), float(data.qpos[i + 2])
-
-
-def _ray_circle_exit(origin: np.ndarray, direction: np.ndarray, radius: float) -> np.ndarray:
-    """Where the ray origin + t * direction (t >= 0) leaves the circle |x| = radius."""
-    b = float(origin @ direction)
-    c = float(origin @ origin) - radius**2
-    t = -b + math.sqrt(max(b * b - c, 0.0))
-    return origin + max(t, 0.0) * direction
-
-
-def _resample(waypoints: list[np.ndarray], step_m: float) -> list[np.ndarray]:
-    """Targets every `step_m` along the polyline, ending exactly at its last point."""
-    targets = [np.asarray(waypoints[0], float)]
-    for a, b in zip(waypoints[:-1], waypoints[1:], strict=True):
-        n = max(1, math.ceil(np.linalg.norm(b - a) / step_m))
-        targets += [a + (b - a) * k / n for k in range(1, n + 1)]
-    return [np.clip(t, -WORKSPACE_M, WORKSPACE_M) for t in targets[1:]] or targets
