@@ -118,13 +118,7 @@ class MujocoTaskEnv(gym.Env):
     def step(
         self, action: np.ndarray
     ) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
-        action = np.asarray(action, dtype=np.float64)
-        if action.shape != self.action_space.shape:
-            raise ValueError(
-                f"action must have shape {self.action_space.shape}. Got {action.shape}."
-            )
-        if not np.all(np.isfinite(action)):
-            raise ValueError(f"action must be finite. Got {action}.")
+        action = checked_action(action, self.action_space)
         self._apply_action(np.clip(action, self.action_space.low, self.action_space.high))
         mujoco.mj_step(self.model, self.data, nstep=self.n_substeps)
         success, score = self._evaluate()
@@ -175,3 +169,13 @@ class MujocoTaskEnv(gym.Env):
         """Planar pose (x, y), yaw of a body, from its world rotation matrix."""
         xmat = self.data.xmat[body_id].reshape(3, 3)
         return self.data.xpos[body_id, :2].copy(), float(np.arctan2(xmat[1, 0], xmat[0, 0]))
+
+
+def checked_action(action: Any, space: gym.spaces.Box) -> np.ndarray:
+    """`action` as float64 of the space's shape, finite; a wrong one is refused by name."""
+    action = np.asarray(action, dtype=np.float64)
+    if action.shape != space.shape:
+        raise ValueError(f"action must have shape {space.shape}. Got {action.shape}.")
+    if not np.all(np.isfinite(action)):
+        raise ValueError(f"action must be finite. Got {action}.")
+    return action

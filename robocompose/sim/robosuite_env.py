@@ -22,6 +22,8 @@ from typing import Any, ClassVar
 import gymnasium as gym
 import numpy as np
 
+from robocompose.sim.base import checked_action
+
 TASKS = ("Lift", "PickPlaceCan")
 LOW_DIM_KEYS = ("object", "robot0_eef_pos", "robot0_eef_quat", "robot0_gripper_qpos")
 IMAGE_KEY = "agentview_image"
@@ -112,13 +114,7 @@ class RobosuiteEnv(gym.Env):
     def step(
         self, action: np.ndarray
     ) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
-        action = np.asarray(action, dtype=np.float64)
-        if action.shape != self.action_space.shape:
-            raise ValueError(
-                f"action must have shape {self.action_space.shape}. Got {action.shape}."
-            )
-        if not np.all(np.isfinite(action)):
-            raise ValueError(f"action must be finite. Got {action}.")
+        action = checked_action(action, self.action_space)
         raw, _, _, _ = self._env.step(np.clip(action, -1.0, 1.0))
         success = bool(self._env._check_success())
         score = float(success)
