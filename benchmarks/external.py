@@ -18,6 +18,7 @@ keys of external.json are rewritten, under a lock (benchmarks/external_pusht.py 
 jax_policy.py write theirs).
 
     python benchmarks/external.py [--tasks FetchReach,Lift,PickPlaceCan] [--fresh 100]
+    python benchmarks/external.py --tasks PickPlaceCan --grid-cost 40   # key PickPlaceCan_grid_cost
 """
 
 from __future__ import annotations
@@ -146,6 +147,25 @@ def task_result(
     }
 
 
+def composed_grid_cost(task: str, seeds: list[int]) -> dict[str, Any]:
+    """Parent A alone (its own sampler and grid) against the composition at weights (1, 0),
+    which runs A alone through the composed sampler on the grid the pair composes on (a flow
+    parent's, when one is sound at sigma = inf): what that grid costs A, paired per seed."""
+    register(task)
+    names = [f"{task}_{kind}" for kind in PARENTS[task]]
+    a, b = (load_checkpoint(ROOT / "checkpoints" / name) for name in names)
+    vertex = compose([a, b], "convex", (1.0, 0.0))
+    label = f"{names[0]}_on_composed_grid"
+    pair = compare(vertex, a, seeds, out_dir=OUT / task / "grid", labels=(label, names[0]))
+    print(f"{task} {label} - {names[0]}: {pair.paired.format()}", flush=True)
+    return {
+        "parent": names[0],
+        "grid_of": names[1],
+        "seeds": {"start": seeds[0], "episodes": len(seeds)},
+        **paired_row(pair),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--tasks", default=",".join(PARENTS), help=f"comma list of {list(PARENTS)}")
@@ -153,6 +173,12 @@ def main() -> None:
     parser.add_argument("--search", type=int, default=40, help="search seeds")
     parser.add_argument("--first-slice", type=int, default=10, help="halving's first round")
     parser.add_argument("--step", type=float, default=0.25, help="convex weight grid step")
+    parser.add_argument(
+        "--grid-cost",
+        type=int,
+        default=0,
+        help="instead: parent A alone vs A through the composed sampler, on this many fresh seeds",
+    )
     args = parser.parse_args()
     tasks = args.tasks.split(",")
     unknown = [t for t in tasks if t not in PARENTS]
@@ -161,6 +187,10 @@ def main() -> None:
     fresh = list(range(FRESH_SEED_START, FRESH_SEED_START + args.fresh))
     search_seeds = list(range(SEARCH_SEED_START, SEARCH_SEED_START + args.search))
     for task in tasks:
+        if args.grid_cost:
+            cost = composed_grid_cost(task, fresh[: args.grid_cost])
+            update_results(PATH, [f"{task}_grid_cost"], cost)
+            continue
         result = task_result(task, fresh, search_seeds, args.first_slice, args.step)
         update_results(PATH, [task], result)
 
