@@ -22,6 +22,7 @@ __all__ = [
     "median_ms",
     "resume_records",
     "shipped_checkpoints",
+    "task_preset",
     "update_results",
 ]
 
@@ -70,3 +71,11 @@ def update_results(path: Path, keys: Sequence[str], value: Any) -> None:
             node = node.setdefault(key, {})
         node[keys[-1]] = value
         path.write_text(json.dumps(results, indent=2) + "\n")
+
+
+def task_preset(name: str) -> Any:
+    """The task as the CLI's `task=<name>` loads it (a `TaskConfig`): a preset's external env
+    is registered on the way, so `make_env(name)` and the checkpoints of it resolve."""
+    from robocompose.cli import load_verb_config
+
+    return load_verb_config("collect", [f"task={name}"]).task

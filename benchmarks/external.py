@@ -29,14 +29,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
-from common import RESULTS, ROOT, resume_records, update_results
+from common import RESULTS, ROOT, resume_records, task_preset, update_results
 
 from robocompose.compare import compare
 from robocompose.composition.api import candidate_label, compose, search
 from robocompose.evaluation import load_checkpoint
 from robocompose.sim.collect import run_expert_episode
-from robocompose.sim.tasks import make_env, make_expert, register_external
+from robocompose.sim.tasks import make_env, make_expert
 from robocompose.stats import success_rate
 
 PARENTS = {
@@ -48,13 +47,6 @@ OUT = ROOT / "runs" / "benchmarks" / "external"
 PATH = RESULTS / "external.json"
 SEARCH_SEED_START = 100_000
 FRESH_SEED_START = 300_000
-
-
-def register(task: str) -> dict[str, Any]:
-    """The task's preset (configs/task/<task>.yaml), its external env registered."""
-    preset = yaml.safe_load((ROOT / "configs" / "task" / f"{task}.yaml").read_text())
-    register_external(task, preset["external"])
-    return preset
 
 
 def expert_rate(task: str, seeds: list[int], out: Path) -> dict[str, Any]:
@@ -91,7 +83,7 @@ def paired_row(comparison: Any) -> dict[str, Any]:
 def task_result(
     task: str, fresh: list[int], search_seeds: list[int], first_slice: int, step: float
 ) -> dict:
-    preset = register(task)
+    preset = task_preset(task)
     folder = OUT / task
     names = [f"{task}_{kind}" for kind in PARENTS[task]]
     parents = [load_checkpoint(ROOT / "checkpoints" / name) for name in names]
@@ -131,8 +123,8 @@ def task_result(
         print(f"{task} fresh {key} - {better}: {pair.paired.format()}", flush=True)
     best = max(composed, key=lambda k: composed[k]["success"])
     return {
-        "env_id": preset["external"]["env_id"],
-        "dataset": preset["dataset"],
+        "env_id": preset.external["env_id"],
+        "dataset": preset.dataset,
         "fresh_seeds": {"start": fresh[0], "episodes": len(fresh)},
         "search_seeds": {"start": search_seeds[0], "episodes": len(search_seeds)},
         "expert": {k: v for k, v in expert.items() if k != "outcomes"},
@@ -151,7 +143,7 @@ def composed_grid_cost(task: str, seeds: list[int]) -> dict[str, Any]:
     """Parent A alone (its own sampler and grid) against the composition at weights (1, 0),
     which runs A alone through the composed sampler on the grid the pair composes on (a flow
     parent's, when one is sound at sigma = inf): what that grid costs A, paired per seed."""
-    register(task)
+    task_preset(task)
     names = [f"{task}_{kind}" for kind in PARENTS[task]]
     a, b = (load_checkpoint(ROOT / "checkpoints" / name) for name in names)
     vertex = compose([a, b], "convex", (1.0, 0.0))

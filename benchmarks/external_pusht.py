@@ -32,18 +32,16 @@ from typing import Any
 
 import h5py
 import numpy as np
-import yaml
-from common import CHECKPOINTS, RESULTS, ROOT, resume_records, update_results
+from common import CHECKPOINTS, RESULTS, ROOT, resume_records, task_preset, update_results
 
 from robocompose.compare import compare
 from robocompose.composition.api import candidate_label, compose, search
 from robocompose.policies.checkpoint import load_policy
 from robocompose.sim.collect import run_expert_episode
-from robocompose.sim.tasks import make_env, make_expert, register_external
+from robocompose.sim.tasks import make_env, make_expert
 from robocompose.stats import success_rate
 
 TASK = "GymPushT"
-PRESET = ROOT / "configs" / "task" / f"{TASK}.yaml"
 PARENTS = ("GymPushT_diffusion_mlp", "GymPushT_flow_mlp")
 UNET_PARENTS = ("GymPushT_diffusion_unet_v", "GymPushT_flow_unet")
 OUT = ROOT / "runs" / "benchmarks" / "external" / TASK
@@ -63,12 +61,6 @@ def _rate(successes: int, episodes: int) -> dict[str, Any]:
         "n": episodes,
         "text": str(rate),
     }
-
-
-def register_preset() -> None:
-    """Make GymPushT a task from its preset, as the CLI does when `task=GymPushT` is given."""
-    preset = yaml.safe_load(PRESET.read_text())
-    register_external(preset["name"], preset["external"])
 
 
 def collection_attempts(dataset: Path) -> dict[str, Any]:
@@ -250,7 +242,7 @@ def main() -> None:
     unknown = [p for p in parts if p not in PARTS]
     if unknown:
         parser.error(f"unknown part {unknown[0]!r}; choose from {PARTS}")
-    register_preset()
+    task_preset(TASK)
     fresh = list(range(FRESH_SEED_START, FRESH_SEED_START + args.fresh))
     search_seeds = list(range(SEARCH_SEED_START, SEARCH_SEED_START + args.search))
     for part in PARTS:

@@ -133,12 +133,10 @@ def test_render_and_image_key() -> None:
 def test_preset_makes_the_adapted_env_and_its_expert(task: str, state_dim: int) -> None:
     """configs/task/<task>.yaml: the env through the preset's adapter gives `state` alone, and
     the preset's expert drives it through the wrappers (one Lift episode; the can's only acts)."""
-    import yaml
+    from robocompose.cli import load_verb_config
+    from robocompose.sim.tasks import make_env, make_expert
 
-    from robocompose.sim.tasks import make_env, make_expert, register_external
-
-    preset = Path(__file__).resolve().parents[2] / "configs" / "task" / f"{task}.yaml"
-    register_external(task, yaml.safe_load(preset.read_text())["external"])
+    load_verb_config("collect", [f"task={task}"])  # loading the preset registers its env
     env = make_env(task)
     assert env.observation_space["state"].shape == (state_dim,)
     expert = make_expert(task)
