@@ -44,13 +44,7 @@ class MujocoTaskEnv(gym.Env):
         render_mode: str | None = None,
         render_size: int = 256,
     ) -> None:
-        unknown = [k for k in obs_keys if k not in OBS_KEYS]
-        if unknown or not obs_keys:
-            raise ValueError(
-                f"`obs_keys` must be a non-empty subset of {OBS_KEYS}. Got {obs_keys}."
-            )
-        if render_mode not in (None, "rgb_array"):
-            raise ValueError(f"`render_mode` must be None or 'rgb_array'. Got {render_mode!r}.")
+        check_env_options(obs_keys, OBS_KEYS, render_mode)
         self.model = mujoco.MjModel.from_xml_string(xml)
         self.data = mujoco.MjData(self.model)
         self.obs_keys = tuple(obs_keys)
@@ -169,6 +163,17 @@ class MujocoTaskEnv(gym.Env):
         """Planar pose (x, y), yaw of a body, from its world rotation matrix."""
         xmat = self.data.xmat[body_id].reshape(3, 3)
         return self.data.xpos[body_id, :2].copy(), float(np.arctan2(xmat[1, 0], xmat[0, 0]))
+
+
+def check_env_options(
+    obs_keys: tuple[str, ...], known: tuple[str, ...], render_mode: str | None
+) -> None:
+    """Refuse obs keys outside `known` (or none) and a render mode other than rgb_array."""
+    unknown = [k for k in obs_keys if k not in known]
+    if unknown or not obs_keys:
+        raise ValueError(f"`obs_keys` must be a non-empty subset of {known}. Got {obs_keys}.")
+    if render_mode not in (None, "rgb_array"):
+        raise ValueError(f"`render_mode` must be None or 'rgb_array'. Got {render_mode!r}.")
 
 
 def checked_action(action: Any, space: gym.spaces.Box) -> np.ndarray:

@@ -22,7 +22,7 @@ from typing import Any, ClassVar
 import gymnasium as gym
 import numpy as np
 
-from robocompose.sim.base import checked_action
+from robocompose.sim.base import check_env_options, checked_action
 
 TASKS = ("Lift", "PickPlaceCan")
 LOW_DIM_KEYS = ("object", "robot0_eef_pos", "robot0_eef_quat", "robot0_gripper_qpos")
@@ -59,13 +59,7 @@ class RobosuiteEnv(gym.Env):
         if task not in TASKS:
             raise ValueError(f"`task` must be one of {TASKS}. Got {task!r}.")
         obs_keys = tuple(obs_keys)
-        unknown = [k for k in obs_keys if k not in OBS_KEYS]
-        if unknown or not obs_keys:
-            raise ValueError(
-                f"`obs_keys` must be a non-empty subset of {OBS_KEYS}. Got {obs_keys}."
-            )
-        if render_mode not in (None, "rgb_array"):
-            raise ValueError(f"`render_mode` must be None or 'rgb_array'. Got {render_mode!r}.")
+        check_env_options(obs_keys, OBS_KEYS, render_mode)
         if image_size < 1 or render_size < 1:
             raise ValueError(
                 f"`image_size` and `render_size` must be >= 1. Got {image_size}, {render_size}."
