@@ -28,13 +28,29 @@ def shipped_path(task: str, kind: str) -> Path:
         have = ", ".join(p.name for p in shipped_checkpoints()) or "none"
         raise FileNotFoundError(
             f"no shipped checkpoint {path.name} in {CHECKPOINTS} (have: {have}). "
-            f"Train it with `make {_make_target(task, kind)}` (the Makefile holds the exact "
+            f"Train it with `make {make_target(path.name)}` (the Makefile holds the exact "
             "command)."
         )
     return path
 
 
-def _make_target(task: str, kind: str) -> str:
+# Shipped checkpoints whose Makefile target is not `train-<task>` (or `train-<task>-image`).
+_OWN_TARGETS = {
+    "Stack_flow_jax_mlp": "train-Stack-jax",
+    "GymPushT_flow_unet": "train-GymPushT-unet",
+    "GymPushT_diffusion_unet_v": "train-GymPushT-unet",
+    "Tabletop_skills_flow_mlp": "train-skills",
+    "Tabletop_skills_flow_mlp_b": "train-skills",
+    "Tabletop_skills_diffusion_mlp": "train-skills",
+}
+
+
+def make_target(name: str) -> str:
+    """The Makefile target that trains checkpoints/<name> (a test dry-runs it for every
+    shipped checkpoint)."""
+    if name in _OWN_TARGETS:
+        return _OWN_TARGETS[name]
+    task, _, kind = name.partition("_")
     return f"train-{task}-image" if kind.startswith("image") else f"train-{task}"
 
 

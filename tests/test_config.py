@@ -3,6 +3,8 @@ same overrides, the search defaults are the demo's, every ablation preset plans.
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 from dataclasses import dataclass, field
 
 import pytest
@@ -11,7 +13,13 @@ from robocompose.cli import VERBS, load_verb_config, main
 from robocompose.config import ConfigError, build, hydra_value, load
 from robocompose.demo import DemoConfig
 from robocompose.jobs import ComposeConfig, EvalConfig, SearchConfig
-from robocompose.shipped import parent_pair, shipped_path
+from robocompose.shipped import (
+    CHECKPOINTS,
+    make_target,
+    parent_pair,
+    shipped_checkpoints,
+    shipped_path,
+)
 from robocompose.sweep.config import LauncherConfig, plan
 from robocompose.sweep.run import _applicable, run_sweep
 
@@ -125,6 +133,17 @@ def test_search_defaults_are_the_demo() -> None:
         demo.num_envs,
     )
     assert search.composition.operator == "convex"
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="`make` is not installed")
+@pytest.mark.parametrize("folder", [p.name for p in shipped_checkpoints()])
+def test_the_named_make_target_trains_each_shipped_checkpoint(folder: str) -> None:
+    target = make_target(folder)
+    dry_run = subprocess.run(
+        ["make", "-n", target], cwd=CHECKPOINTS.parent, capture_output=True, text=True
+    )
+    assert dry_run.returncode == 0, dry_run.stderr
+    assert f"out=checkpoints/{folder} " in dry_run.stdout, f"`make {target}` does not train it"
 
 
 def test_missing_shipped_checkpoint_says_how_to_train_it() -> None:

@@ -21,6 +21,7 @@ from robocompose.policies.base import GenerativePolicy
 from robocompose.policies.config import CONFIG, WEIGHTS, PolicyConfig
 from robocompose.policies.normalizer import AffineNormalizer
 from robocompose.policies.registry import build_policy
+from robocompose.shipped import CHECKPOINTS, make_target
 from robocompose.sim.tasks import register_recorded
 
 
@@ -119,6 +120,8 @@ def load_weights(path: Path, task: str | None = None) -> dict[str, torch.Tensor]
     except SafetensorError as e:
         match = re.fullmatch(r"robocompose/(\w+)-v\d+", task or "")
         target = f"train-{match.group(1)}" if match else "train-<task>"
+        if path.resolve().parent.parent == CHECKPOINTS:
+            target = make_target(path.parent.name)
         raise CheckpointError(
             f"{path}: not a readable safetensors file ({e}); it is truncated or corrupt. "
             f"Retrain it (`make {target}`) or download it again (for a shipped checkpoint: "
