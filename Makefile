@@ -119,11 +119,13 @@ checkpoints/%_diffusion_unet/config.json:
 # The JAX flow policy (family flow_jax: flax + optax, the `jax` extra, which `make setup-all`
 # installs): the task's flow MLP recipe, same demos, steps and seed, trained in JAX; it composes
 # with the torch parents (`robocompose compose checkpoints/Stack_diffusion_mlp
-# checkpoints/Stack_flow_jax_mlp`). XLA held to one thread, as torch_threads=1 holds torch.
+# checkpoints/Stack_flow_jax_mlp`). torch_threads=1 holds torch only: XLA sizes its CPU thread
+# pool from the process's CPU affinity (XLA_FLAGS' thread settings do not limit jax 0.10), so
+# `taskset -c 0 make train-Stack-jax` holds it to one core.
 FLOW_JAX_MLP = $(subst policy.family=flow ,policy.family=flow_jax ,$(FLOW_MLP))
 .PHONY: train-Stack-jax
 train-Stack-jax: train-%-jax: collect-%
-	XLA_FLAGS="--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1" $(BIN)/robocompose train dataset=data/$*.hdf5 out=checkpoints/$*_flow_jax_mlp $(FLOW_JAX_MLP) $(FIRST_HALF)
+	$(BIN)/robocompose train dataset=data/$*.hdf5 out=checkpoints/$*_flow_jax_mlp $(FLOW_JAX_MLP) $(FIRST_HALF)
 
 # ---- skill policies (robocompose/sim/skill_labels.py, robocompose/hierarchical/learned_skills.py)
 # One network per family serves pick(obj) and place(obj, target) on Stack and SortBins scenes,
@@ -223,4 +225,4 @@ collect-FetchReach: setup-all
 
 train-FetchReach: collect-FetchReach
 	$(BIN)/robocompose train dataset=data/FetchReach.hdf5 out=checkpoints/FetchReach_diffusion_unet policy.family=diffusion policy.backbone=unet batch_size=128 $(FETCH_STEPS)
-	XLA_FLAGS="--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1" $(BIN)/robocompose train dataset=data/FetchReach.hdf5 out=checkpoints/FetchReach_flow_jax_mlp policy.family=flow_jax policy.backbone=mlp batch_size=256 $(FETCH_STEPS)
+	$(BIN)/robocompose train dataset=data/FetchReach.hdf5 out=checkpoints/FetchReach_flow_jax_mlp policy.family=flow_jax policy.backbone=mlp batch_size=256 $(FETCH_STEPS)

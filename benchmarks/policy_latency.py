@@ -1,8 +1,8 @@
 """Chunk latency of every shipped policy: one full sample (10 denoising steps) at batch 1 and 16.
 
-Median over many calls, torch threads as the machine gives (a JAX policy: XLA's threads, as
-XLA_FLAGS sets them, recorded), observation encoding included. `--only NAME ...` measures those
-checkpoints and replaces their rows, keeping the others.
+Median over many calls, torch threads as the machine gives (a JAX policy: XLA's own pool, sized
+from the CPU affinity; `cpus` records it), observation encoding included. `--only NAME ...`
+measures those checkpoints and replaces their rows, keeping the others.
 
     python benchmarks/policy_latency.py [--repeats 100] [--only Stack_flow_mlp Stack_flow_jax_mlp]
 """
@@ -70,10 +70,9 @@ def main() -> None:
                 "median_ms": sample_ms(policy, batch, args.steps, args.repeats),
                 "torch_threads": torch.get_num_threads(),
                 "framework": "jax" if cfg.family.endswith("_jax") else "torch",
+                "cpus": len(os.sched_getaffinity(0)),
                 "load_1min": os.getloadavg()[0],  # other jobs on the machine meanwhile
             }
-            if row["framework"] == "jax":
-                row["xla_flags"] = os.environ.get("XLA_FLAGS", "")
             rows.append(row)
             print(json.dumps(row), flush=True)
     rows = sorted(kept + rows, key=lambda r: (r["checkpoint"], r["batch"]))

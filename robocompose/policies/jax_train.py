@@ -9,8 +9,9 @@ optax's (decoupled weight decay, the same betas and eps as torch's), after a glo
 when `grad_clip` is set. Training state (raw weights, EMA, the optimiser's moments, the JAX key,
 the batch generator) is saved with every checkpoint, so a rerun resumes.
 
-One jitted update per step. XLA picks its own CPU threads: cap them for long runs with
-XLA_FLAGS="--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1".
+One jitted update per step. `torch_threads` caps torch (the batches) only: XLA sizes its CPU
+thread pool from the process's CPU affinity (XLA_FLAGS' thread settings do not limit it), so
+`taskset -c 0 robocompose train ...` holds a run to one core.
 """
 
 from __future__ import annotations
