@@ -102,8 +102,8 @@ def test_ctrl_c_during_collect_says_what_is_saved_and_a_rerun_resumes(tmp_path: 
 def test_ctrl_c_during_sweep_says_what_is_saved_and_a_rerun_resumes(tmp_path: Path) -> None:
     table = tmp_path / "episodes.csv"
     args = [
-        "sweep", "-m", "task=PickPlace", "composition=convex,mixture", "episodes=8",
-        "launcher.episodes_per_task=4", f"sweep.dir={tmp_path}",
+        "sweep", "-m", "task=Stack", "composition=convex,mixture", "episodes=6",
+        "launcher.episodes_per_task=2", f"sweep.dir={tmp_path}",
     ]
     process = _run(args)
     _, err = _interrupt_when(
@@ -112,7 +112,7 @@ def test_ctrl_c_during_sweep_says_what_is_saved_and_a_rerun_resumes(tmp_path: Pa
     assert process.returncode == 130
     assert "Traceback" not in err
     saved = len(table.read_text().splitlines()) - 1  # the header
-    assert 1 <= saved < 16
+    assert 1 <= saved < 12
     assert err.strip().splitlines()[-1] == (
         f"robocompose sweep: interrupted: {saved} episodes saved to {table}, rerun to resume"
     )
@@ -121,4 +121,4 @@ def test_ctrl_c_during_sweep_says_what_is_saved_and_a_rerun_resumes(tmp_path: Pa
         [*CLI, *args], cwd=ROOT, capture_output=True, text=True,
         env=os.environ | {"MUJOCO_GL": "egl"}, timeout=120, check=True,
     )
-    assert f"(16 episodes, {16 - saved} run now)" in rerun.stdout
+    assert f"(12 episodes, {12 - saved} run now)" in rerun.stdout
