@@ -21,7 +21,7 @@ import torch
 from robocompose.composition.fused import BoundStack
 from robocompose.composition.operators import SIMPLEX_ATOL, Operator
 from robocompose.composition.timing import ParentTimes
-from robocompose.policies.denoiser import Affine, Denoiser, DenoiserOutput, NetworkDenoiser
+from robocompose.policies.denoiser import Denoiser, DenoiserOutput, NetworkDenoiser
 
 
 @dataclass(frozen=True)
@@ -39,6 +39,18 @@ def karras_sigmas(steps: int, sigma_min: float, sigma_max: float, rho: float = 7
     return [float(s) for s in (hi + ramp * (lo - hi)) ** rho] + [0.0]
 
 
+@dataclass(frozen=True)
+class _Fold:
+    """A linear operator and affine adapters at one sigma, per stack: the inputs' scales
+    (K_s, 1, 1, 1), the map from the stacked outputs to x0_hat and eps_hat (2, K_s); and the
+    coefficients of x in each."""
+
+    scales: list[torch.Tensor]
+    to_outputs: list[torch.Tensor]
+    x_x0: float
+    x_eps: float
+
+
 class ComposedDenoiser(Denoiser):
     def __init__(
         self,
@@ -49,11 +61,14 @@ class ComposedDenoiser(Denoiser):
         executor: ThreadPoolExecutor | None = None,
         stacks: Sequence[BoundStack] | None = None,
         times: ParentTimes | None = None,
+        folds: dict[float, _Fold | None] | None = None,
     ) -> None:
         """`stacks`: the parents' networks as stacked ones, each for a group of parents (see
         `robocompose.composition.fused`; they run on `executor` when there are several); the
         parents, `NetworkDenoiser`s then, only scale their inputs and convert their outputs.
-        `times`: where each parent's denoiser calls (or the fused network's) are timed."""
+        `times`: where each parent's denoiser calls (or the fused network's) are timed.
+        `folds`: where the folded operator is kept by sigma (it depends on neither the
+        observation nor x, so a policy keeps it across chunks)."""
         if len(parents) < 2:
             raise ValueError(f"composition needs >= 2 parents. Got {len(parents)}.")
         dims = [p.action_dim for p in parents]
@@ -88,6 +103,7 @@ class ComposedDenoiser(Denoiser):
             and type(operator).combine is Operator.combine
         )
         self.times = times
+        self._folds = folds if folds is not None else {}
 
     def sigmas(self, steps: int) -> list[float]:
         """Of the parents' own grids, the one starting highest that every parent is sound on
@@ -180,40 +196,53 @@ class ComposedDenoiser(Denoiser):
         x0[:, lo:hi], eps[:, lo:hi] = mixed.x0_hat, mixed.eps_hat
         return DenoiserOutput(x0, eps)
 
-    def _folded_call(self, x: torch.Tensor, sigma: float) -> DenoiserOutput | None:
-        """The operator on the parents' outputs, with every adapter an `Affine`: x0_hat =
-        (sum c_k p_k a_k + 1 - sum c) x + sum c_k q_k out_k, eps_hat likewise, the same
-        arithmetic as adapters then `Operator.combine` in a handful of ops per stack. None
+    def _fold(self, sigma: float) -> _Fold | None:
+        """The operator and every parent's adapter at sigma as tensors for `_folded_call`:
+        x0_hat = (sum c_k p_k a_k + 1 - sum c) x + sum c_k q_k out_k, eps_hat likewise. None
         where an adapter is not affine, or where `combine` must refuse (see there)."""
         assert self.stacks is not None
         c = self.operator.coefficients(sigma)
         rest = 1.0 - sum(c)
-        affines = [p.affine(sigma) for p in self.parents]  # type: ignore[attr-defined]
-        if any(f is None for f in affines) or (math.isinf(sigma) and abs(rest) > SIMPLEX_ATOL):
+        folds = [p.affine(sigma) for p in self.parents]  # type: ignore[attr-defined]
+        if any(f is None for f in folds) or (math.isinf(sigma) and abs(rest) > SIMPLEX_ATOL):
             return None
-        folds: list[Affine] = affines
-
-        def network(stack: BoundStack) -> torch.Tensor:
-            scales = torch.tensor([folds[i].a for i in stack.indices], dtype=x.dtype)
-            timer = nullcontext()
-            if self.times is not None:
-                one = len(stack.indices) == 1
-                timer = self.times.denoising(stack.indices[0]) if one else self.times.fused()
-            with timer:
-                return stack.outputs(x * scales.to(x.device).view(-1, 1, 1, 1), sigma)
-
-        x0 = eps = None
-        for stack, out in zip(self.stacks, self._run(self.stacks, network), strict=True):
-            to_x0 = torch.tensor([c[i] * folds[i].q for i in stack.indices], dtype=x.dtype)
-            to_eps = torch.tensor([c[i] * folds[i].s for i in stack.indices], dtype=x.dtype)
-            part_x0 = torch.tensordot(to_x0.to(x.device), out, dims=1)
-            part_eps = torch.tensordot(to_eps.to(x.device), out, dims=1)
-            x0 = part_x0 if x0 is None else x0.add_(part_x0)
-            eps = part_eps if eps is None else eps.add_(part_eps)
-        assert x0 is not None and eps is not None
+        like = self.stacks[0].conds
+        scales, to_outputs = [], []
+        for stack in self.stacks:
+            k = stack.indices
+            scales.append(torch.tensor([folds[i].a for i in k]).to(like).view(-1, 1, 1, 1))
+            rows = [[c[i] * folds[i].q for i in k], [c[i] * folds[i].s for i in k]]
+            to_outputs.append(torch.tensor(rows).to(like))  # (2, K_s): to x0_hat, to eps_hat
         x_x0 = sum(ci * f.p * f.a for ci, f in zip(c, folds, strict=True)) + rest
         x_eps = sum(ci * f.r * f.a for ci, f in zip(c, folds, strict=True))
-        return DenoiserOutput(x0.add_(x, alpha=x_x0), eps.add_(x, alpha=x_eps))
+        return _Fold(scales, to_outputs, x_x0, x_eps)
+
+    def _folded_call(self, x: torch.Tensor, sigma: float) -> DenoiserOutput | None:
+        """The operator on the stacked parents' outputs with every adapter an `Affine`: the
+        same arithmetic as adapters then `Operator.combine`, in one matmul per stack."""
+        if sigma not in self._folds:
+            self._folds[sigma] = self._fold(sigma)
+        fold = self._folds[sigma]
+        if fold is None:
+            return None
+        times = self.times
+
+        def network(j: int) -> torch.Tensor:
+            stack = self.stacks[j]  # type: ignore[index]
+            timer = nullcontext()
+            if times is not None:
+                one = len(stack.indices) == 1
+                timer = times.denoising(stack.indices[0]) if one else times.fused()
+            with timer:
+                return stack.outputs(x * fold.scales[j], sigma)
+
+        both = None  # rows: x0_hat, eps_hat, flattened
+        for j, out in enumerate(self._run(range(len(self.stacks)), network)):  # type: ignore[arg-type]
+            part = torch.mm(fold.to_outputs[j], out.flatten(1))
+            both = part if both is None else both.add_(part)
+        assert both is not None
+        x0, eps = both.view(2, *x.shape).unbind(0)
+        return DenoiserOutput(x0.add_(x, alpha=fold.x_x0), eps.add_(x, alpha=fold.x_eps))
 
     def __call__(self, x: torch.Tensor, sigma: float) -> DenoiserOutput:
         if self._foldable:

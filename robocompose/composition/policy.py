@@ -201,6 +201,7 @@ class ComposedPolicy:
             allow = self.config.allow_normalizer_mismatch
             self._maps = action_maps(self.parents, allow, dtype, device)
             self._stacks = None
+            self._folds: dict = {}  # the fused stacks' folded operator by sigma (see there)
             if self._groups is not None:
                 self._stacks = [
                     (group, stack_networks([self.parents[i].net for i in group]).eval())
@@ -238,6 +239,7 @@ class ComposedPolicy:
             self._executor,
             stacks=bound_stacks,
             times=self.times,
+            folds=self._folds,
         )
         denoiser.prepare(self.sigmas(denoiser))
         return denoiser
