@@ -7,6 +7,7 @@ a composition without loading torch.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -29,7 +30,9 @@ class CompositionConfig:
     weights: Sequence[float] = (0.5, 0.5)
     sampler: str = "euler"
     steps: int | None = None  # None: the method's default_steps
-    grid: str = "reference"  # a parent's own grid (see ComposedDenoiser.sigmas), or "karras"
+    # "reference": the parent grid ComposedDenoiser.sigmas picks; "parent<i>": parent i's own
+    # grid (e.g. "parent0"); "karras"
+    grid: str = "reference"
     sigma_max: float = 80.0  # karras grid only
     sigma_min: float = 0.002  # karras grid only
     sigma_switch: float = 1.0  # schedule only: `weights` above this sigma, `low_weights` below
@@ -56,8 +59,11 @@ class CompositionConfig:
         method = self.method()
         if self.sampler not in SAMPLER_NAMES:
             raise ValueError(f"`sampler` must be one of {SAMPLER_NAMES}. Got {self.sampler!r}.")
-        if self.grid not in ("reference", "karras"):
-            raise ValueError(f"`grid` must be 'reference' or 'karras'. Got {self.grid!r}.")
+        if not re.fullmatch(r"reference|karras|parent\d+", self.grid):
+            raise ValueError(
+                "`grid` must be 'reference', 'karras' or 'parent<i>' (parent i's own grid, "
+                f"e.g. 'parent0'). Got {self.grid!r}."
+            )
         if self.steps is not None and self.steps < 1:
             raise ValueError(f"`steps` must be >= 1 or None. Got {self.steps}.")
         method.check(self)

@@ -122,6 +122,11 @@ class ComposedPolicy:
         if len(set(dims)) != 1:
             raise ValueError(f"parents must share one action dimension. Got {dims}.")
         self.method = config.method()
+        if config.grid.startswith("parent") and int(config.grid[6:]) >= len(parents):
+            raise ValueError(
+                f"`grid` {config.grid!r} names a parent that is not there: parents are "
+                f"0..{len(parents) - 1}."
+            )
         if self.method.merges_parameters:
             raise ValueError(
                 f"operator {config.operator!r} merges the parents into one policy, not a "
@@ -245,13 +250,30 @@ class ComposedPolicy:
         return denoiser
 
     def sigmas(self, denoiser: ComposedDenoiser) -> list[float]:
-        """The configured grid; a Karras grid where the method or sampler needs a finite
-        sigma_max."""
+        """The configured grid: the composed denoiser's choice among the parents' grids
+        ("reference"), one parent's own ("parent<i>"), or Karras; a Karras grid also where the
+        method or sampler needs a finite sigma_max and the reference choice starts at inf."""
         cfg = self.config
-        grid = denoiser.sigmas(cfg.denoising_steps()) if cfg.grid == "reference" else None
+        steps = cfg.denoising_steps()
         finite = self.method.needs_finite_sigma_max(cfg) or cfg.sampler in FINITE_SIGMA_SAMPLERS
+        if cfg.grid.startswith("parent"):
+            return self._parent_grid(denoiser, int(cfg.grid.removeprefix("parent")), finite)
+        grid = denoiser.sigmas(steps) if cfg.grid == "reference" else None
         if grid is None or (math.isinf(grid[0]) and finite):
-            grid = karras_sigmas(cfg.denoising_steps(), cfg.sigma_min, cfg.sigma_max)
+            grid = karras_sigmas(steps, cfg.sigma_min, cfg.sigma_max)
+        return grid
+
+    def _parent_grid(self, denoiser: ComposedDenoiser, i: int, finite: bool) -> list[float]:
+        """Parent i's own grid, refused where a parent or the method cannot start at its top."""
+        grid = denoiser.parents[i].sigmas(self.config.denoising_steps())
+        if math.isinf(grid[0]):
+            unsound = [k for k, p in enumerate(denoiser.parents) if not p.sound_at_inf]
+            if finite or unsound:
+                who = f"parent {unsound[0]}" if unsound else f"{self.config.operator!r}"
+                raise ValueError(
+                    f"`grid` parent{i}: that grid starts at sigma = inf, where {who} cannot "
+                    "start; choose another parent's grid, 'reference' or 'karras'."
+                )
         return grid
 
     def run_sampler(

@@ -173,6 +173,25 @@ def test_fingerprint_covers_the_resolved_sigma_grid(monkeypatch) -> None:
     assert mixture.resolved_sigmas() is None  # each parent samples on its own grid
 
 
+def test_grid_can_be_one_parents_own_and_is_refused_where_a_parent_cannot_start() -> None:
+    flow, ddpm = tiny_policy(0), tiny_policy(1, family="diffusion")  # epsilon prediction
+
+    def composed(grid: str) -> ComposedPolicy:
+        return ComposedPolicy([flow, ddpm], CompositionConfig(weights=(0.5, 0.5), grid=grid))
+
+    steps = CompositionConfig().denoising_steps()
+    own = ddpm.denoiser_for(None).sigmas(steps)
+    assert composed("parent1").resolved_sigmas() == own
+    assert composed("parent1").fingerprint() != composed("karras").fingerprint()
+    assert math.isinf(flow.denoiser_for(None).sigmas(steps)[0])
+    with pytest.raises(ValueError, match=r"parent0: that grid starts at sigma = inf, where parent"):
+        composed("parent0").resolved_sigmas()
+    with pytest.raises(ValueError, match=r"`grid` 'parent2' names a parent that is not there"):
+        composed("parent2")
+    with pytest.raises(ValueError, match=r"`grid` must be 'reference', 'karras' or 'parent<i>'"):
+        composed("parent")
+
+
 def test_simplex_grid() -> None:
     assert len(simplex_grid(2, 0.1)) == 11
     assert len(simplex_grid(3, 0.25)) == 15
