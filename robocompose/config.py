@@ -187,18 +187,19 @@ def _open_free_mappings(cls: type, node: DictConfig) -> None:
             OmegaConf.set_struct(child, False)
 
 
-def code_presets() -> dict[str, dict[str, dict[str, Any]]]:
+def code_presets(search_dirs: Sequence[Path] = ()) -> dict[str, dict[str, dict[str, Any]]]:
     """Config group options defined in code rather than in configs/: group -> option -> tree.
     `task=<name>` is a suite task's `TaskSpec` (robocompose.sim.tasks), so a new task needs
-    no YAML file; a file DIR/task/<name>.yaml (`--config-dir DIR`) adds one more option, and an
-    external task known from a checkpoint read in this process is one too."""
+    no YAML file; a file DIR/task/<name>.yaml (`--config-dir DIR`, one of `search_dirs`) adds
+    one more option, and an external task known from a checkpoint read in this process is one
+    too, unless such a file names it."""
     from robocompose.sim.tasks import EXTERNAL_TASKS, TASKS
 
     tasks = {
         s.name: {"name": s.name, "dataset": s.dataset, "demos": s.demos} for s in TASKS.values()
     }
     # external tasks this process learnt from a checkpoint or dataset, unless a preset names them
-    files = {p.stem for p in (CONFIGS / "task").glob("*.yaml")}
+    files = {p.stem for folder in (CONFIGS, *search_dirs) for p in (folder / "task").glob("*.yaml")}
     for s in EXTERNAL_TASKS.values():
         if s.name not in files:
             tasks[s.name] = {
@@ -219,11 +220,21 @@ def _retired(preset: Path) -> bool:
         return f.readline().startswith(RETIRED)
 
 
-def _store_code_presets() -> None:
+def _search_dirs(override_lists: Sequence[Sequence[str]]) -> list[Path]:
+    """The folders `--config-dir` adds (`hydra.searchpath=[file://...]`) in any override list."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    given = [o for overrides in override_lists for o in overrides]
+    searched = [o for o in given if o.startswith("hydra.searchpath=")]
+    parsed = OverridesParser.create().parse_overrides(searched)
+    return [Path(str(url).removeprefix("file://")) for o in parsed for url in o.value()]
+
+
+def _store_code_presets(search_dirs: Sequence[Path]) -> None:
     from hydra.core.config_store import ConfigStore
 
     store = ConfigStore.instance()
-    for group, options in code_presets().items():
+    for group, options in code_presets(search_dirs).items():
         for option, tree in options.items():
             store.store(group=group, name=option, node=tree)
 
@@ -235,7 +246,7 @@ def compose_all(name: str, cls: type, override_lists: Sequence[Sequence[str]]) -
     from omegaconf.errors import OmegaConfBaseException
 
     register(name, cls)
-    _store_code_presets()
+    _store_code_presets(_search_dirs(override_lists))
     if not (CONFIGS / f"{name}.yaml").is_file():
         raise ConfigError(
             f"no config {CONFIGS / f'{name}.yaml'}: robocompose reads configs/ (and the shipped "

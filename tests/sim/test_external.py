@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import gymnasium as gym
@@ -173,6 +174,28 @@ def test_own_preset_runs_collect_train_then_eval_and_compose_elsewhere(fetch, tm
     records = [json.loads(x) for x in (tmp_path / "eval.jsonl").read_text().splitlines()]
     episodes = [r for r in records if "seed" in r]
     assert len(episodes) == 2 and all(r["env_id"] == "robocompose/MyReach-v0:a" for r in episodes)
+
+
+def test_a_config_dir_preset_of_a_task_this_process_knows_loads_without_warnings(tmp_path):
+    """A task learnt from a checkpoint is a code preset too, unless a --config-dir file names
+    it: Hydra would warn about the pair (and merge them) on every later call."""
+    from robocompose.cli import load_verb_config
+    from robocompose.config import hydra_value
+
+    block = _external("FetchReach-v4", ["gymnasium_robotics"], adapter={"kind": "goal"})
+    (tmp_path / "task").mkdir()
+    (tmp_path / "task" / "MyQuiet.yaml").write_text(
+        json.dumps({"name": "MyQuiet", "dataset": "data/q.hdf5", "demos": 3, "external": block})
+    )
+    register_external("MyQuiet", block)
+    searchpath = f"hydra.searchpath={hydra_value([f'file://{tmp_path}'])}"
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            config = load_verb_config("collect", [searchpath, "task=MyQuiet"])
+    finally:
+        EXTERNAL_TASKS.pop("MyQuiet")
+    assert (config.task.name, config.task.demos) == ("MyQuiet", 3)
 
 
 def test_cli_composes_the_shipped_jax_and_torch_parents_on_fetch_reach(fetch, tmp_path, capsys):
