@@ -126,8 +126,11 @@ def overhead(repeats: int) -> dict[str, Any]:
     denoiser_ms = {}
     bound = {
         name: parent.denoiser(obs)
-        for name, parent in ((TORCH_PARENT, diffusion), (JAX_PARENT, jax_parent),
-                             (TORCH_TWIN, torch_twin))
+        for name, parent in (
+            (TORCH_PARENT, diffusion),
+            (JAX_PARENT, jax_parent),
+            (TORCH_TWIN, torch_twin),
+        )
     }
     calls = {name: (lambda b=b: b(x, 1.0)) for name, b in bound.items()}
     denoiser_ms = {k: statistics.median(v) for k, v in _interleaved_ms(calls, 10 * repeats).items()}
@@ -177,8 +180,9 @@ def policies(fresh: list[int], search_seeds: list[int], step: float) -> dict[str
     twin = load_checkpoint(CHECKPOINTS / TORCH_TWIN)
     on_fresh = compare(*parents, fresh, out_dir=OUT / "fresh", labels=PARENTS)
     print(on_fresh.table(), flush=True)
-    frameworks = compare(parents[1], twin, fresh, out_dir=OUT / "fresh",
-                         labels=(JAX_PARENT, TORCH_TWIN))
+    frameworks = compare(
+        parents[1], twin, fresh, out_dir=OUT / "fresh", labels=(JAX_PARENT, TORCH_TWIN)
+    )
     print(frameworks.table(), flush=True)
     found = search(
         parents, search_seeds, out_dir=OUT / "search", step=step, first_slice=10, progress=False

@@ -50,8 +50,9 @@ def main() -> None:
         if missing:
             parser.error(f"no shipped checkpoint {missing}; have {[f.name for f in folders]}")
         folders = [f for f in folders if f.name in args.only]
-        kept = [r for r in json.loads(path.read_text())["policies"] if r["checkpoint"] not in
-                args.only]
+        kept = [
+            r for r in json.loads(path.read_text())["policies"] if r["checkpoint"] not in args.only
+        ]
     rows = []
     for folder in folders:
         policy = load_policy(folder)

@@ -1,6 +1,6 @@
 """Markdown tables of the measured figures in benchmarks/results/ (what the README quotes).
 
-    python benchmarks/report.py
+python benchmarks/report.py
 """
 
 from __future__ import annotations

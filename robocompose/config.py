@@ -203,7 +203,10 @@ def code_presets(search_dirs: Sequence[Path] = ()) -> dict[str, dict[str, dict[s
     for s in EXTERNAL_TASKS.values():
         if s.name not in files:
             tasks[s.name] = {
-                "name": s.name, "dataset": s.dataset, "demos": s.demos, "external": s.external
+                "name": s.name,
+                "dataset": s.dataset,
+                "demos": s.demos,
+                "external": s.external,
             }
     return {"task": tasks}
 

@@ -70,7 +70,7 @@ class PairedOutcomes:
         return self.only_a + self.only_b + self.both + self.neither
 
     def format(self) -> str:
-        """"+6.0 points [-2.1, 14.0] (n=100 paired)"."""
+        """ "+6.0 points [-2.1, 14.0] (n=100 paired)"."""
         d, lo, hi = (100 * v for v in (self.difference, self.ci_low, self.ci_high))
         return f"{d:+.1f} points [{lo:+.1f}, {hi:+.1f}] (n={self.episodes} paired)"
 

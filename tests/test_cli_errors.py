@@ -10,14 +10,22 @@ from robocompose.cli import main
 @pytest.mark.parametrize(
     ("argv", "expected"),
     [
-        (["compose", "--weights", "a,b"], "compose: error: --weights 'a,b': expected "
-         "comma-separated numbers"),
-        (["eval", "checkpoints/PickPlace_flow_mlp", "--episodes", "two"],
-         "eval: error: --episodes 'two': expected an integer"),
-        (["eval", "checkpoints/PickPlace_flow_mlp", "--video-seeds", "0,x"],
-         "eval: error: --video-seeds '0,x': expected comma-separated integers"),
-        (["collect", "PushT", "--expert-config", "{noise"], "collect: error: --expert-config "
-         "'{noise': expected JSON"),
+        (
+            ["compose", "--weights", "a,b"],
+            "compose: error: --weights 'a,b': expected comma-separated numbers",
+        ),
+        (
+            ["eval", "checkpoints/PickPlace_flow_mlp", "--episodes", "two"],
+            "eval: error: --episodes 'two': expected an integer",
+        ),
+        (
+            ["eval", "checkpoints/PickPlace_flow_mlp", "--video-seeds", "0,x"],
+            "eval: error: --video-seeds '0,x': expected comma-separated integers",
+        ),
+        (
+            ["collect", "PushT", "--expert-config", "{noise"],
+            "collect: error: --expert-config '{noise': expected JSON",
+        ),
     ],
 )
 def test_bad_shorthand_value_names_the_flag(argv: list[str], expected: str) -> None:

@@ -63,8 +63,13 @@ def test_ctrl_c_during_eval_says_what_is_saved_and_a_rerun_resumes(tmp_path: Pat
     )
 
     rerun = subprocess.run(
-        [*CLI, *args, "--episodes", str(saved + 1)], cwd=ROOT, capture_output=True, text=True,
-        env=os.environ | {"MUJOCO_GL": "egl"}, timeout=120, check=True,
+        [*CLI, *args, "--episodes", str(saved + 1)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=os.environ | {"MUJOCO_GL": "egl"},
+        timeout=120,
+        check=True,
     )
     records = [json.loads(line) for line in out.read_text().splitlines()]
     first = records[0]["seed"]
@@ -91,8 +96,13 @@ def test_ctrl_c_during_collect_says_what_is_saved_and_a_rerun_resumes(tmp_path: 
     )
 
     rerun = subprocess.run(
-        [*CLI, *args, "--episodes", str(saved + 1)], cwd=ROOT, capture_output=True, text=True,
-        env=os.environ | {"MUJOCO_GL": "egl"}, timeout=120, check=True,
+        [*CLI, *args, "--episodes", str(saved + 1)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=os.environ | {"MUJOCO_GL": "egl"},
+        timeout=120,
+        check=True,
     )
     assert "(n=1)" in rerun.stdout  # one expert episode this run: the saved demos were kept
     with h5py.File(out, "r") as f:
@@ -102,8 +112,13 @@ def test_ctrl_c_during_collect_says_what_is_saved_and_a_rerun_resumes(tmp_path: 
 def test_ctrl_c_during_sweep_says_what_is_saved_and_a_rerun_resumes(tmp_path: Path) -> None:
     table = tmp_path / "episodes.csv"
     args = [
-        "sweep", "-m", "task=Stack", "composition=convex,mixture", "episodes=6",
-        "launcher.episodes_per_task=2", f"sweep.dir={tmp_path}",
+        "sweep",
+        "-m",
+        "task=Stack",
+        "composition=convex,mixture",
+        "episodes=6",
+        "launcher.episodes_per_task=2",
+        f"sweep.dir={tmp_path}",
     ]
     process = _run(args)
     _, err = _interrupt_when(
@@ -118,7 +133,12 @@ def test_ctrl_c_during_sweep_says_what_is_saved_and_a_rerun_resumes(tmp_path: Pa
     )
 
     rerun = subprocess.run(
-        [*CLI, *args], cwd=ROOT, capture_output=True, text=True,
-        env=os.environ | {"MUJOCO_GL": "egl"}, timeout=120, check=True,
+        [*CLI, *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=os.environ | {"MUJOCO_GL": "egl"},
+        timeout=120,
+        check=True,
     )
     assert f"(12 episodes, {12 - saved} run now)" in rerun.stdout

@@ -1,8 +1,8 @@
 """The contracts of hierarchical planning: an LLM backend, a skill, and what running a skill leaves.
 
-    instruction -> Planner (code | skills | saycan) -> skill calls -> Skill -> controller -> env
-                      ^  LLMBackend (local GGUF | OpenAI-compatible HTTP), cached on disk
-                      +---- traces of every call (arguments, error, state, success check)
+instruction -> Planner (code | skills | saycan) -> skill calls -> Skill -> controller -> env
+                  ^  LLMBackend (local GGUF | OpenAI-compatible HTTP), cached on disk
+                  +---- traces of every call (arguments, error, state, success check)
 """
 
 from __future__ import annotations

@@ -172,8 +172,11 @@ def gbnf(skills: Sequence[Skill], max_calls: int = 8) -> str:
 # -- JSON schema ------------------------------------------------------------------------------
 def _param_schema(param: Param) -> dict[str, Any]:
     if param.type == "str":
-        return {"type": "string", "enum": list(param.choices)} if param.choices else {
-            "type": "string", "maxLength": MAX_FREE_STRING}
+        return (
+            {"type": "string", "enum": list(param.choices)}
+            if param.choices
+            else {"type": "string", "maxLength": MAX_FREE_STRING}
+        )
     number: dict[str, Any] = {"type": "integer" if param.type == "int" else "number"}
     if param.low is not None:
         number["minimum"] = param.low
@@ -194,18 +197,20 @@ def json_schema(skills: Sequence[Skill], max_calls: int = 8) -> dict[str, Any]:
     for skill in skills:
         for param in skill.params:
             check_param(skill.name, param)
-        variants.append({
-            "type": "object",
-            "properties": {
-                "skill": {"type": "string", "enum": [skill.name]},
-                "args": {
-                    "type": "object",
-                    "properties": {p.name: _param_schema(p) for p in skill.params},
-                    "required": [p.name for p in skill.params],
-                    "additionalProperties": False,
+        variants.append(
+            {
+                "type": "object",
+                "properties": {
+                    "skill": {"type": "string", "enum": [skill.name]},
+                    "args": {
+                        "type": "object",
+                        "properties": {p.name: _param_schema(p) for p in skill.params},
+                        "required": [p.name for p in skill.params],
+                        "additionalProperties": False,
+                    },
                 },
-            },
-            "required": ["skill", "args"],
-            "additionalProperties": False,
-        })
+                "required": ["skill", "args"],
+                "additionalProperties": False,
+            }
+        )
     return {"type": "array", "items": {"anyOf": variants}, "minItems": 1, "maxItems": max_calls}

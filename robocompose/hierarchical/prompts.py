@@ -129,8 +129,10 @@ EXAMPLES = (
         "yellow_block at (0.02, -0.11, 0.02) on table\nholding: nothing",
         instruction="set the orange cube on top of the yellow one",
         code='pick("orange_block")\nplace("orange_block", "yellow_block")',
-        calls=(("pick", {"obj": "orange_block"}),
-               ("place", {"obj": "orange_block", "target": "yellow_block"})),
+        calls=(
+            ("pick", {"obj": "orange_block"}),
+            ("place", {"obj": "orange_block", "target": "yellow_block"}),
+        ),
     ),
     Example(
         scene="purple_block at (0.06, -0.03, 0.02) on table\n"
@@ -138,10 +140,12 @@ EXAMPLES = (
         "yellow_bin at (0.12, 0.12, 0.00)\nholding: nothing",
         instruction="drop every block into the yellow bin",
         code='for block in objects():\n    pick(block)\n    place(block, "yellow_bin")',
-        calls=(("pick", {"obj": "purple_block"}),
-               ("place", {"obj": "purple_block", "target": "yellow_bin"}),
-               ("pick", {"obj": "orange_block"}),
-               ("place", {"obj": "orange_block", "target": "yellow_bin"})),
+        calls=(
+            ("pick", {"obj": "purple_block"}),
+            ("place", {"obj": "purple_block", "target": "yellow_bin"}),
+            ("pick", {"obj": "orange_block"}),
+            ("place", {"obj": "orange_block", "target": "yellow_bin"}),
+        ),
     ),
 )
 
@@ -163,7 +167,8 @@ def usable_examples(
     params = {s.name: {p.name for p in s.params} for s in skills}
     api = None if api_names is None else set(api_names) | BUILTIN_NAMES
     return [
-        ex for ex in EXAMPLES
+        ex
+        for ex in EXAMPLES
         if (api is None or called_names(ex.code) <= api)
         and all(name in params and set(args) == params[name] for name, args in ex.calls)
     ]
@@ -193,11 +198,13 @@ class DefineExample:
 
 DEFINE_EXAMPLES = (
     DefineExample(
-        'put_on("orange_block", "purple_block")', "put_on",
+        'put_on("orange_block", "purple_block")',
+        "put_on",
         "def put_on(top, bottom):\n    pick(top)\n    place(top, bottom)",
     ),
     DefineExample(
-        'clear_table(["purple_block", "orange_block"], "yellow_bin")', "clear_table",
+        'clear_table(["purple_block", "orange_block"], "yellow_bin")',
+        "clear_table",
         "def clear_table(blocks, bin_name):\n    for block in blocks:\n        pick(block)\n"
         "        place(block, bin_name)",
     ),
@@ -232,7 +239,10 @@ def _with_feedback(text: str, feedback: str | None) -> str:
 
 
 def code_messages(
-    listing: str, examples: Sequence[Example], scene: str, instruction: str,
+    listing: str,
+    examples: Sequence[Example],
+    scene: str,
+    instruction: str,
     feedback: str | None = None,
 ) -> list[Message]:
     """Chat for the main program: the API as system text, examples as user/assistant turns."""
@@ -267,7 +277,10 @@ def calls_json(calls: Iterable[tuple[str, Mapping[str, Any]]]) -> str:
 
 
 def skill_messages(
-    listing: str, examples: Sequence[Example], scene: str, instruction: str,
+    listing: str,
+    examples: Sequence[Example],
+    scene: str,
+    instruction: str,
     feedback: str | None = None,
 ) -> list[Message]:
     """Chat for a JSON skill list; the examples answer with JSON."""

@@ -96,8 +96,11 @@ def enumerate_calls(skills: Sequence[Skill]) -> list[SkillCall]:
             continue
         for values in itertools.product(*(p.choices for p in skill.params)):
             if len(set(values)) == len(values):
-                calls.append(SkillCall(skill.name, dict(zip(
-                    (p.name for p in skill.params), values, strict=True))))
+                calls.append(
+                    SkillCall(
+                        skill.name, dict(zip((p.name for p in skill.params), values, strict=True))
+                    )
+                )
     return calls
 
 
@@ -197,4 +200,3 @@ class SayCanPlanner:
             execute(step.call)
             history.append(step.call)
         return steps
-

@@ -27,6 +27,7 @@ FLAT_CONFIG_DEFAULTS: dict[str, Any] = {
 # a checkpoint folder: the weights, and everything else (config, normalisers, metadata)
 WEIGHTS, CONFIG = "model.safetensors", "config.json"
 
+
 @dataclass
 class PolicyConfig:
     """A generative action-chunk policy. Defaults follow Diffusion Policy (Chi et al. 2023).

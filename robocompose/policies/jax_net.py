@@ -195,6 +195,4 @@ def from_state_names(state: Mapping[str, Any], prefix: str = "net.") -> Params:
     outside = [k for k in state if not k.startswith(prefix)]
     if outside:
         raise ValueError(f"weight names must start with {prefix!r}. Got {outside[:5]}.")
-    return traverse_util.unflatten_dict(
-        {k[len(prefix) :]: v for k, v in state.items()}, sep="."
-    )
+    return traverse_util.unflatten_dict({k[len(prefix) :]: v for k, v in state.items()}, sep=".")

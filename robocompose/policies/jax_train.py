@@ -73,8 +73,8 @@ def make_update(policy: JaxFlowPolicy, tx: optax.GradientTransformation):
     (params, opt_state, ema, key, loss, grad_norm)."""
     net, keys, scale = policy.net, policy.keys, policy.config.flow_time_scale
     action_scale, action_offset = (
-        jnp.asarray(a, jnp.float32) for a in (policy.action_normalizer.scale,
-                                                policy.action_normalizer.offset)
+        jnp.asarray(a, jnp.float32)
+        for a in (policy.action_normalizer.scale, policy.action_normalizer.offset)
     )
     norms = policy.norms()
 
@@ -135,14 +135,13 @@ def _restore_optimizer_state(like: Any, tensors: dict[str, torch.Tensor]) -> Any
 
 
 def _jax_params(tensors: dict[str, torch.Tensor], prefix: str) -> Params:
-    named = {k[len(prefix) :]: jnp.asarray(v.numpy()) for k, v in tensors.items()
-             if k.startswith(prefix)}
+    named = {
+        k[len(prefix) :]: jnp.asarray(v.numpy()) for k, v in tensors.items() if k.startswith(prefix)
+    }
     return from_state_names(named)
 
 
-def train_jax(
-    config: TrainConfig, progress: bool = True, stop_at_step: int | None = None
-) -> Path:
+def train_jax(config: TrainConfig, progress: bool = True, stop_at_step: int | None = None) -> Path:
     """Train (or resume) a `flow_jax` policy; returns the run folder (see the module doc)."""
     out = Path(config.out)
     _refuse_fewer_steps(out, config.steps)
@@ -180,8 +179,14 @@ def train_jax(
             lr = learning_rate(config, step)
             decay = ema_decay(config, step + 1)
             params, opt_state, ema, key, loss, grad_norm = update(
-                params, opt_state, ema, key, obs, np.asarray(batch["actions"], np.float32),
-                lr, decay,
+                params,
+                opt_state,
+                ema,
+                key,
+                obs,
+                np.asarray(batch["actions"], np.float32),
+                lr,
+                decay,
             )
             step += 1
             value = float(loss)

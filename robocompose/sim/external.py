@@ -238,9 +238,7 @@ class ExternalTask:
         if not isinstance(self.env_id, str) or not self.env_id:
             raise ValueError(f"`external.env_id` must name a gymnasium id. Got {self.env_id!r}.")
         if self.expert and ":" not in self.expert:
-            raise ValueError(
-                f"`external.expert` must be 'module:Class'. Got {self.expert!r}."
-            )
+            raise ValueError(f"`external.expert` must be 'module:Class'. Got {self.expert!r}.")
         if self.max_episode_steps is not None and self.max_episode_steps < 1:
             raise ValueError(
                 f"`external.max_episode_steps` must be >= 1. Got {self.max_episode_steps}."

@@ -328,8 +328,11 @@ def test_concurrent_runs_keep_their_calls_apart_and_leak_nothing():
     [
         ([], {}, "`move_to` is missing the argument `xy`."),
         ([[0.1, 0.2], 0.1, 3], {}, "`move_to` takes 2 arguments (['xy', 'z']). Got 3 positional."),
-        ([[0.1, 0.2]], {"zz": 0.1}, "`move_to` takes no argument 'zz'; its parameters: "
-                                    "['xy', 'z']."),  # fmt: skip
+        (
+            [[0.1, 0.2]],
+            {"zz": 0.1},
+            "`move_to` takes no argument 'zz'; its parameters: ['xy', 'z'].",
+        ),  # fmt: skip
         ([[0.1, 0.2]], {"xy": [0, 0]}, "`move_to` got the argument `xy` twice."),
         ([[0.1, 0.9], 0.1], {}, "`move_to` argument `xy` must be in [-0.5, 0.5]. Got 0.9."),
     ],

@@ -53,16 +53,24 @@ def test_goal_kind_gives_state_as_observation_and_desired_goal(fetch) -> None:
 
 def test_box_pixels_and_dict_kinds_on_the_original_pusht(pusht) -> None:
     box = make_external_env(
-        _external("gym_pusht/PushT-v0", ["gym_pusht"], env_kwargs={"obs_type": "state"},
-                  adapter={"kind": "box"})
+        _external(
+            "gym_pusht/PushT-v0",
+            ["gym_pusht"],
+            env_kwargs={"obs_type": "state"},
+            adapter={"kind": "box"},
+        )
     )
     obs, _ = box.reset(seed=0)
     assert obs["state"].shape == (5,) and obs["state"].dtype == np.float32
     box.close()
 
     pixels = make_external_env(
-        _external("gym_pusht/PushT-v0", ["gym_pusht"], env_kwargs={"obs_type": "pixels"},
-                  adapter={"kind": "pixels", "image_size": 48})
+        _external(
+            "gym_pusht/PushT-v0",
+            ["gym_pusht"],
+            env_kwargs={"obs_type": "pixels"},
+            adapter={"kind": "pixels", "image_size": 48},
+        )
     )
     obs, _ = pixels.reset(seed=0)
     assert obs["image"].shape == (48, 48, 3) and obs["image"].dtype == np.uint8
@@ -88,13 +96,26 @@ def test_box_pixels_and_dict_kinds_on_the_original_pusht(pusht) -> None:
 @pytest.mark.parametrize(
     ("block", "message"),
     [
-        ({"env_id": "FetchReach-v4", "imports": ["gymnasium_robotics"],
-          "adapter": {"kind": "box"}}, "needs a single Box"),
-        ({"env_id": "FetchReach-v4", "imports": ["gymnasium_robotics"],
-          "adapter": {"kind": "dict", "keys": {"state": ["observation", "goal"]}}},
-         "names ['goal']"),
-        ({"env_id": "FetchReach-v4", "adapter": {"kind": "goal", "size": 3}},
-         "unknown `external.adapter` field(s) ['size']"),
+        (
+            {
+                "env_id": "FetchReach-v4",
+                "imports": ["gymnasium_robotics"],
+                "adapter": {"kind": "box"},
+            },
+            "needs a single Box",
+        ),
+        (
+            {
+                "env_id": "FetchReach-v4",
+                "imports": ["gymnasium_robotics"],
+                "adapter": {"kind": "dict", "keys": {"state": ["observation", "goal"]}},
+            },
+            "names ['goal']",
+        ),
+        (
+            {"env_id": "FetchReach-v4", "adapter": {"kind": "goal", "size": 3}},
+            "unknown `external.adapter` field(s) ['size']",
+        ),
         ({"env_id": "FetchReach-v4", "expert_cfg": {}}, "unknown `external` field(s)"),
         ({"env_id": "NoSuchEnv-v0"}, "is not registered after importing"),
         ({"env_id": "FetchReach-v4", "imports": ["no_such_module"]}, "does not import"),
@@ -157,18 +178,38 @@ def test_own_preset_runs_collect_train_then_eval_and_compose_elsewhere(fetch, tm
     assert env_args["env_name"] == "robocompose/MyReach-v0"
     assert env_args["env_kwargs"]["external"]["env_id"] == "FetchReach-v4"
     for name, policy in (("a", "flow_mlp"), ("b", "diffusion_unet")):
-        main(["train", f"dataset={tmp_path}/reach.hdf5", f"out={tmp_path}/{name}",
-              f"policy={policy}", "steps=20", "batch_size=32", "torch_threads=1"])
+        main(
+            [
+                "train",
+                f"dataset={tmp_path}/reach.hdf5",
+                f"out={tmp_path}/{name}",
+                f"policy={policy}",
+                "steps=20",
+                "batch_size=32",
+                "torch_threads=1",
+            ]
+        )
     EXTERNAL_TASKS.pop("MyReach")
     env = {**os.environ, "MUJOCO_GL": "egl", "PYTHONPATH": str(REPO)}
     for args in (
         ["eval", f"checkpoint={tmp_path}/a", "episodes=2", f"out={tmp_path}/eval.jsonl"],
-        ["compose", f"{tmp_path}/a", f"{tmp_path}/b", "episodes=2", "--steps", "2",
-         f"out={tmp_path}/compose"],
+        [
+            "compose",
+            f"{tmp_path}/a",
+            f"{tmp_path}/b",
+            "episodes=2",
+            "--steps",
+            "2",
+            f"out={tmp_path}/compose",
+        ],
     ):
         done = subprocess.run(
             [sys.executable, "-m", "robocompose", *args],
-            cwd=REPO, env=env, capture_output=True, text=True, timeout=300,
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
         )
         assert done.returncode == 0, done.stderr[-2000:]
     records = [json.loads(x) for x in (tmp_path / "eval.jsonl").read_text().splitlines()]

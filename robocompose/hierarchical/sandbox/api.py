@@ -105,7 +105,7 @@ def _check_param(function: str, p: Param) -> None:
     if p.low is not None and p.high is not None and p.low > p.high:
         raise ValueError(f"{where}: `low` must be <= `high`. Got {p.low} > {p.high}.")
     if p.type == "str" and (p.low is not None or p.high is not None):
-        raise ValueError(f"{where}: a \"str\" parameter takes `choices`, not `low`/`high`.")
+        raise ValueError(f'{where}: a "str" parameter takes `choices`, not `low`/`high`.')
 
 
 def _bind(execute: Callable[[str, dict[str, Any]], Any], name: str) -> Callable[[dict], Any]:

@@ -28,8 +28,7 @@ class GoalReachingExpertConfig:
             raise ValueError("`goal_dims` must name at least one action dimension. Got ().")
         if self.gain <= 0 or self.action_noise < 0:
             raise ValueError(
-                f"`gain` must be > 0 and `action_noise` >= 0. Got {self.gain}, "
-                f"{self.action_noise}."
+                f"`gain` must be > 0 and `action_noise` >= 0. Got {self.gain}, {self.action_noise}."
             )
 
 
