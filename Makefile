@@ -46,10 +46,12 @@ demo: setup
 
 test: setup-all
 	$(BIN)/ruff check robocompose tests benchmarks
+	$(BIN)/ruff format --check robocompose tests benchmarks
 	$(BIN)/pytest
 
 lint: setup
 	$(BIN)/ruff check robocompose tests benchmarks
+	$(BIN)/ruff format --check robocompose tests benchmarks
 
 # ---- shipped checkpoints: the exact commands that reproduce them ---------------------------
 # `make checkpoints` collects expert demos per task, then trains each shipped policy on them.
