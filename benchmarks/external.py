@@ -19,11 +19,13 @@ jax_policy.py write theirs).
 
     python benchmarks/external.py [--tasks FetchReach,Lift,PickPlaceCan] [--fresh 100]
     python benchmarks/external.py --tasks PickPlaceCan --grid-cost 40   # key PickPlaceCan_grid_cost
+    python benchmarks/external.py --tasks PickPlaceCan --grid-choice    # PickPlaceCan_grid_choice
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -33,7 +35,7 @@ from common import RESULTS, ROOT, resume_records, task_preset, update_results
 
 from robocompose.compare import compare
 from robocompose.composition.api import candidate_label, compose, search
-from robocompose.evaluation import load_checkpoint
+from robocompose.evaluation import evaluate, load_checkpoint
 from robocompose.sim.collect import run_expert_episode
 from robocompose.sim.tasks import make_env, make_expert
 from robocompose.stats import success_rate
@@ -158,6 +160,58 @@ def composed_grid_cost(task: str, seeds: list[int]) -> dict[str, Any]:
     }
 
 
+def grid_choice(task: str, fresh: list[int], search_seeds: list[int]) -> dict[str, Any]:
+    """The task's searched convex weights and the product of experts, each on every parent's
+    own grid (`grid=parent<i>`) where it can start: the grid chosen on the search seeds, then
+    paired against the better parent on the fresh seeds (both from the task's main run)."""
+    task_preset(task)
+    stored = json.loads(PATH.read_text())[task]
+    names = [f"{task}_{kind}" for kind in PARENTS[task]]
+    parents = [load_checkpoint(ROOT / "checkpoints" / name) for name in names]
+    better = stored["better_parent"]
+    folder = OUT / task / "grid_choice"
+    trials = {
+        "convex": ("convex", tuple(stored["search"]["chosen"])),
+        "product_of_experts": ("weighted_sum", (1.0, 1.0)),
+    }
+    out: dict[str, Any] = {"better_parent": better}
+    for key, (operator, weights) in trials.items():
+        on_search = {}
+        for i in range(len(parents)):
+            grid = f"parent{i}"
+            try:
+                policy = compose(parents, operator, weights, grid=grid)
+                policy.resolved_sigmas()
+            except ValueError as refused:
+                on_search[grid] = {"refused": str(refused)}
+                continue
+            label = f"{candidate_label(operator, weights)}_{grid}"
+            result = evaluate(policy, search_seeds, out=folder / f"{label}.jsonl", label=label)
+            on_search[grid] = result.row()
+            print(f"{task} {label} on search seeds: {result.row()['success']:.3f}", flush=True)
+        usable = [g for g in on_search if "refused" not in on_search[g]]
+        chosen = max(usable, key=lambda g: on_search[g]["success"])
+        label = f"{candidate_label(operator, weights)}_{chosen}"
+        pair = compare(
+            compose(parents, operator, weights, grid=chosen),
+            parents[names.index(better)],
+            fresh,
+            out_dir=OUT / task / "fresh",
+            labels=(label, better),
+        )
+        print(f"{task} fresh {label} - {better}: {pair.paired.format()}", flush=True)
+        out[key] = {
+            "operator": operator,
+            "weights": list(weights),
+            "grids_of": names,
+            "on_search_seeds": on_search,
+            "chosen_grid": chosen,
+            **pair.results[0].row(),
+            "minus_better_parent": paired_row(pair),
+        }
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--tasks", default=",".join(PARENTS), help=f"comma list of {list(PARENTS)}")
@@ -171,6 +225,12 @@ def main() -> None:
         default=0,
         help="instead: parent A alone vs A through the composed sampler, on this many fresh seeds",
     )
+    parser.add_argument(
+        "--grid-choice",
+        action="store_true",
+        help="instead: the searched convex and the product on each parent's grid (chosen on the "
+        "search seeds), against the better parent on the fresh seeds; after the main run",
+    )
     args = parser.parse_args()
     tasks = args.tasks.split(",")
     unknown = [t for t in tasks if t not in PARENTS]
@@ -179,6 +239,10 @@ def main() -> None:
     fresh = list(range(FRESH_SEED_START, FRESH_SEED_START + args.fresh))
     search_seeds = list(range(SEARCH_SEED_START, SEARCH_SEED_START + args.search))
     for task in tasks:
+        if args.grid_choice:
+            choice = grid_choice(task, fresh, search_seeds)
+            update_results(PATH, [f"{task}_grid_choice"], choice)
+            continue
         if args.grid_cost:
             cost = composed_grid_cost(task, fresh[: args.grid_cost])
             update_results(PATH, [f"{task}_grid_cost"], cost)
