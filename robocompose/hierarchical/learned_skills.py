@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import functools
 import itertools
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -257,12 +257,11 @@ def _placed_and_withdrawn(world: SimWorld, obj: str, target: str) -> bool:
     return _place_success(world, obj, target) and world.sim.ee_pos()[2] > top + WITHDRAWN_M
 
 
-def learned_act(name: str, config: PolicySkillConfig):
+def learned_act(name: str, config: PolicySkillConfig, success: Callable[..., bool]):
     """The `act` of pick or place run by the skill-conditioned policy of `config`: each step it
     observes the skill's conditioning read from the world; it stops at the skill's end check or
-    after `config.max_steps`."""
+    after `config.max_steps`, and then `success` (the scripted skill's) judges it."""
     done = {"pick": _lifted_clear, "place": _placed_and_withdrawn}[name]
-    success = {"pick": lambda world, obj: world.holding() == obj, "place": _place_success}[name]
 
     def act(world: SimWorld, **args: Any) -> SkillResult:
         from robocompose.policies.runner import PolicyRunner
@@ -287,12 +286,14 @@ def learned_act(name: str, config: PolicySkillConfig):
 def learned_skill(name: str, registry: SkillRegistry, config: PolicySkillConfig) -> Skill:
     """`registry[name]` (pick or place) with its run driven by the policy of `config`."""
     scripted = registry[name]
+    if scripted.success is None:
+        raise ValueError(f"skill {name!r} has no success check for its learned run to end on.")
     blocker = {"pick": _pick_blocker, "place": _place_blocker}[name]
     return make_skill(
         name,
         scripted.description,
         scripted.params,
-        learned_act(name, config),
+        learned_act(name, config, scripted.success),
         blocker,
         scripted.success,
         kind=config.kind,
