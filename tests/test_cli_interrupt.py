@@ -33,6 +33,14 @@ def _run(args: list[str], **kwargs) -> subprocess.Popen:
     )
 
 
+def _rerun(args: list[str]) -> subprocess.CompletedProcess:
+    """The interrupted command run again to its end (it must resume and succeed)."""
+    env = os.environ | {"MUJOCO_GL": "egl"}
+    return subprocess.run(
+        [*CLI, *args], cwd=ROOT, capture_output=True, text=True, env=env, timeout=120, check=True
+    )
+
+
 def _interrupt_when(process: subprocess.Popen, ready: Callable[[], bool]) -> tuple[str, str]:
     """SIGINT once `ready()`; the child never outlives the test, whatever fails."""
     try:
@@ -62,15 +70,7 @@ def test_ctrl_c_during_eval_says_what_is_saved_and_a_rerun_resumes(tmp_path: Pat
         f"robocompose eval: interrupted: {saved} episodes saved to {out}, rerun to resume"
     )
 
-    rerun = subprocess.run(
-        [*CLI, *args, "--episodes", str(saved + 1)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        env=os.environ | {"MUJOCO_GL": "egl"},
-        timeout=120,
-        check=True,
-    )
+    rerun = _rerun([*args, "--episodes", str(saved + 1)])
     records = [json.loads(line) for line in out.read_text().splitlines()]
     first = records[0]["seed"]
     # the saved episodes were reused, not rerun: one new record appended
@@ -95,15 +95,7 @@ def test_ctrl_c_during_collect_says_what_is_saved_and_a_rerun_resumes(tmp_path: 
         f"robocompose collect: interrupted: {saved} demos saved to {out}, rerun to resume"
     )
 
-    rerun = subprocess.run(
-        [*CLI, *args, "--episodes", str(saved + 1)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        env=os.environ | {"MUJOCO_GL": "egl"},
-        timeout=120,
-        check=True,
-    )
+    rerun = _rerun([*args, "--episodes", str(saved + 1)])
     assert "(n=1)" in rerun.stdout  # one expert episode this run: the saved demos were kept
     with h5py.File(out, "r") as f:
         assert len(f["data"]) == saved + 1
@@ -132,13 +124,5 @@ def test_ctrl_c_during_sweep_says_what_is_saved_and_a_rerun_resumes(tmp_path: Pa
         f"robocompose sweep: interrupted: {saved} episodes saved to {table}, rerun to resume"
     )
 
-    rerun = subprocess.run(
-        [*CLI, *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        env=os.environ | {"MUJOCO_GL": "egl"},
-        timeout=120,
-        check=True,
-    )
+    rerun = _rerun(args)
     assert f"(12 episodes, {12 - saved} run now)" in rerun.stdout
