@@ -68,6 +68,10 @@ class CompositionConfig:
             raise ValueError(f"`steps` must be >= 1 or None. Got {self.steps}.")
         method.check(self)
 
+    def grid_parent(self) -> int | None:
+        """The parent whose own grid `grid` names ("parent<i>" -> i), else None."""
+        return int(self.grid.removeprefix("parent")) if self.grid.startswith("parent") else None
+
     def method(self) -> CompositionMethod:
         from robocompose.composition.methods import get_method
 

@@ -122,7 +122,7 @@ class ComposedPolicy:
         if len(set(dims)) != 1:
             raise ValueError(f"parents must share one action dimension. Got {dims}.")
         self.method = config.method()
-        if config.grid.startswith("parent") and int(config.grid[6:]) >= len(parents):
+        if (config.grid_parent() or 0) >= len(parents):
             raise ValueError(
                 f"`grid` {config.grid!r} names a parent that is not there: parents are "
                 f"0..{len(parents) - 1}."
@@ -256,8 +256,9 @@ class ComposedPolicy:
         cfg = self.config
         steps = cfg.denoising_steps()
         finite = self.method.needs_finite_sigma_max(cfg) or cfg.sampler in FINITE_SIGMA_SAMPLERS
-        if cfg.grid.startswith("parent"):
-            return self._parent_grid(denoiser, int(cfg.grid.removeprefix("parent")), finite)
+        own = cfg.grid_parent()
+        if own is not None:
+            return self._parent_grid(denoiser, own, finite)
         grid = denoiser.sigmas(steps) if cfg.grid == "reference" else None
         if grid is None or (math.isinf(grid[0]) and finite):
             grid = karras_sigmas(steps, cfg.sigma_min, cfg.sigma_max)

@@ -118,10 +118,11 @@ def load_weights(path: Path, task: str | None = None) -> dict[str, torch.Tensor]
     try:
         return load_file(str(path))
     except SafetensorError as e:
-        match = re.fullmatch(r"robocompose/(\w+)-v\d+", task or "")
-        target = f"train-{match.group(1)}" if match else "train-<task>"
         if path.resolve().parent.parent == CHECKPOINTS:
             target = make_target(path.parent.name)
+        else:
+            match = re.fullmatch(r"robocompose/(\w+)-v\d+", task or "")
+            target = f"train-{match.group(1)}" if match else "train-<task>"
         raise CheckpointError(
             f"{path}: not a readable safetensors file ({e}); it is truncated or corrupt. "
             f"Retrain it (`make {target}`) or download it again (for a shipped checkpoint: "
