@@ -102,27 +102,18 @@ def task_result(
         parents, search_seeds, out_dir=folder / "search", first_slice=first_slice, step=step
     )
     print(f"{task} convex search:\n{found.table()}", flush=True)
-    trials = {
-        "convex": ("convex", tuple(found.chosen)),
-        "product_of_experts": ("weighted_sum", (1.0, 1.0)),
-    }
-    composed = {}
-    for key, (operator, weights) in trials.items():
-        label = candidate_label(operator, weights)
-        pair = compare(
+    composed = {
+        key: {"operator": operator, "weights": list(weights)}
+        | against_better(
+            task,
             compose(parents, operator, weights),
+            candidate_label(operator, weights),
             parents[names.index(better)],
+            better,
             fresh,
-            out_dir=folder / "fresh",
-            labels=(label, better),
         )
-        composed[key] = {
-            "operator": operator,
-            "weights": list(weights),
-            **pair.results[0].row(),
-            "minus_better_parent": paired_row(pair),
-        }
-        print(f"{task} fresh {key} - {better}: {pair.paired.format()}", flush=True)
+        for key, (operator, weights) in trials(found.chosen).items()
+    }
     best = max(composed, key=lambda k: composed[k]["success"])
     return {
         "env_id": preset.external["env_id"],
@@ -139,6 +130,24 @@ def task_result(
         "best_minus_better_parent": composed[best]["minus_better_parent"]["formatted"],
         "seconds": time.perf_counter() - start,
     }
+
+
+def trials(convex_weights) -> dict[str, tuple[str, tuple[float, ...]]]:
+    """The compositions measured against the better parent: the searched convex weights and
+    the product of experts."""
+    return {
+        "convex": ("convex", tuple(convex_weights)),
+        "product_of_experts": ("weighted_sum", (1.0, 1.0)),
+    }
+
+
+def against_better(
+    task: str, policy: Any, label: str, better: Any, better_name: str, fresh: list[int]
+) -> dict[str, Any]:
+    """`policy` on the fresh seeds, paired seed by seed against the better parent."""
+    pair = compare(policy, better, fresh, out_dir=OUT / task / "fresh", labels=(label, better_name))
+    print(f"{task} fresh {label} - {better_name}: {pair.paired.format()}", flush=True)
+    return {**pair.results[0].row(), "minus_better_parent": paired_row(pair)}
 
 
 def composed_grid_cost(task: str, seeds: list[int]) -> dict[str, Any]:
@@ -170,12 +179,8 @@ def grid_choice(task: str, fresh: list[int], search_seeds: list[int]) -> dict[st
     parents = [load_checkpoint(ROOT / "checkpoints" / name) for name in names]
     better = stored["better_parent"]
     folder = OUT / task / "grid_choice"
-    trials = {
-        "convex": ("convex", tuple(stored["search"]["chosen"])),
-        "product_of_experts": ("weighted_sum", (1.0, 1.0)),
-    }
     out: dict[str, Any] = {"better_parent": better}
-    for key, (operator, weights) in trials.items():
+    for key, (operator, weights) in trials(stored["search"]["chosen"]).items():
         on_search = {}
         for i in range(len(parents)):
             grid = f"parent{i}"
@@ -191,23 +196,20 @@ def grid_choice(task: str, fresh: list[int], search_seeds: list[int]) -> dict[st
             print(f"{task} {label} on search seeds: {result.row()['success']:.3f}", flush=True)
         usable = [g for g in on_search if "refused" not in on_search[g]]
         chosen = max(usable, key=lambda g: on_search[g]["success"])
-        label = f"{candidate_label(operator, weights)}_{chosen}"
-        pair = compare(
-            compose(parents, operator, weights, grid=chosen),
-            parents[names.index(better)],
-            fresh,
-            out_dir=OUT / task / "fresh",
-            labels=(label, better),
-        )
-        print(f"{task} fresh {label} - {better}: {pair.paired.format()}", flush=True)
         out[key] = {
             "operator": operator,
             "weights": list(weights),
             "grids_of": names,
             "on_search_seeds": on_search,
             "chosen_grid": chosen,
-            **pair.results[0].row(),
-            "minus_better_parent": paired_row(pair),
+            **against_better(
+                task,
+                compose(parents, operator, weights, grid=chosen),
+                f"{candidate_label(operator, weights)}_{chosen}",
+                parents[names.index(better)],
+                better,
+                fresh,
+            ),
         }
     return out
 
