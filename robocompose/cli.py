@@ -16,6 +16,7 @@ import argparse
 import dataclasses
 import importlib
 import json
+import re
 import statistics
 import sys
 import textwrap
@@ -732,12 +733,26 @@ def _show(name: str, verb: Verb, overrides: list[str]) -> str:
     return OmegaConf.to_yaml(to_tree(compose_all(name, verb.config_class(), [overrides])[0]))
 
 
+def _negative_values_attached(argv: list[str], verb: Verb) -> list[str]:
+    """`--weights -0.5,1.5` as `--weights=-0.5,1.5`: argparse takes a value that starts with
+    `-` for a flag unless it is one plain number."""
+    takes_value = {f.flag for f in verb.flags if not f.switch}
+    out: list[str] = []
+    for token in argv:
+        if out and out[-1] in takes_value and re.fullmatch(r"-[\d.][\d.,eE+-]*", token):
+            out[-1] = f"{out[-1]}={token}"
+        else:
+            out.append(token)
+    return out
+
+
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else list(argv)
     parser, subs = build_parsers()
     if not argv or argv[0] not in subs:
         parser.parse_args(argv)  # help, or the list of verbs
     name, verb = argv[0], VERBS[argv[0]]
+    argv = _negative_values_attached(argv, verb)
     args = subs[name].parse_intermixed_args(argv[1:])  # flags and overrides in any order
     try:
         overrides = _with_task_of_parents(name, verb, _overrides(name, verb, args))

@@ -79,6 +79,11 @@ def compare(
 ) -> Comparison:
     """Evaluate `a` and `b` on the same `seeds` (into out_dir/<label>.jsonl, resumable) and pair
     their outcomes seed by seed; `evaluate_kwargs` go to `robocompose.evaluation.evaluate`."""
+    if _same_policy(a, b):
+        raise ValueError(
+            f"compare runs two different policies; both are {a if _is_path(a) else 'one object'} "
+            "(a policy against itself differs nowhere)."
+        )
     seeds = list(seeds)
     labels = labels or tuple(_label(p, i) for i, p in enumerate((a, b)))  # type: ignore[assignment]
     if labels[0] == labels[1]:
@@ -102,3 +107,14 @@ def _label(policy: PolicyLike, index: int) -> str:
         return Path(policy).name
     folder = getattr(policy, "checkpoint_dir", None)
     return Path(folder).name if folder else "AB"[index]
+
+
+def _is_path(policy: PolicyLike) -> bool:
+    return isinstance(policy, str | os.PathLike)
+
+
+def _same_policy(a: PolicyLike, b: PolicyLike) -> bool:
+    """One checkpoint folder named twice (however spelt), or one object passed twice."""
+    if _is_path(a) and _is_path(b):
+        return Path(a).resolve() == Path(b).resolve()  # type: ignore[arg-type]
+    return a is b

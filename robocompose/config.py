@@ -302,8 +302,34 @@ def _explain(error: Exception) -> ConfigError:
         parent = cause.parent_node
         if isinstance(parent, DictConfig):
             return unknown_key(str(cause.full_key), parent.keys())
-    message = str(error).split("\nConfig search path:")[0]
-    return ConfigError(" ".join(message.split()))
+    message = " ".join(str(error).split("\nConfig search path:")[0].split())
+    return ConfigError(_without_retired_options(message))
+
+
+def _without_retired_options(message: str) -> str:
+    """Hydra's "Could not find 'group/option' Available options in 'group': a b c" with the
+    retired presets left out of the list and the nearest option suggested."""
+    found = re.search(
+        r"Could not find '(?P<group>[\w/]+)/(?P<option>[^']+)' "
+        r"Available options in '(?P=group)': (?P<options>.*)$",
+        message,
+    )
+    if not found:
+        return message
+    group, option = found["group"], found["option"]
+    options = [
+        o
+        for o in found["options"].split()
+        if not (
+            (CONFIGS / group / f"{o}.yaml").is_file() and _retired(CONFIGS / group / f"{o}.yaml")
+        )
+    ]
+    near = difflib.get_close_matches(option, options, 1)
+    hint = f" Did you mean {near[0]!r}?" if near else ""
+    return (
+        f"{message[: found.start()]}Could not find '{group}/{option}'. Available options in "
+        f"'{group}': {', '.join(options)}.{hint}"
+    )
 
 
 def hydra_value(value: Any) -> str:

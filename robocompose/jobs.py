@@ -142,6 +142,10 @@ class ComposeConfig(RolloutConfig):
     # image observation keys and cameras the videos show side by side; []: the env's view
     video_views: list[str] = field(default_factory=list)
 
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.composition.check_parent_count(len(self.parents) or 2)  # none: the shipped pair
+
 
 @dataclass(kw_only=True)
 class SearchConfig(RolloutConfig):

@@ -38,3 +38,54 @@ def test_nan_weight_is_refused_before_running() -> None:
     with pytest.raises(SystemExit) as exit_info:
         main(["compose", "--weights", "nan,1.0", "--episodes", "1"])
     assert "`weights` must be finite numbers. Got [nan, 1.0]" in str(exit_info.value.code)
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["compose", "--weights", "0.6"], "2 parents need 2 weights (e.g. 0.6,0.4). Got 1: [0.6]"),
+        (
+            [
+                "compose",
+                *(f"checkpoints/Stack_{k}" for k in ("diffusion_mlp", "flow_mlp", "flow_mlp_b")),
+            ]
+            + ["--weights", "0.6,0.4"],
+            "3 parents need 3 weights. Got 2: [0.6, 0.4]",
+        ),
+        (
+            ["serve", "checkpoints/Stack_diffusion_mlp", "checkpoints/Stack_flow_mlp"]
+            + ["--weights", "0.2,0.2,0.6"],
+            "2 parents need 2 weights. Got 3",
+        ),
+    ],
+)
+def test_a_weight_count_off_the_parent_count_names_both(argv: list[str], expected: str) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert expected in str(exit_info.value.code)
+
+
+def test_negative_weights_after_a_flag_are_values(capsys) -> None:
+    main(["compose", "composition=guided", "--weights", "-0.5,1.5", "--cfg"])
+    assert "weights:\n  - -0.5\n  - 1.5\n" in capsys.readouterr().out
+
+
+def test_comparing_a_checkpoint_with_itself_is_refused(tmp_path) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(
+            ["compare", "checkpoints/Stack_flow_mlp", "./checkpoints/Stack_flow_mlp/"]
+            + ["--episodes", "1", "--out", str(tmp_path)]
+        )
+    assert "compare runs two different policies; both are checkpoints/Stack_flow_mlp" in str(
+        exit_info.value.code
+    )
+    assert not any(tmp_path.iterdir())
+
+
+def test_a_mistyped_preset_lists_no_retired_name_and_suggests_the_nearest() -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["compose", "composition=convx"])
+    message = str(exit_info.value.code)
+    assert "Available options in 'composition': convex, guided," in message
+    assert "Did you mean 'convex'?" in message
+    assert not {"and", "or"} & set(message.split(": ")[-1].split(". ")[0].split(", "))

@@ -56,6 +56,11 @@ class CompositionConfig:
             self.low_weights = [float(w) for w in self.low_weights]
             if not all(math.isfinite(w) for w in self.low_weights):
                 raise ValueError(f"`low_weights` must be finite numbers. Got {self.low_weights}.")
+        if len(self.weights) < 2:  # every composition has >= 2 parents
+            raise ValueError(
+                "`weights` must have one entry per parent: 2 parents need 2 weights (e.g. "
+                f"0.6,0.4). Got {len(self.weights)}: {self.weights}."
+            )
         method = self.method()
         if self.sampler not in SAMPLER_NAMES:
             raise ValueError(f"`sampler` must be one of {SAMPLER_NAMES}. Got {self.sampler!r}.")
@@ -67,6 +72,14 @@ class CompositionConfig:
         if self.steps is not None and self.steps < 1:
             raise ValueError(f"`steps` must be >= 1 or None. Got {self.steps}.")
         method.check(self)
+
+    def check_parent_count(self, parents: int) -> None:
+        """Refuse weights that are not one per parent, naming both counts."""
+        if len(self.weights) != parents:
+            raise ValueError(
+                f"`weights` must have one entry per parent: {parents} parents need {parents} "
+                f"weights. Got {len(self.weights)}: {self.weights}."
+            )
 
     def grid_parent(self) -> int | None:
         """The parent whose own grid `grid` names ("parent<i>" -> i), else None."""

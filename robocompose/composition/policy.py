@@ -113,11 +113,7 @@ class ComposedPolicy:
     def __init__(self, parents: Sequence[GenerativePolicy], config: CompositionConfig) -> None:
         if len(parents) < 2:
             raise ValueError(f"composition needs >= 2 parents. Got {len(parents)}.")
-        if len(config.weights) != len(parents):
-            raise ValueError(
-                f"`weights` must have one entry per parent ({len(parents)}). "
-                f"Got {len(config.weights)}: {config.weights}."
-            )
+        config.check_parent_count(len(parents))
         dims = [p.config.action_dim for p in parents]
         if len(set(dims)) != 1:
             raise ValueError(f"parents must share one action dimension. Got {dims}.")

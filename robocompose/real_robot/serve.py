@@ -54,6 +54,8 @@ class ServeConfig:
                 f"`parents` must name >= 2 checkpoints (serve one with checkpoint=PATH). "
                 f"Got {self.parents}."
             )
+        if self.parents:
+            self.composition.check_parent_count(len(self.parents))
         if not 0 <= self.port <= 65535:
             raise ValueError(f"`port` must be in [0, 65535]. Got {self.port}.")
         if not 0.0 <= self.delay_s <= 60.0:
