@@ -24,10 +24,13 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from robocompose.config import CONFIGS, compose_all, hydra_value, load, to_tree
 from robocompose.interrupt import Interrupted
+
+if TYPE_CHECKING:  # the verbs import what they run when they run
+    from robocompose.records import EvalResult
 
 
 @dataclass(frozen=True)
@@ -193,6 +196,7 @@ def _eval(overrides: list[str]) -> None:
     )
     print(result.summary())
     _print_outputs(episodes, result.videos)
+    _refuse_errors(result, episodes)
 
 
 def _experts(overrides: list[str]) -> None:
@@ -253,6 +257,7 @@ def _compose(overrides: list[str]) -> None:
     if times is not None:
         print(times.summary())
     _print_outputs(episodes, result.videos)
+    _refuse_errors(result, episodes)
 
 
 def _compare(overrides: list[str]) -> None:
@@ -283,6 +288,17 @@ def _print_outputs(episodes: Path, videos: list[Path]) -> None:
         print(f"video: {video}")
 
 
+def _refuse_errors(result: EvalResult, episodes: Path) -> None:
+    """Episodes that errored (a NaN action, an env that raised) fail the verb: a success rate
+    over them says nothing, and only the records said why."""
+    first = next((r for r in result.records if r["error"] is not None), None)
+    if first is not None:
+        raise ValueError(
+            f"{result.errors} of {result.episodes} episodes errored; the first (seed "
+            f"{first['seed']}): {first['error']}. Records: {episodes}."
+        )
+
+
 def _search(overrides: list[str]) -> None:
     from robocompose.composition import search
 
@@ -305,6 +321,8 @@ def _search(overrides: list[str]) -> None:
     print(result.table())
     if result.times is not None:
         print(result.times.summary())
+    names = [p["name"] for p in result.provenance["parents"]]
+    print(f"won: {result.chosen_kind}, {result.chosen_text(names)}")
     print(f"chosen {result.chosen}; {result.episodes_spent} episodes spent")
     print(f"record: {Path(config.out) / 'search.json'}\nplot: {Path(config.out) / 'search.png'}")
 
@@ -331,8 +349,12 @@ def _demo(overrides: list[str]) -> None:
 
 def _serve(overrides: list[str]) -> None:
     from robocompose.real_robot.serve import run_serve
+    from robocompose.real_robot.server import PortInUse
 
-    run_serve(load_verb_config("serve", overrides))
+    try:
+        run_serve(load_verb_config("serve", overrides))
+    except PortInUse as e:
+        raise SystemExit(f"robocompose serve: error: {e}") from None
 
 
 def _deploy(overrides: list[str]) -> None:

@@ -23,14 +23,17 @@ same port. `stop()` is the graceful one: it stops listening, lets the inference 
 from __future__ import annotations
 
 import asyncio
+import errno
 import hmac
 import logging
+import os
 import signal
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from http import HTTPStatus
+from pathlib import Path
 from typing import Any
 
 from websockets.asyncio.server import Server, ServerConnection, serve
@@ -44,6 +47,47 @@ from robocompose.real_robot.wire import WireError, pack, unpack
 log = logging.getLogger(__name__)
 HEALTH_PATH = "/healthz"
 MAX_MESSAGE_BYTES = 64 * 2**20
+
+
+class PortInUse(OSError):
+    """The server's port is taken: which port, what holds it when that can be read, and how to
+    pick another."""
+
+    def __init__(self, host: str, port: int) -> None:
+        holder = port_holder(port)
+        held = f"held by {holder}" if holder else "in use"
+        super().__init__(
+            errno.EADDRINUSE,
+            f"port {port} on {host} is {held}; pick another with --port N (or --port 0 for "
+            "any free port, printed when it listens).",
+        )
+
+    def __str__(self) -> str:
+        return str(self.strerror)
+
+
+def port_holder(port: int) -> str | None:
+    """The process listening on TCP `port` as "pid N (command)", read from /proc (Linux; only
+    processes this user may inspect); None when it cannot be told."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if int(fields[1].rsplit(":", 1)[1], 16) == port and fields[3] == "0A":  # LISTEN
+                inodes.add(f"socket:[{fields[9]}]")
+    for fd_dir in Path("/proc").glob("[0-9]*/fd") if inodes else ():
+        try:
+            if any(os.readlink(fd) in inodes for fd in fd_dir.iterdir()):
+                raw = (fd_dir.parent / "cmdline").read_bytes().replace(b"\0", b" ")
+                command = " ".join(raw.decode(errors="replace").split())
+                return f"pid {fd_dir.parent.name} ({command[:80]})"
+        except OSError:  # gone, or another user's
+            continue
+    return None
 
 
 class PolicyServer:
@@ -111,6 +155,8 @@ class PolicyServer:
             raise TimeoutError(f"policy server did not start within {timeout_s} s.")
         if failure:
             self._thread.join()
+            if isinstance(failure[0], PortInUse):
+                raise failure[0]
             raise OSError(f"policy server could not listen on {self.address}: {failure[0]}")
         return self
 
@@ -172,6 +218,7 @@ class PolicyServer:
         if install_signals:
             for sig in (signal.SIGINT, signal.SIGTERM):
                 self._loop.add_signal_handler(sig, self._stopping.set)
+        listening = False
         try:
             async with serve(
                 self._handle,
@@ -181,6 +228,7 @@ class PolicyServer:
                 compression=None,
                 max_size=self.max_message_bytes,
             ) as server:
+                listening = True
                 self._server = server
                 self.port = server.sockets[0].getsockname()[1]
                 log.info("serving %s", self.address)
@@ -194,10 +242,15 @@ class PolicyServer:
                     *(c.close(1001, "server shutting down") for c in list(server.connections))
                 )
                 await server.wait_closed()
+        except OSError as e:
+            if listening or e.errno != errno.EADDRINUSE:
+                raise
+            raise PortInUse(self.host, self.port) from None
         finally:
             self._server = None
             self._executor.shutdown(wait=False, cancel_futures=True)
-            log.info("stopped %s", self.address)
+            if listening:
+                log.info("stopped %s", self.address)
 
     async def _drain(self) -> None:
         """Wait (at most `grace_s`) for the inference under way to reply, unless aborting."""

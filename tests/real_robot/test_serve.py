@@ -88,3 +88,24 @@ def test_serve_verb_end_to_end():
     finally:
         process.kill()
         process.wait()
+
+
+def test_a_port_in_use_is_one_line_naming_the_port_and_its_holder(caplog):
+    """A real socket listening on loopback: serve names the port, this process holding it, and
+    --port 0; it never logs a "stopped" for a server that did not start."""
+    pytest.importorskip("websockets", reason="the `robot` extra is not installed")
+    import socket
+
+    from robocompose.cli import main
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(SystemExit) as exit_info:
+            main(["serve", "--checkpoint", CHECKPOINT, "--port", str(port)])
+    message = str(exit_info.value.code)
+    assert message.startswith(f"robocompose serve: error: port {port} on 127.0.0.1 is held by ")
+    assert f"pid {os.getpid()} (" in message and "--port 0 for any free port" in message
+    assert "\n" not in message
+    assert "stopped" not in caplog.text

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import urllib.error
 import urllib.request
@@ -282,7 +283,8 @@ def test_client_gives_up_on_an_absent_server_after_its_timeout(single):
 
 
 def test_busy_port_is_named(server, single):
-    with pytest.raises(OSError, match=f"could not listen on ws://127.0.0.1:{server.port}"):
+    held = f"port {server.port} on 127.0.0.1 is held by pid {os.getpid()} "
+    with pytest.raises(OSError, match=held):
         PolicyServer(single, port=server.port).start()
 
 
