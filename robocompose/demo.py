@@ -3,7 +3,8 @@
 1. load the task's shipped parent pair (on Stack, the default: a diffusion and a flow policy
    trained on disjoint halves of the demos),
 2. evaluate each alone on one seed list,
-3. search the convex (GPC) weight on the same seeds (successive halving by default),
+3. search the convex (GPC) weight on the same seeds (successive halving by default), each
+   parent alone on its own sampler a candidate beside the weights,
 4. evaluate the product of experts (AND, w = (1, 1)) on the same seeds,
 5. print the table, save the search plot, a JSON record, and a video of the chosen composition.
 
@@ -41,7 +42,7 @@ class DemoConfig:
 
 
 def run_demo(config: DemoConfig) -> dict:
-    from robocompose.composition.api import candidate_label, compose, load, search
+    from robocompose.composition.api import candidate_label, chosen_policy, compose, load, search
     from robocompose.composition.weight_search import plot_search
     from robocompose.evaluation import evaluate
     from robocompose.records import rate_of
@@ -81,9 +82,10 @@ def run_demo(config: DemoConfig) -> dict:
         device=config.device,
         batch_invariant=config.batch_invariant,
     )
-    chosen = next(c for c in found.candidates if c.weights == found.chosen)
+    chosen = next(c for c in found.candidates if c.key == found.choice)
     w = ", ".join(f"{x:.1f}" for x in found.chosen)
-    rows.append({"label": f"GPC convex ({w}), searched", **chosen.row()})
+    what = "parent alone" if found.chosen_kind == "parent_native" else "GPC convex"
+    rows.append({"label": f"{what} ({w}), searched", **chosen.row()})
 
     print("evaluating the product of experts (AND, w = (1, 1)) on the same seeds ...", flush=True)
     product_label = candidate_label("weighted_sum", (1.0, 1.0))
@@ -105,7 +107,7 @@ def run_demo(config: DemoConfig) -> dict:
     )
     video_seed = seeds[0]
     filmed = evaluate(
-        compose(parents, "convex", found.chosen),
+        chosen_policy(parents, found.choice, "convex"),
         [video_seed],
         out=out / "video_episode.jsonl",
         label="chosen",
@@ -129,12 +131,14 @@ def run_demo(config: DemoConfig) -> dict:
         "(all on the same seeds; the search chose its weights on them too, which flatters it: "
         "benchmarks/composition.py --heldout-episodes reruns on fresh seeds)"
     )
-    print(f"\nsearch ({found.method}) spent {found.episodes_spent} episodes; candidates:")
+    print(f"\nthe search's choice ({found.chosen_kind}): {found.chosen_text(names)}")
+    print(f"search ({found.method}) spent {found.episodes_spent} episodes; candidates:")
     print(found.table())
     record = {
         "config": asdict(config),
         "rows": rows,
         "search": found.to_dict(),
+        "won": found.chosen_kind,
         "plot": str(plot),
         # the file this run wrote (`seed_N-2.mp4` if `seed_N.mp4` was there already)
         "video": str(filmed.videos[0]) if filmed.videos else None,

@@ -19,9 +19,12 @@ from robocompose.composition import search_record
 from robocompose.composition.policy import ComposedPolicy, CompositionConfig
 from robocompose.composition.timing import ParentTimes, sum_times
 from robocompose.composition.weight_search import (
+    Key,
+    NativeParent,
     SearchResult,
     SearchSettings,
     grid_search,
+    native_parents,
     plot_search,
     racing,
     simplex_grid,
@@ -32,7 +35,15 @@ from robocompose.evaluation import check_one_task, evaluate, load_checkpoint, ta
 from robocompose.policies.base import GenerativePolicy
 from robocompose.sim.tasks import get_task
 
-__all__ = ["candidate_label", "compose", "evaluate", "load", "search", "task_of"]
+__all__ = [
+    "candidate_label",
+    "chosen_policy",
+    "compose",
+    "evaluate",
+    "load",
+    "search",
+    "task_of",
+]
 
 AnyPolicy = GenerativePolicy | ComposedPolicy
 
@@ -62,6 +73,15 @@ def candidate_label(operator: str, weights: Sequence[float]) -> str:
     return f"{operator}_" + "_".join(f"{w:.3f}" for w in weights)
 
 
+def chosen_policy(
+    parents: Sequence[GenerativePolicy], key: Key, operator: str, **config: Any
+) -> AnyPolicy:
+    """A search candidate as a policy: a parent alone, or the composition at its weights."""
+    if isinstance(key, NativeParent):
+        return parents[key.index]
+    return compose(parents, operator, key, **config)
+
+
 def search(
     parents: Sequence[GenerativePolicy | str | os.PathLike[str]],
     seeds: Iterable[int],
@@ -82,6 +102,10 @@ def search(
     """Search the weights of `operator` over `parents` (checkpoint folders or loaded policies),
     every candidate on the same seeds; `config`: the other `CompositionConfig` fields.
 
+    Each parent alone on its own sampler is a candidate too (listed first, so it wins ties):
+    the result's `choice` is the candidate with the best success on these seeds, a parent alone
+    when no composition beats it (`chosen_kind`; `chosen_policy` builds it).
+
     Writes into out_dir: episodes/<candidate>.jsonl as episodes end (a rerun resumes),
     search.json (task, parents and their fingerprints, operator, composition settings, method,
     seeds, envs, device, batching, version; then the candidates) and search.png. A rerun into
@@ -97,9 +121,10 @@ def search(
         raise ValueError(
             f"a search needs >= 2 parents and >= 1 seed. Got {len(policies)} and {len(seeds)}."
         )
-    candidates = simplex_grid(len(policies), settings.grid_step(len(policies)))
-    composition = CompositionConfig(operator=operator, weights=candidates[0], **config)
-    env_id, _ = task_of(compose(policies, operator, candidates[0], **config))
+    grid = simplex_grid(len(policies), settings.grid_step(len(policies)))
+    candidates: list[Key] = [*native_parents(len(policies)), *grid]
+    composition = CompositionConfig(operator=operator, weights=grid[0], **config)
+    env_id, _ = task_of(compose(policies, operator, grid[0], **config))
     if task is not None and get_task(task).env_id != env_id:
         raise ValueError(f"the parents were trained on {env_id}, not on task {task!r}.")
     folder = Path(out_dir)
@@ -118,9 +143,9 @@ def search(
 
     times: list[ParentTimes] = []
 
-    def run(weights: tuple[float, ...], subset: Sequence[int]) -> list[dict]:
-        label = candidate_label(operator, weights)
-        policy = compose(policies, operator, weights, **config)
+    def run(key: Key, subset: Sequence[int]) -> list[dict]:
+        policy = chosen_policy(policies, key, operator, **config)
+        label = key.label if isinstance(key, NativeParent) else candidate_label(operator, key)
         result = evaluate(
             policy,
             subset,

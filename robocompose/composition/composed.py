@@ -106,15 +106,20 @@ class ComposedDenoiser(Denoiser):
         self._folds = folds if folds is not None else {}
 
     def sigmas(self, steps: int) -> list[float]:
-        """Of the parents' own grids, the one starting highest that every parent is sound on
-        (parent 0's on a tie), whatever order the parents come in.
+        """Of the grids of the parents the operator weighs (coefficient not 0), the one
+        starting highest that every such parent is sound on (the first such parent's on a tie),
+        whatever order the parents come in. At a vertex of the simplex that is the one
+        weighted parent's own grid: the composition there is that parent on its own sampler
+        (Euler in sigma space is DDIM, and the flow's Euler), not the parent on another's grid.
 
         A flow's grid starts at sigma = inf, unusable for an epsilon DDPM (a Stack one
         composed on it fell from 24% to 0%); the DDPM's DDIM grid then, which starts near
         sigma 7. With a v-prediction DDPM the flow's grid wins: on the DDPM's grid the
         flow fell from 68% to 59.5% (Stack, 200 episodes), on the flow's the DDPM held."""
-        grids = [p.sigmas(steps) for p in self.parents]
-        sound_at_inf = all(p.sound_at_inf for p in self.parents)
+        active = [p for p, on in zip(self.parents, self.operator.active(), strict=True) if on]
+        weighed = active or self.parents
+        grids = [p.sigmas(steps) for p in weighed]
+        sound_at_inf = all(p.sound_at_inf for p in weighed)
         usable = [g for g in grids if sound_at_inf or math.isfinite(g[0])] or grids[:1]
         return max(usable, key=lambda g: g[0])
 

@@ -39,6 +39,11 @@ class Operator(ABC):
     @abstractmethod
     def coefficients(self, sigma: float) -> list[float]: ...
 
+    def active(self) -> list[bool]:
+        """Which parents have a coefficient other than 0 at some noise level: the others add
+        nothing, so the grid is chosen among these (at a vertex, the parent's own grid)."""
+        return [abs(c) > SIMPLEX_ATOL for c in self.coefficients(1.0)]
+
     def combine(
         self, x: torch.Tensor, sigma: float, outputs: Sequence[DenoiserOutput]
     ) -> DenoiserOutput:
@@ -135,3 +140,9 @@ class Schedule(Operator):
 
     def coefficients(self, sigma: float) -> list[float]:
         return list(self.high if sigma > self.sigma_switch else self.low)
+
+    def active(self) -> list[bool]:
+        return [
+            abs(h) > SIMPLEX_ATOL or abs(lo) > SIMPLEX_ATOL
+            for h, lo in zip(self.high, self.low, strict=True)
+        ]

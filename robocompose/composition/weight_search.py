@@ -3,6 +3,11 @@
 Common random numbers: every candidate runs the same episode seeds (and the runner draws each
 episode's sampling noise from its seed), so differences between candidates are paired.
 
+Candidates are weight vectors of the composition and, beside them, each parent alone on its own
+sampler (`NativeParent`, listed first so that a tie goes to the parent): what a search returns
+has the best success on the search seeds of all of them, so it is never below the better parent
+there, by construction.
+
 - `grid_search`: every weight on a simplex lattice (step 0.1 for K=2, as the GPC paper), on all
   seeds.
 - `successive_halving` (Jamieson & Talwalkar 2016): all candidates on a first slice of the seeds,
@@ -39,8 +44,44 @@ from robocompose.records import pool
 from robocompose.stats import Z_95, paired_outcomes, success_rate
 
 Weights = tuple[float, ...]
-# (weights, seeds) -> one record per seed with at least "seed", "success", "score"
-Evaluator = Callable[[Weights, Sequence[int]], list[dict]]
+
+
+@dataclass(frozen=True)
+class NativeParent:
+    """Parent `index` of `parents` alone, on its own sampler: a search candidate beside the
+    compositions."""
+
+    index: int
+    parents: int
+
+    @property
+    def weights(self) -> Weights:
+        """Its vertex of the simplex (where a plot draws it)."""
+        return tuple(float(i == self.index) for i in range(self.parents))
+
+    @property
+    def label(self) -> str:
+        return f"parent{self.index}_native"
+
+    def __str__(self) -> str:
+        return f"parent {chr(ord('A') + self.index)} alone (native sampler)"
+
+
+# a candidate: the composition's weights, or one parent alone
+Key = Weights | NativeParent
+# (candidate, seeds) -> one record per seed with at least "seed", "success", "score"
+Evaluator = Callable[[Key, Sequence[int]], list[dict]]
+KIND_NATIVE, KIND_COMPOSITION = "parent_native", "composition"
+
+
+def native_parents(k: int) -> list[NativeParent]:
+    return [NativeParent(i, k) for i in range(k)]
+
+
+def key_text(key: Key) -> str:
+    return str(key) if isinstance(key, NativeParent) else weights_text(key)
+
+
 METHODS = ("grid", "halving", "racing")
 N_NOTE = "n = episodes behind each point"
 
@@ -85,10 +126,18 @@ def simplex_grid(k: int, step: float = 0.1) -> list[Weights]:
 
 @dataclass
 class Candidate:
-    weights: Weights
+    key: Key
     successes: int = 0
     episodes: int = 0
     mean_score: float = 0.0
+
+    @property
+    def weights(self) -> Weights:
+        return self.key.weights if isinstance(self.key, NativeParent) else self.key
+
+    @property
+    def kind(self) -> str:
+        return KIND_NATIVE if isinstance(self.key, NativeParent) else KIND_COMPOSITION
 
     @property
     def rate(self) -> float:
@@ -98,6 +147,7 @@ class Candidate:
         rate = success_rate(self.successes, self.episodes)
         return {
             "weights": list(self.weights),
+            "kind": self.kind,
             "success": rate.rate,
             "ci_low": rate.ci_low,
             "ci_high": rate.ci_high,
@@ -114,7 +164,7 @@ def weights_text(weights: Sequence[float]) -> str:
 class SearchResult:
     method: str
     candidates: list[Candidate]
-    chosen: Weights
+    choice: Key  # the winning candidate: weights, or a parent alone
     episodes_spent: int
     seeds: int
     extra: dict = field(default_factory=dict)
@@ -123,14 +173,31 @@ class SearchResult:
     # what each parent cost per chunk over every candidate's run (not saved: it is this run's)
     times: ParentTimes | None = None
 
+    @property
+    def chosen(self) -> Weights:
+        """The chosen candidate's weights (a parent alone: its vertex)."""
+        return self.choice.weights if isinstance(self.choice, NativeParent) else self.choice
+
+    @property
+    def chosen_kind(self) -> str:
+        return KIND_NATIVE if isinstance(self.choice, NativeParent) else KIND_COMPOSITION
+
+    def chosen_text(self, names: Sequence[str] = ()) -> str:
+        """Which kind won, in words: a parent alone (named when `names` are given) or the
+        composition at its weights."""
+        if isinstance(self.choice, NativeParent):
+            name = f" = {names[self.choice.index]}" if names else ""
+            return f"{self.choice}{name}: no composition beat it on the search seeds"
+        return f"the composition at weights {weights_text(self.choice)}"
+
     def table(self) -> str:
-        """A markdown table, best first; the chosen weights are marked."""
+        """A markdown table, best first; the chosen candidate is marked."""
         lines = ["| weights | success [95% CI] | episodes | mean score |", "|---|---|---|---|"]
         for c in sorted(self.candidates, key=lambda c: (-c.rate, -c.mean_score)):
-            mark = " **chosen**" if c.weights == self.chosen else ""
+            mark = " **chosen**" if c.key == self.choice else ""
             rate = success_rate(c.successes, c.episodes).format(episodes=False)
             lines.append(
-                f"| {weights_text(c.weights)}{mark} | {rate} | {c.episodes} | {c.mean_score:.3f} |"
+                f"| {key_text(c.key)}{mark} | {rate} | {c.episodes} | {c.mean_score:.3f} |"
             )
         return "\n".join(lines)
 
@@ -138,6 +205,7 @@ class SearchResult:
         return {
             "method": self.method,
             "chosen": list(self.chosen),
+            "chosen_kind": self.chosen_kind,
             "episodes_spent": self.episodes_spent,
             "seeds": self.seeds,
             "candidates": [c.row() for c in self.candidates],
@@ -164,22 +232,26 @@ def _best(candidates: Sequence[Candidate]) -> Candidate:
     return max(candidates, key=lambda c: (c.rate, c.mean_score))
 
 
+def _pool(candidates: Sequence[Key]) -> list[Candidate]:
+    return [Candidate(k if isinstance(k, NativeParent) else tuple(k)) for k in candidates]
+
+
 def grid_search(
     evaluate: Evaluator,
-    candidates: Sequence[Weights],
+    candidates: Sequence[Key],
     seeds: Sequence[int],
     progress: bool = True,
 ) -> SearchResult:
-    pool = [Candidate(tuple(w)) for w in candidates]
+    pool = _pool(candidates)
     for c in tqdm(pool, desc="grid search", disable=not progress):
-        _score(c, evaluate(c.weights, seeds))
+        _score(c, evaluate(c.key, seeds))
     spent = sum(c.episodes for c in pool)
-    return SearchResult("grid", pool, _best(pool).weights, spent, len(seeds))
+    return SearchResult("grid", pool, _best(pool).key, spent, len(seeds))
 
 
 def successive_halving(
     evaluate: Evaluator,
-    candidates: Sequence[Weights],
+    candidates: Sequence[Key],
     seeds: Sequence[int],
     first_slice: int = SearchSettings.first_slice,
     eta: float = 2.0,
@@ -187,13 +259,13 @@ def successive_halving(
 ) -> SearchResult:
     if first_slice < 1 or eta <= 1:
         raise ValueError(f"need first_slice >= 1 and eta > 1. Got {first_slice}, {eta}.")
-    pool = [Candidate(tuple(w)) for w in candidates]
+    pool = _pool(candidates)
     alive, n, rounds = list(pool), min(first_slice, len(seeds)), []
     bar = tqdm(desc="successive halving", disable=not progress, unit="round")
     while True:
         for c in alive:
-            _score(c, evaluate(c.weights, seeds[:n]))
-        rounds.append({"seeds": n, "alive": [list(c.weights) for c in alive]})
+            _score(c, evaluate(c.key, seeds[:n]))
+        rounds.append({"seeds": n, "alive": [_round_entry(c.key) for c in alive]})
         bar.update()
         if len(alive) == 1 and n == len(seeds):
             break
@@ -203,8 +275,13 @@ def successive_halving(
     bar.close()
     spent = sum(c.episodes for c in pool)
     return SearchResult(
-        "successive_halving", pool, alive[0].weights, spent, len(seeds), {"rounds": rounds}
+        "successive_halving", pool, alive[0].key, spent, len(seeds), {"rounds": rounds}
     )
+
+
+def _round_entry(key: Key) -> list[float] | str:
+    """A candidate in a round's record: its weights, or a parent alone by its label."""
+    return key.label if isinstance(key, NativeParent) else list(key)
 
 
 def _outcomes(records: Sequence[dict], seeds: Sequence[int]) -> list[bool]:
@@ -218,7 +295,7 @@ def _outcomes(records: Sequence[dict], seeds: Sequence[int]) -> list[bool]:
 
 def racing(
     evaluate: Evaluator,
-    candidates: Sequence[Weights],
+    candidates: Sequence[Key],
     seeds: Sequence[int],
     first_slice: int = SearchSettings.first_slice,
     z: float = Z_95,
@@ -237,32 +314,31 @@ def racing(
             f"need first_slice >= 1, z > 0 and 0 <= tolerance < 1. "
             f"Got {first_slice}, {z}, {tolerance}."
         )
-    pool = [Candidate(tuple(w)) for w in candidates]
+    pool = _pool(candidates)
     alive, n, rounds = list(pool), 0, []
-    outcomes: dict[Weights, list[bool]] = {}
+    outcomes: dict[Key, list[bool]] = {}
     bar = tqdm(desc="racing", disable=not progress, unit="round")
     while len(alive) > 1 and n < len(seeds):
         n = min(len(seeds), n + first_slice)
         for c in alive:
-            records = evaluate(c.weights, seeds[:n])
+            records = evaluate(c.key, seeds[:n])
             _score(c, records)
-            outcomes[c.weights] = _outcomes(records, seeds[:n])
+            outcomes[c.key] = _outcomes(records, seeds[:n])
         leader = _best(alive)
         alive = [
             c
             for c in alive
             if c is leader
-            or paired_outcomes(outcomes[c.weights], outcomes[leader.weights], z).ci_high
-            >= tolerance
+            or paired_outcomes(outcomes[c.key], outcomes[leader.key], z).ci_high >= tolerance
         ]
-        rounds.append({"seeds": n, "leader": list(leader.weights), "alive": len(alive)})
+        rounds.append({"seeds": n, "leader": _round_entry(leader.key), "alive": len(alive)})
         bar.update()
     bar.close()
     winner = _best(alive)
     if winner.episodes < len(seeds):  # the winner ends on every seed, as in the grid
-        _score(winner, evaluate(winner.weights, seeds))
+        _score(winner, evaluate(winner.key, seeds))
     spent = sum(c.episodes for c in pool)
-    return SearchResult("racing", pool, winner.weights, spent, len(seeds), {"rounds": rounds})
+    return SearchResult("racing", pool, winner.key, spent, len(seeds), {"rounds": rounds})
 
 
 def _title(result: SearchResult, title: str) -> str:
@@ -300,8 +376,10 @@ def _parent_names(result: SearchResult) -> list[str]:
 
 
 def _weight_axis(ax: Any, result: SearchResult, parents: Sequence[dict]) -> None:
-    """K=2: success against parent A's weight, each candidate with its CI bar and its n."""
-    rows = sorted((c.row() for c in result.candidates), key=lambda r: r["weights"][0])
+    """K=2: success against parent A's weight, each composition with its CI bar and its n;
+    the parents alone at w = 1 and 0 (`parents`, else the search's own native candidates)."""
+    composed = [c for c in result.candidates if c.kind == KIND_COMPOSITION]
+    rows = sorted((c.row() for c in composed), key=lambda r: r["weights"][0])
     w = [r["weights"][0] for r in rows]
     y = [100 * r["success"] for r in rows]
     if len({r["episodes"] for r in rows}) == 1:  # one n: a curve; across mixed n it would mislead
@@ -319,6 +397,13 @@ def _weight_axis(ax: Any, result: SearchResult, parents: Sequence[dict]) -> None
             ha="center",
             fontsize=6,
         )
+    natives = [c for c in result.candidates if isinstance(c.key, NativeParent)]
+    if not parents and natives:
+        names = _parent_names(result)
+        parents = [
+            {**c.row(), "label": names[c.key.index]}
+            for c in sorted(natives, key=lambda c: c.key.index)
+        ]
     for x_pos, parent in zip((1.0, 0.0), parents, strict=False):
         ax.errorbar(
             [x_pos],
@@ -329,7 +414,7 @@ def _weight_axis(ax: Any, result: SearchResult, parents: Sequence[dict]) -> None
             capsize=4,
             label=f"{_labelled(parent)} alone",
         )
-    chosen = next(r for r in rows if tuple(r["weights"]) == result.chosen)
+    chosen = next(c.row() for c in result.candidates if c.key == result.choice)
     ax.plot(
         [chosen["weights"][0]],
         [100 * chosen["success"]],
@@ -354,7 +439,8 @@ def _ranked_bars(ax: Any, result: SearchResult) -> None:
     ranked = sorted(result.candidates, key=lambda c: (c.rate, c.mean_score), reverse=True)
     rows = [c.row() for c in ranked[:TOP_BARS]][::-1]
     y = list(range(len(rows)))
-    colors = ["gold" if tuple(r["weights"]) == result.chosen else "tab:blue" for r in rows]
+    chosen = result.chosen_kind, list(result.chosen)
+    colors = ["gold" if (r["kind"], r["weights"]) == chosen else "tab:blue" for r in rows]
     ax.barh(
         y,
         [100 * r["success"] for r in rows],
@@ -373,7 +459,10 @@ def _ranked_bars(ax: Any, result: SearchResult) -> None:
             va="center",
             fontsize=7,
         )
-    ax.set_yticks(y, [weights_text(r["weights"]) for r in rows], fontsize=7)
+    labels = [
+        weights_text(r["weights"]) + (" alone" if r["kind"] == KIND_NATIVE else "") for r in rows
+    ]
+    ax.set_yticks(y, labels, fontsize=7)
     letters = ", ".join(chr(ord("A") + i) for i in range(len(result.chosen)))
     shown = f"best {len(rows)} of {len(ranked)}" if len(ranked) > len(rows) else "all"
     ax.set_ylabel(f"weights of ({letters}); {shown} candidates, chosen in gold", fontsize=8)
@@ -388,10 +477,11 @@ def _simplex_xy(weights: Sequence[float]) -> tuple[float, float]:
 
 def _triangle(ax: Any, result: SearchResult) -> None:
     """K=3: success over the 2-simplex, one marker per candidate (area grows with its n), a
-    heat map between them where every candidate ran the same seeds, the chosen one starred."""
+    heat map between them where every candidate ran the same seeds, the chosen one starred
+    (the parents alone are in the ranked bars beside it)."""
     import matplotlib.tri as mtri
 
-    rows = [c.row() for c in result.candidates]
+    rows = [c.row() for c in result.candidates if c.kind == KIND_COMPOSITION]
     x, y = zip(*(_simplex_xy(r["weights"]) for r in rows), strict=True)
     z = [100 * r["success"] for r in rows]
     style = {"cmap": "viridis", "vmin": 0, "vmax": 100}

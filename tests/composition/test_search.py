@@ -49,7 +49,10 @@ def test_the_api_defaults_are_the_cli_defaults() -> None:
 def test_search_records_what_it_searched_and_refuses_another_search(tmp_path: Path, capsys):
     out = tmp_path / "search"
     result = search(PARENTS, SEEDS, out_dir=out, **TINY)
-    assert result.chosen in ((0.0, 1.0), (1.0, 0.0)) and result.episodes_spent == 2
+    # both vertices, and each parent alone on its own sampler beside them
+    assert result.chosen in ((0.0, 1.0), (1.0, 0.0)) and result.episodes_spent == 4
+    kinds = [c.kind for c in result.candidates]
+    assert kinds == ["parent_native", "parent_native", "composition", "composition"]
     record = json.loads((out / "search.json").read_text())
     assert record["task"] == {
         "name": "PickPlaceTwoCubes",
@@ -87,6 +90,7 @@ def test_search_records_what_it_searched_and_refuses_another_search(tmp_path: Pa
     printed = capsys.readouterr().out
     assert f"record: {out / 'search.json'}" in printed and f"plot: {out / 'search.png'}" in printed
     assert "| weights | success [95% CI] | episodes | mean score |" in printed
+    assert f"won: {result.chosen_kind}, " in printed
     assert {p.name: p.read_text() for p in episodes} == before
     assert json.loads((out / "search.json").read_text())["result"] == record["result"]
 
@@ -109,13 +113,17 @@ def test_three_parents_race_end_to_end_from_the_cli(tmp_path: Path, capsys) -> N
     assert record["search"] == settings
     result = record["result"]
     assert result["method"] == "racing" and len(result["chosen"]) == 3
-    assert {tuple(c["weights"]) for c in result["candidates"]} == {
-        (1.0, 0.0, 0.0),
-        (0.0, 1.0, 0.0),
-        (0.0, 0.0, 1.0),
-    }
-    chosen = next(c for c in result["candidates"] if c["weights"] == result["chosen"])
-    assert chosen["episodes"] == 2 and 3 <= result["episodes_spent"] <= 6
+    vertices = [(1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0)]
+    rows = [(c["kind"], tuple(c["weights"])) for c in result["candidates"]]
+    assert sorted(rows) == sorted(
+        (k, v) for k in ("composition", "parent_native") for v in vertices
+    )
+    chosen = next(
+        c
+        for c in result["candidates"]
+        if (c["kind"], c["weights"]) == (result["chosen_kind"], result["chosen"])
+    )
+    assert chosen["episodes"] == 2 and 6 <= result["episodes_spent"] <= 12
     assert (out / "search.png").stat().st_size > 1000
 
 
