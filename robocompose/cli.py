@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import difflib
 import importlib
 import json
 import re
@@ -385,6 +386,10 @@ def _deploy_option(path: str) -> str:
     file = Path(path)
     if file.suffix not in (".yaml", ".yml") and file.parent == Path("."):
         return path
+    if not file.is_file():
+        near = difflib.get_close_matches(file.name, [p.name for p in file.parent.glob("*.y*ml")], 1)
+        hint = f" Did you mean {str(file.parent / near[0])!r}?" if near else ""
+        raise FileNotFoundError(f"deploy config {path} does not exist.{hint}")
     if file.parent.name != "deploy":
         raise ValueError(
             f"a deploy config must be a deploy/<name>.yaml file. Got {path}; for your own file "

@@ -34,6 +34,10 @@ if TYPE_CHECKING:
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 MISSING = "???"
 RETIRED = "# Retired name"  # first line of a preset kept only to name its replacement
+# groups whose option files hold the verb's own top-level keys (a deploy file is a whole deploy
+# config): a verb's defaults list places them at `_global_`, so a file needs no
+# `# @package _global_` line, and `deploy=NAME` is read as `deploy@_global_=NAME`
+GLOBAL_GROUPS = ("deploy",)
 
 
 class ConfigError(ValueError):
@@ -260,10 +264,15 @@ def compose_all(name: str, cls: type, override_lists: Sequence[Sequence[str]]) -
     with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3", job_name=name):
         for overrides in override_lists:
             try:
-                configs.append(compose(config_name=name, overrides=list(overrides)))
+                configs.append(compose(config_name=name, overrides=_global_groups(overrides)))
             except (HydraException, OmegaConfBaseException) as e:
                 raise _explain(e) from None
     return configs
+
+
+def _global_groups(overrides: Sequence[str]) -> list[str]:
+    """`deploy=NAME` as `deploy@_global_=NAME` (see GLOBAL_GROUPS)."""
+    return [re.sub(rf"^({'|'.join(GLOBAL_GROUPS)})=", r"\1@_global_=", o) for o in overrides]
 
 
 def to_tree(config: DictConfig) -> dict[str, Any]:

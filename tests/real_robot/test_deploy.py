@@ -16,6 +16,7 @@ from robocompose.real_robot.deploy import (
     DeployLoop,
     DeployPolicyConfig,
     Ticker,
+    connect_policy,
     twin_observer,
 )
 from robocompose.real_robot.executor import ChunkExecutor, ExecutorConfig
@@ -60,10 +61,40 @@ def test_every_shipped_deploy_config_builds(robot):
 def test_cli_refuses_a_bad_rate_and_a_file_outside_configs(tmp_path):
     with pytest.raises(SystemExit, match=r"`rate_hz` must be in \[10, 50\]. Got 5."):
         main(["deploy", "configs/deploy/twin.yaml", "--rate-hz", "5"])
+    (tmp_path / "deploy").mkdir()
+    (tmp_path / "deploy" / "cell.yaml").write_text("robot: twin\n")
     with pytest.raises(SystemExit, match="pass `--config-dir"):
         main(["deploy", str(tmp_path / "deploy" / "cell.yaml")])
     with pytest.raises(SystemExit, match="could not reach the policy server at ws://127.0.0.1:9"):
         main(["deploy", "twin", "--server", "ws://127.0.0.1:9", "connect_timeout_s=0.3"])
+
+
+def test_a_mistyped_deploy_file_does_not_exist_and_the_nearest_is_named(tmp_path):
+    (tmp_path / "deploy").mkdir()
+    (tmp_path / "deploy" / "cell.yaml").write_text("robot: twin\n")
+    with pytest.raises(SystemExit) as exit_info:
+        main(["deploy", str(tmp_path / "deploy" / "cel.yaml")])
+    assert str(exit_info.value.code) == (
+        f"robocompose deploy: error: deploy config {tmp_path}/deploy/cel.yaml does not exist. "
+        f"Did you mean '{tmp_path}/deploy/cell.yaml'?"
+    )
+
+
+def test_a_deploy_file_of_ones_own_needs_no_package_header(tmp_path):
+    (tmp_path / "deploy").mkdir()
+    (tmp_path / "deploy" / "cell.yaml").write_text(
+        "robot: twin\npolicy: {checkpoint: checkpoints/PickPlace_flow_mlp}\nepisodes: 4\n"
+    )
+    searchpath = f"hydra.searchpath=[file://{tmp_path}]"
+    config = load_verb_config("deploy", [searchpath, "deploy=cell"])
+    assert (config.robot, config.episodes) == ("twin", 4)
+    assert load_verb_config("deploy", [searchpath, "deploy=cell", "episodes=2"]).episodes == 2
+
+
+def test_the_shipped_twin_file_loads_its_checkpoint_from_any_folder(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    link = connect_policy(load_verb_config("deploy", ["deploy=twin"]))
+    assert link.spec.action_dim == 4
 
 
 def test_ticker_keeps_the_grid_and_skips_missed_ticks():
