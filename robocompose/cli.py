@@ -77,6 +77,9 @@ def _csv(kind: Callable[[str], Any]) -> Callable[[str], list]:
     return parse
 
 
+# like runs/compose and runs/search: a run never writes into a checkpoint folder (shipped ones
+# are the repository's)
+EVAL_RUNS = "runs/eval"
 EPISODES = Shorthand("--episodes", "episodes", int)
 SEED_START = Shorthand("--seed-start", "seed_start", int, "first evaluation seed")
 OUT = Shorthand("--out", "out")
@@ -179,10 +182,10 @@ def _eval(overrides: list[str]) -> None:
     from robocompose.evaluation import evaluate
 
     config = load_verb_config("eval", overrides)
-    eval_dir = Path(config.out).parent if config.out else Path(config.checkpoint) / "eval"
-    episodes = Path(config.out) if config.out else eval_dir / "episodes.jsonl"
+    name = Path(config.checkpoint).resolve().name
+    episodes = Path(config.out or f"{EVAL_RUNS}/{name}.jsonl")
     # one folder per checkpoint: evaluations of other checkpoints into one --out keep theirs
-    videos = eval_dir / "videos" / Path(config.checkpoint).resolve().name
+    videos = episodes.parent / "videos" / name
     result = evaluate(
         config.checkpoint,
         config.seeds(),
@@ -476,7 +479,7 @@ VERBS: dict[str, Verb] = {
             SEED_START,
             Shorthand("--steps", "steps", int, "denoising steps (default: the checkpoint's)"),
             Shorthand("--num-envs", "num_envs", int),
-            Shorthand("--out", "out", help="episodes JSONL (default: CHECKPOINT/eval/)"),
+            Shorthand("--out", "out", help=f"episodes JSONL (default: {EVAL_RUNS}/<name>.jsonl)"),
             VIDEO_SEEDS,
             VIDEO_VIEWS,
         ),

@@ -25,6 +25,15 @@ if TYPE_CHECKING:  # policies need torch, which a config does not
 SEED_STRIDE = 1_000_000  # replicate `seed` s runs episode seeds seed_start + s * SEED_STRIDE + i
 
 
+def check_seed_start(seed_start: int) -> None:
+    """Env seeds are non-negative: a negative one fails every reset, which would be recorded
+    as failed episodes (and a rerun would keep them)."""
+    if seed_start < 0:
+        raise ValueError(
+            f"`seed_start` must be >= 0 (env seeds are non-negative). Got {seed_start}."
+        )
+
+
 @dataclass(kw_only=True)
 class TaskConfig:
     """A task: its expert demo file and how many demos `make checkpoints` collects. A preset
@@ -76,6 +85,7 @@ class EpisodesConfig:
             raise ValueError(f"`episodes` must be in [1, {SEED_STRIDE}]. Got {self.episodes}.")
         if self.seed < 0:
             raise ValueError(f"`seed` must be >= 0. Got {self.seed}.")
+        check_seed_start(self.seed_start)
 
     def seeds(self) -> list[int]:
         start = self.seed_start + self.seed * SEED_STRIDE
@@ -172,6 +182,9 @@ class CollectConfig:
     skills: bool = False
     env: dict[str, Any] = field(default_factory=dict)  # more env kwargs, e.g. +env.order=[..]
 
+    def __post_init__(self) -> None:
+        check_seed_start(self.seed_start)
+
 
 @dataclass(kw_only=True)
 class EvalConfig(EpisodesConfig):
@@ -180,7 +193,7 @@ class EvalConfig(EpisodesConfig):
     checkpoint: str
     steps: int | None = None  # denoising steps; None: the checkpoint's own
     num_envs: int | None = None
-    out: str | None = None  # episodes JSONL; None: <checkpoint>/eval/episodes.jsonl
+    out: str | None = None  # episodes JSONL; None: runs/eval/<checkpoint name>.jsonl
     video_seeds: list[int] = field(default_factory=list)
     video_views: list[str] = field(default_factory=list)  # as ComposeConfig's
 

@@ -57,3 +57,15 @@ def test_compose_of_parents_from_different_tasks_names_each_task(tmp_path) -> No
         "parents of one task."
     )
     assert not any(tmp_path.iterdir())  # refused before any episode ran
+
+
+def test_eval_without_out_writes_under_runs_not_into_the_checkpoint(tmp_path, monkeypatch, capsys):
+    from robocompose.shipped import shipped_path
+
+    checkpoint = shipped_path("Stack", "flow_mlp")
+    before = sorted(p.name for p in checkpoint.iterdir())
+    monkeypatch.chdir(tmp_path)
+    main(["eval", str(checkpoint), "--episodes", "1"])
+    assert capsys.readouterr().out.splitlines()[-1] == "episodes: runs/eval/Stack_flow_mlp.jsonl"
+    assert (tmp_path / "runs" / "eval" / "Stack_flow_mlp.jsonl").is_file()
+    assert sorted(p.name for p in checkpoint.iterdir()) == before

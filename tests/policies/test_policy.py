@@ -57,7 +57,9 @@ def test_native_sampler_equals_euler_through_denoiser(
 
 
 @pytest.mark.parametrize("family,backbone", [("diffusion", "unet"), ("flow", "mlp")])
-def test_train_checkpoint_load_eval(dataset: str, tmp_path, family: str, backbone: str) -> None:
+def test_train_checkpoint_load_eval(
+    dataset: str, tmp_path, family: str, backbone: str, monkeypatch
+) -> None:
     out = tmp_path / "run"
     main(
         [
@@ -76,8 +78,11 @@ def test_train_checkpoint_load_eval(dataset: str, tmp_path, family: str, backbon
     assert policy.metadata["step"] == 4
     document = json.loads((out / "config.json").read_text())
     assert document["policy"]["obs_shapes"] == {"state": [6]}
+    before = [p.name for p in out.iterdir()]
+    monkeypatch.chdir(tmp_path)  # eval writes runs/eval/<checkpoint name>.jsonl here
     main(["eval", str(out), "--episodes", "2", "--num-envs", "2"])
-    lines = (out / "eval" / "episodes.jsonl").read_text().splitlines()
+    assert sorted(p.name for p in out.iterdir()) == sorted(before)  # nothing into the checkpoint
+    lines = (tmp_path / "runs" / "eval" / "run.jsonl").read_text().splitlines()
     assert len(lines) == 2 and all(json.loads(line)["length"] > 0 for line in lines)
     assert {json.loads(line)["policy_id"] for line in lines} == {
         f"{policy.fingerprint()}-stepsNone"
