@@ -89,6 +89,13 @@ def evaluate(
             change the rounding, so the default also keeps a rerun's records identical.
             None: leave torch's setting.
     """
+    seeds = list(seeds)
+    negative = [s for s in seeds if s < 0]
+    if negative:
+        raise ValueError(
+            f"seeds must be >= 0 (env seeds are non-negative). Got {len(negative)} negative, "
+            f"the first {negative[0]}."
+        )
     if isinstance(policy, str | os.PathLike):
         label = label or Path(policy).name
         policy = load_checkpoint(policy)

@@ -16,6 +16,7 @@ and every `eval_every` steps: eval/success, eval/success_ci_low, eval/success_ci
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -32,6 +33,8 @@ from safetensors.torch import load_file, save_file
 from tqdm import tqdm
 
 from robocompose.devices import resolve_device
+from robocompose.evaluation import torch_threads_set
+from robocompose.interrupt import Interrupted, interrupt_deferred
 from robocompose.policies.base import GenerativePolicy, is_image_shape
 from robocompose.policies.checkpoint import (
     build_policy,
@@ -97,8 +100,9 @@ def _episodes(config: TrainConfig) -> list[Episode]:
     """Every demo of `dataset` and `extra_datasets`; with `skill_windows`, their skill segments
     with the skill's conditioning attached."""
     paths = [config.dataset, *config.extra_datasets]
+    read = functools.partial(load_demos, skip_nonfinite=config.skip_nonfinite_demos)
     if not config.skill_windows:
-        return [e for path in paths for e in load_demos(path, config.policy.obs_keys)]
+        return [e for path in paths for e in read(path, config.policy.obs_keys)]
     from robocompose.sim.skill_labels import LANGUAGE_KEYS, conditioning
 
     keys = [k for k in config.policy.obs_keys if k not in LANGUAGE_KEYS]
@@ -108,7 +112,7 @@ def _episodes(config: TrainConfig) -> list[Episode]:
         vocabulary = read_skill_vocabulary(path)
         if not vocabulary:
             raise ValueError(f"`skill_windows`: {path} has no skill labels; collect skills=true.")
-        segments += skill_segments(load_demos(path, keys), vocabulary, attach)
+        segments += skill_segments(read(path, keys), vocabulary, attach)
     return segments
 
 
@@ -174,8 +178,11 @@ def train(config: TrainConfig, progress: bool = True, stop_at_step: int | None =
     trainer = get_family(config.policy.family).trainer
     if trainer is not None:
         return trainer(config, progress, stop_at_step)
-    if config.torch_threads:
-        torch.set_num_threads(config.torch_threads)
+    with torch_threads_set(config.torch_threads):
+        return _train(config, progress, stop_at_step)
+
+
+def _train(config: TrainConfig, progress: bool, stop_at_step: int | None) -> Path:
     out = Path(config.out)
     _refuse_fewer_steps(out, config.steps)
     device = resolve_device(config.device)
@@ -199,25 +206,43 @@ def train(config: TrainConfig, progress: bool = True, stop_at_step: int | None =
     start, smoothed = time.perf_counter(), None
     policy.train()
     last = config.steps if stop_at_step is None else min(stop_at_step, config.steps)
+    saved = step  # the step whose checkpoint and training state are on disk (0: none)
+
+    def save() -> None:
+        nonlocal saved
+        elapsed = minutes + (time.perf_counter() - start) / 60
+        meta = metadata | {"step": step, "train_minutes": elapsed, "loss": smoothed}
+        dtype = getattr(torch, config.checkpoint_dtype)
+        save_policy(policy, out, meta, state_dict=ema, dtype=dtype)
+        _save_state(out, config, policy, optimizer, ema, sampler, precision, step, elapsed)
+        saved = step
+
     try:
         while step < last:
-            began = time.perf_counter()
-            index = torch.randint(len(windows), (config.batch_size,), generator=sampler)
-            batch = windows.batch(index.numpy())
-            obs = {k: torch.from_numpy(np.asarray(v)).to(device) for k, v in batch["obs"].items()}
-            actions = torch.from_numpy(batch["actions"]).to(device)
-            lr = learning_rate(config, step)
-            for group in optimizer.param_groups:
-                group["lr"] = lr
-            with precision.autocast():
-                loss = policy.loss(obs, actions)
-            optimizer.zero_grad(set_to_none=True)
-            grad_norm = precision.backward_and_step(loss, optimizer, params, config.grad_clip)
-            step += 1
-            _update_ema(ema, policy, config.ema_decay, step)
-            value = loss.item()
+            with interrupt_deferred():  # Ctrl-C lands between steps, where the state is whole
+                began = time.perf_counter()
+                index = torch.randint(len(windows), (config.batch_size,), generator=sampler)
+                batch = windows.batch(index.numpy())
+                obs = {
+                    k: torch.from_numpy(np.asarray(v)).to(device) for k, v in batch["obs"].items()
+                }
+                actions = torch.from_numpy(batch["actions"]).to(device)
+                lr = learning_rate(config, step)
+                for group in optimizer.param_groups:
+                    group["lr"] = lr
+                with precision.autocast():
+                    loss = policy.loss(obs, actions)
+                optimizer.zero_grad(set_to_none=True)
+                grad_norm = precision.backward(loss, optimizer, params, config.grad_clip)
+                value, norm = loss.item(), grad_norm.item()
+                # fp16 loss scaling skips the steps whose gradients overflow: not a divergence
+                if not math.isfinite(value) or not (math.isfinite(norm) or precision.scaler):
+                    raise TrainingDiverged(step + 1, value, norm, out, saved)
+                precision.step(optimizer)
+                step += 1
+                _update_ema(ema, policy, config.ema_decay, step)
             smoothed = value if smoothed is None else 0.98 * smoothed + 0.02 * value
-            curves.add_step(value, grad_norm.item(), time.perf_counter() - began)
+            curves.add_step(value, norm, time.perf_counter() - began)
             if step % config.log_every == 0 or step == config.steps:
                 curves.write(step, lr)
             bar.update()
@@ -228,15 +253,29 @@ def train(config: TrainConfig, progress: bool = True, stop_at_step: int | None =
                 if progress:
                     bar.write(f"step {step}: eval success {rate}")
             if step % config.checkpoint_every == 0 or step in (config.steps, last):
-                elapsed = minutes + (time.perf_counter() - start) / 60
-                meta = metadata | {"step": step, "train_minutes": elapsed, "loss": smoothed}
-                dtype = getattr(torch, config.checkpoint_dtype)
-                save_policy(policy, out, meta, state_dict=ema, dtype=dtype)
-                _save_state(out, config, policy, optimizer, ema, sampler, precision, step, elapsed)
+                save()
+    except KeyboardInterrupt:
+        if step > saved:
+            with interrupt_deferred():  # a second Ctrl-C must not cut the save short
+                save()
+        raise Interrupted(step, out, unit="steps") from None
     finally:
         bar.close()
         curves.close()
     return out
+
+
+class TrainingDiverged(ValueError):
+    """A non-finite loss or gradient: training stops before the step is applied, so the last
+    checkpoint on disk stays the last good one."""
+
+    def __init__(self, step: int, loss: float, grad_norm: float, out: Path, saved: int) -> None:
+        kept = f"{out} keeps step {saved}'s checkpoint" if saved else "nothing was saved"
+        super().__init__(
+            f"step {step}: the loss is {loss:.4g} and the gradient norm {grad_norm:.4g}; "
+            f"training stopped before applying it ({kept}). Lower `lr`, set `grad_clip`, or "
+            "look for outliers in the dataset."
+        )
 
 
 class MixedPrecision:
@@ -259,26 +298,29 @@ class MixedPrecision:
     def autocast(self) -> AbstractContextManager:
         return torch.autocast(self.device_type, dtype=self.dtype, enabled=self.dtype is not None)
 
-    def backward_and_step(
+    def backward(
         self,
         loss: torch.Tensor,
         optimizer: torch.optim.Optimizer,
         params: list[torch.nn.Parameter],
         grad_clip: float | None,
     ) -> torch.Tensor:
-        """Backward, clip, update; returns the total gradient norm before clipping."""
+        """Backward and clip; returns the total gradient norm before clipping. The caller
+        looks at it before `step` applies the gradients."""
         max_norm = grad_clip if grad_clip is not None else math.inf
         if self.scaler is None:
             loss.backward()
-            norm = torch.nn.utils.clip_grad_norm_(params, max_norm)
+        else:
+            self.scaler.scale(loss).backward()
+            self.scaler.unscale_(optimizer)
+        return torch.nn.utils.clip_grad_norm_(params, max_norm)
+
+    def step(self, optimizer: torch.optim.Optimizer) -> None:
+        if self.scaler is None:
             optimizer.step()
-            return norm
-        self.scaler.scale(loss).backward()
-        self.scaler.unscale_(optimizer)
-        norm = torch.nn.utils.clip_grad_norm_(params, max_norm)
+            return
         self.scaler.step(optimizer)  # skipped when the scaled gradients overflowed
         self.scaler.update()
-        return norm
 
     def state_tensors(self) -> dict[str, torch.Tensor]:
         if self.scaler is None:

@@ -46,7 +46,12 @@ class TrainConfig:
     # a policy trained on another file then acts in that checkpoint's action space and composes
     # with it exactly (no `allow_normalizer_mismatch`)
     action_normalizer_from: str | None = None
-    torch_threads: int | None = None
+    # torch's intra-op threads while training (restored after); None: torch's default, one per
+    # core. One by default, as evaluation: more gain little on small batches and stall whenever
+    # another job wants a core (benchmarks/results/train_threads.json)
+    torch_threads: int | None = 1
+    # leave out demos holding NaN or inf (a warning names them) instead of refusing the file
+    skip_nonfinite_demos: bool = False
     # the inference checkpoint's weight dtype: float16 halves what the repo ships
     checkpoint_dtype: str = "float32"
     device: str = "auto"  # auto (CUDA if present), cpu, cuda, cuda:N or mps
@@ -76,6 +81,10 @@ class TrainConfig:
         if self.amp not in AMP_MODES:
             raise ValueError(
                 f"`amp` must be off, bf16 or fp16 (fp16: CUDA only). Got {self.amp!r}."
+            )
+        if self.torch_threads is not None and self.torch_threads < 1:
+            raise ValueError(
+                f"`torch_threads` must be >= 1 or None (torch's default). Got {self.torch_threads}."
             )
         if self.max_demos is not None and self.max_demos < 1:
             raise ValueError(f"`max_demos` must be >= 1 or None. Got {self.max_demos}.")

@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
@@ -40,6 +41,10 @@ _DEMO_NAME = re.compile(r"demo_(\d+)")
 
 class DatasetError(ValueError):
     """A demonstration file or episode that cannot be read or written as asked."""
+
+
+class NonFiniteError(DatasetError):
+    """A demonstration holding NaN or inf where training needs numbers."""
 
 
 @dataclass
@@ -75,6 +80,29 @@ def _check_episode(
             raise DatasetError(
                 f"`{key}` must have as many steps as `actions`. Got {length} != {steps} ({where})."
             )
+
+
+def nonfinite(arrays: Mapping[str, np.ndarray]) -> str | None:
+    """What is not finite in the float `arrays` ({key: array}): the first such key, its first
+    bad index and value, and how many it holds; None when every value is finite."""
+    for key, value in arrays.items():
+        if value.dtype.kind not in "fc":
+            continue
+        bad = ~np.isfinite(value)
+        if bad.any():
+            index = tuple(int(i) for i in np.argwhere(bad)[0])
+            at = index[0] if len(index) == 1 else index
+            return f"`{key}` holds {value[index]} at index {at} ({int(bad.sum())} non-finite)"
+    return None
+
+
+def check_finite(arrays: Mapping[str, np.ndarray], where: str) -> None:
+    """Refuse NaN or inf in float `arrays`, naming key, index and `where` (e.g. the demo and
+    file). Any reader calls it on what it read: one NaN in one action makes the normalisers,
+    then every weight trained from them, NaN."""
+    problem = nonfinite(arrays)
+    if problem:
+        raise NonFiniteError(f"{problem} ({where}); every value must be finite.")
 
 
 class DemoWriter:
@@ -166,11 +194,7 @@ class DemoWriter:
             )
         if any("/" in k for k in obs):
             raise DatasetError(f"obs keys must not contain '/'. Got {sorted(obs)}.")
-        for key, value in arrays.items():
-            if value.dtype != np.uint8 and not np.all(np.isfinite(value)):
-                raise DatasetError(
-                    f"`{key}` must be finite. Got NaN or inf (episode {name} for {self.path})."
-                )
+        check_finite(arrays, where=f"episode {name} for {self.path}")
         with interrupt_deferred():  # Ctrl-C waits: a demo is written and counted whole
             group = self._data.create_group(name)
             try:
@@ -339,16 +363,19 @@ def load_demos(
     obs_keys: Sequence[str] | None = None,
     *,
     filter_key: str | None = None,
+    skip_nonfinite: bool = False,
 ) -> list[Episode]:
     """Read episodes from our files or robomimic's (`next_obs`, `states` etc. are ignored).
 
     Float arrays come back as float32, uint8 images as uint8. `obs_keys=None` takes the first
     demo's keys. Missing `rewards` read as zeros, as robomimic's SequenceDataset does.
+    NaN or inf in the actions or a read obs key is refused (`check_finite`); `skip_nonfinite`
+    leaves such demos out instead, with a warning naming them.
     """
     if isinstance(obs_keys, str):
         raise TypeError(f"`obs_keys` must be a sequence of keys. Got the string {obs_keys!r}.")
     keys = list(obs_keys) if obs_keys is not None else None
-    episodes = []
+    episodes, skipped = [], []
     with _open(path) as f:
         for name in _demo_names(f, filter_key):
             demo = f["data"][name]
@@ -375,6 +402,15 @@ def load_demos(
             else:
                 rewards = np.zeros(len(actions), dtype=np.float32)
             _check_episode(obs, actions, rewards, where)
+            problem = nonfinite({"actions": actions} | {f"obs/{k}": v for k, v in obs.items()})
+            if problem and not skip_nonfinite:
+                raise NonFiniteError(
+                    f"{problem} ({where}); every value must be finite. Fix or delete that demo, "
+                    "or leave such demos out (training: skip_nonfinite_demos=true)."
+                )
+            if problem:
+                skipped.append(f"{name}: {problem}")
+                continue
             skills = demo["skills"][()].astype(np.int64) if "skills" in demo else None
             if skills is not None and skills.shape != (len(actions),):
                 raise DatasetError(
@@ -387,6 +423,11 @@ def load_demos(
                     f"Got {num_samples} != {len(actions)} ({where})."
                 )
             episodes.append(Episode(obs, actions, rewards, name, skills))
+    if skipped:
+        warnings.warn(
+            f"{path}: left out {len(skipped)} demo(s) holding NaN or inf: {'; '.join(skipped)}",
+            stacklevel=2,
+        )
     return episodes
 
 

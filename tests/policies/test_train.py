@@ -62,3 +62,50 @@ def test_action_normalizer_from_another_checkpoint_gives_its_action_space(tmp_pa
     missing = {"action_normalizer_from": str(tmp_path / "no_such_run"), "out": str(tmp_path / "C")}
     with pytest.raises(Exception, match=r"no_such_run"):
         train(TrainConfig(**(vars(borrowed) | missing)), progress=False)
+
+
+def test_a_nan_in_the_dataset_is_refused_before_training(tmp_path) -> None:
+    """One NaN in one action used to train a checkpoint of NaNs and exit 0."""
+    h5py = pytest.importorskip("h5py")
+    dataset = tmp_path / "pusht.hdf5"
+    collect("PushT", 1, dataset, progress=False)
+    with h5py.File(dataset, "a") as f:
+        f["data/demo_0/actions"][7, 1] = float("nan")
+    out = tmp_path / "run"
+    args = [f"dataset={dataset}", f"out={out}", "policy=flow_mlp", "steps=2", "batch_size=4"]
+    with pytest.raises(
+        SystemExit,
+        match=r"robocompose train: error: `actions` holds nan at index \(7, 1\) \(1 non-finite\) "
+        r"\(demo_0 in .*pusht.hdf5\)",
+    ):
+        main(["train", *args, "warmup_steps=1"])
+    assert not (out / "model.safetensors").exists()
+
+
+def test_a_diverging_run_stops_and_keeps_the_last_good_checkpoint(tmp_path) -> None:
+    """A learning rate of 1e30 makes step 2's loss NaN: training stops there, and step 1's
+    checkpoint (finite) is what stays on disk."""
+    from safetensors.torch import load_file
+
+    from robocompose.policies.train import TrainingDiverged
+
+    dataset = tmp_path / "pusht.hdf5"
+    collect("PushT", 1, dataset, progress=False)
+    policy = PolicyConfig(family="flow", backbone="mlp")
+    config = TrainConfig(
+        dataset=str(dataset),
+        out=str(tmp_path / "run"),
+        policy=policy,
+        steps=6,
+        batch_size=4,
+        warmup_steps=1,
+        lr=1e30,
+        checkpoint_every=1,
+    )
+    with pytest.raises(
+        TrainingDiverged, match=r"step 2: the loss is nan .*run keeps step 1's checkpoint"
+    ):
+        train(config, progress=False)
+    assert json.loads((tmp_path / "run" / STATE_JSON).read_text())["step"] == 1
+    weights = load_file(str(tmp_path / "run" / "model.safetensors"))
+    assert all(v.isfinite().all() for v in weights.values())

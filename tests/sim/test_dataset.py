@@ -269,6 +269,27 @@ def test_missing_obs_key_lists_available(tmp_path: Path) -> None:
         load_demos(path, "qpos")
 
 
+def test_nonfinite_values_are_refused_naming_demo_key_and_index(tmp_path: Path) -> None:
+    """A NaN written by another tool (our writer refuses them) must not reach training: it
+    would make the normalisers, then every trained weight, NaN."""
+    path = tmp_path / "demos.hdf5"
+    _write(path, [4, 5, 4])
+    with h5py.File(path, "a") as f:
+        f["data/demo_1/actions"][3, 1] = np.nan
+        f["data/demo_2/obs/agent_pos"][0, 0] = np.inf
+    with pytest.raises(
+        DatasetError,
+        match=r"`actions` holds nan at index \(3, 1\) \(1 non-finite\) \(demo_1 in .*demos.hdf5\)"
+        r".*skip_nonfinite_demos=true",
+    ):
+        load_demos(path)
+    with pytest.warns(
+        UserWarning, match=r"left out 2 demo\(s\).*demo_1: .*demo_2: `obs/agent_pos`"
+    ):
+        kept = load_demos(path, skip_nonfinite=True)
+    assert [e.name for e in kept] == ["demo_0"]
+
+
 def test_unknown_filter_key_lists_masks(tmp_path: Path) -> None:
     path = tmp_path / "demos.hdf5"
     _write(path, [3, 3])
@@ -289,7 +310,7 @@ def test_writer_rejects_bad_episodes(tmp_path: Path) -> None:
             writer.add_episode(ep["obs"], ep["actions"][:, 0], ep["rewards"])
         nan_actions = ep["actions"].copy()
         nan_actions[2, 1] = np.nan
-        with pytest.raises(DatasetError, match="`actions` must be finite"):
+        with pytest.raises(DatasetError, match="`actions` holds .* must be finite"):
             writer.add_episode(ep["obs"], nan_actions, ep["rewards"])
         writer.add_episode(ep["obs"], ep["actions"], ep["rewards"])
         with pytest.raises(DatasetError, match=r"`obs/image` must match demo_0's .* Got None"):
