@@ -1,0 +1,128 @@
+"""The benchmark families: sizes, disjoint splits, well-formed gold that the start does not
+already satisfy, scenes every env accepts, and the gold check on a real world."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+import pytest
+
+from robocompose.hierarchical.families import (
+    FAMILIES,
+    FEASIBLE_FAMILIES,
+    family_items,
+    holds,
+    outcome,
+    unmet,
+)
+from robocompose.hierarchical.families.base import Scene, facts
+from robocompose.hierarchical.families.build import rebuild
+from robocompose.sim.stack import COLORS
+
+ALL = family_items("dev") + family_items("test")
+WORDS = re.compile(r"\b(" + "|".join(COLORS) + r"|block|blocks|cube|cubes|one|ones)\b")
+
+
+class SymbolicWorld:
+    """A scene's start as facts: what is not stacked or binned lies on the table, in no bin."""
+
+    def __init__(self, scene: Scene) -> None:
+        self.support = {f"{c}_block": "table" for c in scene.blocks}
+        self.bin: dict[str, str | None] = {b: None for b in self.support}
+        for name, a, b in scene.start:
+            if name == "on":
+                self.support[a] = b
+            else:
+                self.bin[a] = b
+
+    def on_top_of(self, block: str) -> str | None:
+        return self.support[block]
+
+    def in_bin(self, block: str) -> str | None:
+        return self.bin[block]
+
+
+def _shape(text: str) -> str:
+    """An instruction with colours and object words masked: its sentence shape."""
+    return WORDS.sub("_", text.lower()).strip(" .?!")
+
+
+def test_every_family_has_twelve_phrasings_per_split_and_thirty_infeasible():
+    for split in ("dev", "test"):
+        counts = Counter(item.family for item in family_items(split))
+        assert set(counts) == set(FAMILIES)
+        assert all(counts[f] >= 12 for f in FEASIBLE_FAMILIES), counts
+    assert len(family_items("test", ["infeasible"])) >= 30
+
+
+def test_splits_differ_in_wording_not_only_in_colours():
+    instructions = [item.instruction for item in ALL]
+    assert len(set(instructions)) == len(instructions)
+    dev = {_shape(item.instruction) for item in family_items("dev")}
+    shared = [i.instruction for i in family_items("test") if _shape(i.instruction) in dev]
+    assert not shared
+
+
+def test_keys_and_seeds_are_unique_and_stable():
+    assert len({item.key for item in ALL}) == len(ALL)
+    assert len({item.seed for item in ALL}) == len(ALL)
+    assert [i.seed for i in family_items("test")] == [i.seed for i in family_items("test")]
+
+
+def test_gold_is_consistent_and_not_already_true_at_the_start():
+    for item in ALL:
+        if not item.feasible:
+            assert not item.goal and item.why
+            continue
+        names = {f"{c}_block" for c in item.scene.blocks} | {f"{c}_bin" for c in item.scene.bins}
+        where = Counter(f[1] for f in item.goal if f[0] in ("on", "on_table"))
+        binned = Counter(f[1] for f in item.goal if f[0] in ("in", "in_no_bin"))
+        carried = Counter(f[2] for f in item.goal if f[0] == "on")
+        assert max([*where.values(), *binned.values(), *carried.values(), 1]) == 1, item.key
+        assert all(set(f[1:]) <= names and len(set(f[1:])) == len(f[1:]) for f in item.goal)
+        assert unmet(SymbolicWorld(item.scene), item.goal), f"{item.key} holds at the start"
+
+
+def test_conditionals_test_both_branches():
+    for split in ("dev", "test"):
+        starts = [bool(i.scene.start) for i in family_items(split, ["conditional"])]
+        assert 4 <= sum(starts) <= len(starts) - 4
+
+
+def test_every_scene_builds_its_env():
+    from robocompose.sim.tasks import make_env
+
+    scenes = {(i.scene.env, i.scene.blocks, i.scene.bins): i.scene for i in ALL}
+    for scene in scenes.values():
+        make_env(scene.env, **scene.env_kwargs()).close()
+
+
+def test_bad_specs_fail_naming_the_problem():
+    with pytest.raises(ValueError, match="on\\(red\\)"):
+        facts("on(red)")
+    with pytest.raises(ValueError, match="needs a bin of every"):
+        Scene("SortBins", ("red",), ("blue",))
+    with pytest.raises(ValueError, match="wanted tower is the current one"):
+        rebuild("rebuild it", "red blue", "red blue")
+    with pytest.raises(ValueError, match="unknown family 'stack'"):
+        family_items("dev", ["stack"])
+    with pytest.raises(ValueError, match="`split` must be one of"):
+        family_items("train")
+
+
+def test_gold_check_reads_the_real_world():
+    from robocompose.hierarchical.world import SimWorld
+
+    world = SimWorld("SortBins", {"blocks": ("red", "blue"), "bins": ("red", "blue", "green")})
+    world.reset(3)
+    assert holds(world, ("on_table", "red_block"))
+    assert holds(world, ("in_no_bin", "blue_block"))
+    goal = (("in", "red_block", "red_bin"), ("in_no_bin", "blue_block"))
+    assert unmet(world, goal) == [("in", "red_block", "red_bin")]
+    world.close()
+    assert (outcome(0, True), outcome(3, False), outcome(0, False)) == (
+        "right",
+        "wrong",
+        "asked_or_refused",
+    )
