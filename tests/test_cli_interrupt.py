@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -13,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 CLI = [sys.executable, "-c", "from robocompose.cli import main; main()"]
@@ -126,3 +128,47 @@ def test_ctrl_c_during_sweep_says_what_is_saved_and_a_rerun_resumes(tmp_path: Pa
 
     rerun = _rerun(args)
     assert f"(12 episodes, {12 - saved} run now)" in rerun.stdout
+
+
+def test_ctrl_c_during_train_saves_the_step_it_reached_and_a_rerun_resumes(
+    tmp_path: Path,
+) -> None:
+    """The state saved on Ctrl-C is the one a clean stop at that step saves (so nothing since
+    the last checkpoint is lost, and the resumed run trains the uninterrupted run's weights)."""
+    from safetensors.torch import load_file
+
+    from robocompose.policies.config import PolicyConfig
+    from robocompose.policies.train import STATE_JSON, STATE_TENSORS, TrainConfig, train
+    from robocompose.sim.collect import collect
+
+    dataset, out, log = tmp_path / "pusht.hdf5", tmp_path / "run", tmp_path / "stderr.txt"
+    collect("PushT", 1, dataset, progress=False)
+    fields = {"steps": 100_000, "batch_size": 4, "warmup_steps": 1, "checkpoint_every": 100_000}
+    args = ["train", f"dataset={dataset}", f"out={out}", "policy=flow_mlp"]
+    args += [f"{k}={v}" for k, v in fields.items() if k != "steps"]
+
+    def steps_shown() -> int:
+        shown = re.findall(r"\| *(\d+)/100000", log.read_text())
+        return int(shown[-1]) if shown else 0
+
+    with log.open("w") as err_file:
+        process = _run([*args, "steps=100000"], stderr=err_file)
+        _interrupt_when(process, lambda: steps_shown() >= 3)
+    assert process.returncode == 130
+    err = log.read_text()
+    assert "Traceback" not in err
+    saved = json.loads((out / STATE_JSON).read_text())["step"]
+    assert 3 <= saved < 100_000
+    assert err.strip().splitlines()[-1] == (
+        f"robocompose train: interrupted: {saved} steps saved to {out}, rerun to resume"
+    )
+
+    policy = PolicyConfig.from_dict({"family": "flow", "backbone": "mlp"})
+    clean = TrainConfig(dataset=str(dataset), out=str(tmp_path / "clean"), policy=policy, **fields)
+    train(clean, progress=False, stop_at_step=saved)
+    for name in ("model.safetensors", STATE_TENSORS):
+        a, b = load_file(str(out / name)), load_file(str(tmp_path / "clean" / name))
+        assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a), name
+
+    _rerun([*args, f"steps={saved + 2}"])
+    assert json.loads((out / STATE_JSON).read_text())["step"] == saved + 2
