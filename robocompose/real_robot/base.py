@@ -134,5 +134,9 @@ class Arm(ABC):
     def stop(self) -> None:
         """Emergency stop: halt now; later commands are refused until the arm is reset."""
 
+    def keepalive(self) -> None:  # noqa: B027 (optional: only arms with a link watchdog)
+        """Tell the arm's own communication watchdog the commander is alive while it sends no
+        command (the control process calls it on every tick it holds)."""
+
     def close(self) -> None:  # noqa: B027 (optional: an arm holding no connection skips it)
         """Release the connection (idempotent)."""

@@ -394,6 +394,17 @@ class ChunkExecutor:
             self._chunks.append(chunk)
         events.append(event)
 
+    def plan(self, tick: int, max_ticks: int) -> np.ndarray | None:
+        """The actions the current chunks give for ticks `tick`, `tick` + 1, ... (at most
+        `max_ticks`, up to the first tick they give none): what a control process is sent."""
+        values = []
+        for future_tick in range(tick, tick + max_ticks):
+            value = self._action(future_tick)
+            if value is None:
+                break
+            values.append(value)
+        return np.stack(values) if values else None
+
     def _action(self, tick: int) -> np.ndarray | None:
         values = [v for c in self._chunks if (v := c.value_at(tick)) is not None]
         if not values:

@@ -97,6 +97,8 @@ class TwinArm(Arm):
         obs_keys: which observation keys `observe` returns ("state", "image").
         time_scale: sim seconds per wall second (> 0; 1 = real time).
         realtime: False runs no physics thread: the caller advances time with `advance`.
+        command_timeout_s: hold (targets := the current pose) once no command came for this
+            long in sim time, as a real arm's link watchdog does (None: never).
         env_kwargs: passed to the task's env (e.g. `image_size`, `camera`).
     """
 
@@ -107,8 +109,11 @@ class TwinArm(Arm):
         obs_keys: tuple[str, ...] = ("state",),
         time_scale: float = 1.0,
         realtime: bool = True,
+        command_timeout_s: float | None = None,
         **env_kwargs: Any,
     ) -> None:
+        if command_timeout_s is not None and not command_timeout_s > 0:
+            raise ValueError(f"`command_timeout_s` must be > 0 or None. Got {command_timeout_s}.")
         if not (np.isfinite(time_scale) and time_scale > 0):
             raise ValueError(f"`time_scale` must be > 0. Got {time_scale}.")
         self.spec = get_task(task)
@@ -127,6 +132,9 @@ class TwinArm(Arm):
         self._substeps = 0
         self._success, self._score = False, 0.0
         self.lag_events = 0  # times the thread fell more than MAX_LAG_S behind and skipped ahead
+        self.command_timeout_s = command_timeout_s
+        self.command_timeouts = 0  # holds because no command came within command_timeout_s
+        self._last_command_sim_s: float | None = None
         self._t0 = time.monotonic()
         self._error: BaseException | None = None
         self._quit = threading.Event()
@@ -155,6 +163,8 @@ class TwinArm(Arm):
             if gripper is not None:
                 self._grip = float(np.clip(gripper, -1.0, 1.0))
             self._set_targets(pos)
+            if self.command_timeout_s is not None:
+                self._last_command_sim_s = self.sim_time_s
 
     def hold(self) -> None:
         with self.lock:
@@ -182,6 +192,10 @@ class TwinArm(Arm):
         return self._stopped
 
     @property
+    def timestep_s(self) -> float:
+        return self._timestep_s
+
+    @property
     def sim_time_s(self) -> float:
         return self._substeps * self._timestep_s
 
@@ -193,6 +207,7 @@ class TwinArm(Arm):
             self._grip = -1.0
             self._stopped = False
             self._substeps = 0
+            self._last_command_sim_s = None
             self._success, self._score = bool(info["success"]), float(info["score"])
             self._t0 = time.monotonic()
             return self.observe()
@@ -242,6 +257,11 @@ class TwinArm(Arm):
     def _substep(self) -> None:
         mujoco.mj_step(self.task.model, self.task.data)
         self._substeps += 1
+        last = self._last_command_sim_s
+        if last is not None and self.sim_time_s - last > self.command_timeout_s:  # type: ignore[operator]
+            self._set_targets(self._ee_pos())
+            self._last_command_sim_s = None
+            self.command_timeouts += 1
         if self._substeps % self.task.n_substeps == 0:
             success, score = self.task._evaluate()
             self._success = self._success or bool(success)

@@ -6,6 +6,9 @@ end-effector command is `servoL(position + the rotation vector read at connect, 
 documents them; joint commands are `servoJ`. `hold` is `servoStop` (decelerate, leave servo
 mode; the next command re-enters it); `stop` is `servoStop` at `stop_decel_m_s2` then
 `stopScript`, and commands are refused until `reenable()` (which re-uploads the control script).
+With `watchdog_hz`, ur-rtde's RTDE input watchdog (`setWatchdog`) stops the control script when
+no input (a command, or `keepalive` = `kickWatchdog`) arrives for 1 / watchdog_hz: a control
+process that dies leaves the arm stopped, not servoing toward its last target.
 A command raises `URError` when the controller reports a protective or emergency stop.
 
 The gripper: ur-rtde drives no gripper itself; with `gripper_tool_output` set, the gripper
@@ -51,6 +54,7 @@ class URDriver(Arm):
     gain: servo proportional gain, [100, 2000].
     stop_decel_m_s2: deceleration of `stop`; `hold_decel_m_s2` of `hold`.
     gripper_tool_output: tool digital output wired to the gripper, or None.
+    watchdog_hz: the least input rate the controller accepts before it stops (None: no watchdog).
     """
 
     def __init__(
@@ -63,6 +67,7 @@ class URDriver(Arm):
         hold_decel_m_s2: float = 2.0,
         stop_decel_m_s2: float = 10.0,
         gripper_tool_output: int | None = None,
+        watchdog_hz: float | None = None,
     ) -> None:
         if not 0.002 <= servo_time_s <= 1.0:
             raise ValueError(f"`servo_time_s` must be in [0.002, 1]. Got {servo_time_s}.")
@@ -83,6 +88,9 @@ class URDriver(Arm):
         self.gripper_tool_output = gripper_tool_output
         if gripper_tool_output is not None:
             self.io = import_sdk("rtde_io", "ur-rtde").RTDEIOInterface(host)
+        self.watchdog_hz = watchdog_hz
+        if watchdog_hz is not None:
+            self._expect("setWatchdog", self.control.setWatchdog(float(watchdog_hz)))
         self.rotvec = [float(v) for v in self.receive.getActualTCPPose()[3:6]]
         self._gripper = -1.0
         self._warned_gripper = False
@@ -122,6 +130,11 @@ class URDriver(Arm):
         self._stopped = True
         self.control.servoStop(self.stop_decel_m_s2)
         self.control.stopScript()
+
+    def keepalive(self) -> None:
+        """Kick ur-rtde's watchdog while no command is sent (a hold)."""
+        if self.watchdog_hz is not None and not self._stopped:
+            self.control.kickWatchdog()
 
     def close(self) -> None:
         if not self._closed:

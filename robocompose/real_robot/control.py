@@ -1,0 +1,630 @@
+"""The control process: one OS process per arm that streams interpolated targets at the arm's own
+servo rate, apart from the policy.
+
+    policy process (10-50 Hz)                         control process (125-500 Hz, one core)
+    observe -> ChunkExecutor -> schedule(times,       read waypoints -> Trajectory.sample(t + tick)
+    actions) --waypoint ring (shared memory)-->       -> SafetyLayer (per tick) -> Arm (servo call)
+    <--telemetry, event and state rings--             -> twin physics (dry runs) -> publish state
+    estop flag (shared memory) ------------------->   checked at the start of every tick
+
+The policy side only schedules: each waypoint carries the time it is meant for, late ones are
+dropped and newer plans override older ones from their first time on (`trajectory`). The
+control loop wakes at absolute deadlines (a sleep, then a short spin), with the garbage
+collector frozen and disabled, pinned to one core and in SCHED_FIFO where permitted.
+
+Hold and stop, from the control process itself:
+- no fresh waypoint for the watchdog period, or the policy process gone: brake (the commanded
+  velocity ramps to zero at `max_accel_m_s2`), then `Arm.hold()`; fresh waypoints resume it;
+  with the policy process gone the process then closes the arm and exits;
+- the e-stop flag: `Arm.stop()` at the next tick, commands refused until `rearm`;
+- the control process killed: nothing streams any more and each arm stops on its own (see
+  `ARM_TIMEOUTS`); the twin, which runs inside this process, stops with it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import multiprocessing
+import os
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from typing import Any
+
+import numpy as np
+
+from robocompose.real_robot.base import Arm, ArmState
+from robocompose.real_robot.ring import RingBuffer
+from robocompose.real_robot.safety import SafetyLayer
+from robocompose.real_robot.safety_events import SafetyEvent
+from robocompose.real_robot.safety_limits import SafetyLimits
+from robocompose.real_robot.trajectory import (
+    INTERPOLATIONS,
+    INVALID_KINDS,
+    Sample,
+    Trajectory,
+    pack_waypoint,
+    unpack_waypoint,
+)
+from robocompose.real_robot.twin import TwinArm
+
+ArmFactory = Callable[[], Arm]  # picklable (a module-level function or partial): runs in the child
+
+# The servo rate each arm runs at by default, and why.
+DEFAULT_RATES_HZ: dict[str, float] = {
+    "twin": 500.0,  # as the UR: dry runs exercise the fastest path
+    "ur5e": 500.0,  # the e-Series controller's cycle; servoL/servoJ with servo_time = 2 ms
+    "xarm6": 250.0,  # servo mode (mode 1) runs the latest target each 4 ms controller cycle
+    "franka": 100.0,  # franky replans (Ruckig) on every takeover; its own 1 kHz loop fills in
+}
+# What each arm does when the control process dies (nothing streams any more).
+ARM_TIMEOUTS: dict[str, str] = {
+    "twin": "runs inside the control process: physics stops with it; on its own the twin holds "
+    "after `command_timeout_s` without a command, as the UR does",
+    "ur5e": "ur-rtde's RTDE input watchdog (`setWatchdog(watchdog_hz)`, kicked by every command "
+    "and by `keepalive`) stops the control script once no input arrives for 1 / watchdog_hz",
+    "xarm6": "servo mode executes only the latest target: the arm stops at the last one, at most "
+    "one tick's step away; the SDK's connection drop leaves it holding there",
+    "franka": "libfranka's 1 kHz loop runs inside the control process: the robot detects the "
+    "missing packets (communication_constraints_violation) and brakes",
+}
+
+TELEMETRY_WIDTH = 14  # [due, start, plan xyz, sent xyz, gripper, flags, ee xyz (measured)]
+EVENT_WIDTH = 4  # [time, code, value, value]
+SENT, HOLDING, BRAKING, ESTOPPED, CLAMPED = 1, 2, 4, 8, 16  # telemetry flag bits
+EVENT_CODES = (
+    "late_waypoint",  # value: how late (s)
+    "invalid_waypoint",  # value: index into INVALID_KINDS
+    "overrun",  # value: waypoints lost
+    "torn_read",  # value: records caught mid-write
+    "watchdog_hold",  # value: ms since the last fresh waypoint
+    "policy_process_gone",
+    "estop",  # value: ms from the flag being set to the arm's stop
+    "resume",
+    "held",  # braking done, the arm holds; value: ticks spent braking
+    "arm_error",
+    "safety",  # value: index into SAFETY_KINDS
+    "ticks_missed",  # value: ticks skipped because the loop was late
+)
+SAFETY_KINDS = ("workspace", "accel", "speed", "delta", "gripper", "workspace_start", "other")
+FLAG_ESTOP, FLAG_QUIT, FLAG_ESTOP_SET_AT = 0, 1, 2  # shared flag words
+
+
+@dataclass(kw_only=True)
+class ControlConfig:
+    """The control process's settings.
+
+    Args:
+        rate_hz: servo rate (ticks per wall second).
+        limits: the safety limits, applied to the interpolated stream per tick.
+        interpolation: positions between waypoints, "linear" or "cubic".
+        time_scale: the twin's sim seconds per wall second (sim limits use sim time).
+        watchdog_ms: brake and hold after this long without a fresh waypoint (None: the limits').
+        capacity: waypoint ring size (records).
+        spin_s: the busy wait before each deadline (sleep covers the rest).
+        cpu: pin the process to this core (None: leave it).
+        fifo_priority: SCHED_FIFO priority when permitted (None: the normal scheduler).
+        publish_every: publish the arm's state (and the twin's observation) every n ticks.
+        obs_dim: the twin's "state" observation size to publish (0: none).
+    """
+
+    rate_hz: float
+    limits: SafetyLimits
+    interpolation: str = "linear"
+    time_scale: float = 1.0
+    watchdog_ms: float | None = None
+    capacity: int = 1024
+    spin_s: float = 0.0003
+    cpu: int | None = None
+    fifo_priority: int | None = None
+    publish_every: int = 1
+    obs_dim: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not (np.isfinite(self.rate_hz) and 1.0 <= self.rate_hz <= 1000.0):
+            raise ValueError(f"`rate_hz` must be in [1, 1000]. Got {self.rate_hz}.")
+        if self.interpolation not in INTERPOLATIONS:
+            raise ValueError(
+                f"`interpolation` must be one of {INTERPOLATIONS}. Got {self.interpolation!r}."
+            )
+        if not (np.isfinite(self.time_scale) and self.time_scale > 0):
+            raise ValueError(f"`time_scale` must be > 0. Got {self.time_scale}.")
+        if self.capacity < 16 or self.publish_every < 1:
+            raise ValueError(
+                f"`capacity` must be >= 16 and `publish_every` >= 1. Got {self.capacity}, "
+                f"{self.publish_every}."
+            )
+
+    @property
+    def period_s(self) -> float:
+        return 1.0 / self.rate_hz
+
+    @property
+    def watchdog_s(self) -> float:
+        return (self.watchdog_ms or self.limits.watchdog_ms) / 1000.0
+
+
+@dataclass(frozen=True)
+class Rings:
+    """The shared-memory segments' names, handed to the child."""
+
+    waypoints: str
+    telemetry: str
+    events: str
+    state: str
+
+
+# ---- the control process (child side) -------------------------------------------------------
+
+
+def sleep_until(deadline_s: float, spin_s: float) -> None:
+    """Sleep to just before `deadline_s` (time.monotonic), then spin to it."""
+    remaining = deadline_s - time.monotonic() - spin_s
+    if remaining > 0:
+        time.sleep(remaining)
+    while time.monotonic() < deadline_s:
+        pass
+
+
+def realtime_setup(cpu: int | None, fifo_priority: int | None) -> dict[str, Any]:
+    """Pin the process and ask for SCHED_FIFO where permitted; what was granted."""
+    granted: dict[str, Any] = {"cpu": None, "fifo": False}
+    if cpu is not None and hasattr(os, "sched_setaffinity"):
+        with contextlib.suppress(OSError):
+            os.sched_setaffinity(0, {cpu})
+            granted["cpu"] = cpu
+    if fifo_priority is not None and hasattr(os, "sched_setscheduler"):
+        with contextlib.suppress(OSError):
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(fifo_priority))
+            granted["fifo"] = True
+    return granted
+
+
+class ControlLoop:
+    """The loop the control process runs (also usable in-process, e.g. by a test)."""
+
+    def __init__(
+        self,
+        arm: Arm,
+        config: ControlConfig,
+        rings: Rings,
+        flags: Any,
+        conn: Connection | None,
+    ) -> None:
+        self.config = config
+        self.arm, self.twin = arm, arm if isinstance(arm, TwinArm) else None
+        sim_hz = config.rate_hz / (config.time_scale if self.twin is not None else 1.0)
+        self.layer = SafetyLayer(
+            arm, config.limits, control_hz=sim_hz, watchdog=False, on_event=self._on_safety
+        )
+        self.waypoints = RingBuffer.attach(rings.waypoints)
+        self.telemetry = RingBuffer.attach(rings.telemetry)
+        self.events = RingBuffer.attach(rings.events)
+        self.state = RingBuffer.attach(rings.state)
+        self.flags, self.conn = flags, conn
+        self.trajectory = Trajectory(config.interpolation)
+        self.parent_pid = os.getppid()
+        self._clamped = False
+        self._now = 0.0
+        self._k = 0
+        self._clamps: set[str] = set()
+        self._previous_clamps: set[str] = set()
+        self._measured: np.ndarray | None = None
+        self.reset_motion()
+
+    def reset_motion(self) -> None:
+        """Start (again) from rest: holding, nothing queued."""
+        self.trajectory.clear()
+        self.waypoints.skip_to_end()
+        self.holding, self.braking, self.brake_ticks = True, False, 0
+        self.last_fresh_s: float | None = None
+        self.sent: np.ndarray | None = None
+        self.velocity = np.zeros(3)
+        self.gripper: float | None = None
+        self.sim_tick0 = 0
+        self.estop_reported = False
+
+    def event(self, code: str, a: float = 0.0, b: float = 0.0) -> None:
+        self.events.write(np.array([self._now, EVENT_CODES.index(code), a, b]))
+
+    def _on_safety(self, event: SafetyEvent) -> None:
+        """Log the first tick of each streak of one clamp kind (the telemetry flags every one)."""
+        kind = event.kind if event.kind in SAFETY_KINDS else "other"
+        self._clamped = True
+        self._clamps.add(kind)
+        if kind not in self._previous_clamps:
+            self.event("safety", SAFETY_KINDS.index(kind))
+
+    # -- one tick ------------------------------------------------------------------------------
+    def tick(self, k: int, due_s: float) -> bool:
+        """Run tick `k` due at `due_s`; False when the loop should end."""
+        start = self._now = time.monotonic()
+        self._k = k
+        if self.flags[FLAG_QUIT]:
+            self.brake_to_hold()
+            return False
+        if self.flags[FLAG_ESTOP] and not self.layer.estopped:
+            self.layer.estop("e-stop flag")
+            set_at = self.flags[FLAG_ESTOP_SET_AT]
+            self.event("estop", 1000.0 * (time.monotonic() - set_at) if set_at else 0.0)
+        if self.conn is not None and self.conn.poll() and not self.handle(self.conn.recv()):
+            return False
+        self.read_waypoints(start)
+        if os.getppid() != self.parent_pid:
+            self.event("policy_process_gone")
+            self.brake_to_hold()
+            return False
+        target_time = due_s + self.config.period_s  # servo targets are reached one tick later
+        plan = self.next_target(start, target_time)
+        flags = 0
+        self._clamped = False
+        self._previous_clamps, self._clamps = self._clamps, set()
+        if plan is not None and not self.layer.estopped:
+            try:
+                result = self.layer.command_ee(plan.pos_m, plan.gripper)
+            except Exception as e:
+                self.event("arm_error")
+                raise RuntimeError(f"the arm refused a command: {e!r}") from e
+            if result.sent:
+                flags |= SENT
+                assert result.target is not None
+                if self.sent is not None:
+                    self.velocity = (result.target - self.sent) / self.layer.period_s
+                self.sent = result.target
+                self.gripper = result.gripper if result.gripper is not None else self.gripper
+        elif not self.layer.estopped:
+            self.arm.keepalive()
+        if self.twin is not None and not self.twin.stopped:
+            self.advance_twin(k)
+        if k % self.config.publish_every == 0:
+            self.publish(start)
+        flags |= (HOLDING if self.holding else 0) | (BRAKING if self.braking else 0)
+        flags |= (ESTOPPED if self.layer.estopped else 0) | (CLAMPED if self._clamped else 0)
+        self.write_telemetry(due_s, start, plan, flags)
+        return True
+
+    def read_waypoints(self, now: float) -> None:
+        batch = self.waypoints.read_new()
+        if batch.lost:
+            self.event("overrun", batch.lost)
+        if batch.torn:
+            self.event("torn_read", batch.torn)
+        fresh = False
+        for record in batch.records:
+            waypoint, problem = unpack_waypoint(record)
+            if waypoint is None:
+                self.event("invalid_waypoint", INVALID_KINDS.index(problem))
+                continue
+            current = None
+            if self.sent is not None:
+                current = Sample(self.sent, None, self.gripper)
+            else:
+                state = self.arm.read_state()
+                current = Sample(np.asarray(state.ee_pos_m, dtype=np.float64), None, None)
+            if not self.trajectory.insert(waypoint, now, current):
+                self.event("late_waypoint", now - waypoint.time_s)
+                continue
+            fresh = True
+        if fresh and not self.layer.estopped:
+            self.last_fresh_s = now
+            if self.holding or self.braking:
+                self.holding, self.braking = False, False
+                self.event("resume")
+
+    def next_target(self, now: float, target_time: float) -> Sample | None:
+        """What to command this tick: the plan, a braking step, or nothing (holding)."""
+        if self.holding:
+            return None
+        if self.braking:
+            return self.brake_step()
+        assert self.last_fresh_s is not None
+        silent = now - self.last_fresh_s
+        if silent > self.config.watchdog_s:
+            self.event("watchdog_hold", 1000.0 * silent)
+            self.braking, self.brake_ticks = True, 0
+            self.trajectory.clear()
+            return self.brake_step()
+        self.trajectory.prune(now)
+        return self.trajectory.sample(target_time)
+
+    def brake_step(self) -> Sample | None:
+        """One tick of braking at the acceleration limit; None (and hold) once at rest."""
+        speed = float(np.linalg.norm(self.velocity))
+        dt = self.layer.period_s
+        if self.sent is None or speed * dt < 1e-7:
+            self.layer.hold()
+            self.holding, self.braking = True, False
+            self.velocity = np.zeros(3)
+            self.sent = None
+            self.event("held", self.brake_ticks)
+            return None
+        self.brake_ticks += 1
+        slower = max(0.0, speed - self.config.limits.max_accel_m_s2 * dt)
+        self.velocity = self.velocity * (slower / speed)
+        return Sample(self.sent + self.velocity * dt, None, self.gripper)
+
+    def brake_to_hold(self) -> None:
+        """Brake to rest now, tick by tick (the policy process is gone)."""
+        if self.holding or self.layer.estopped:
+            return
+        self.braking = True
+        k, t0 = 0, time.monotonic()
+        while self.braking:
+            sample = self.brake_step()
+            if sample is not None:
+                self.layer.command_ee(sample.pos_m, sample.gripper)
+                self.sent = sample.pos_m
+            if self.twin is not None:
+                self.twin.advance(self.config.period_s * self.config.time_scale)
+            k += 1
+            sleep_until(t0 + k * self.config.period_s, self.config.spin_s)
+
+    def advance_twin(self, k: int) -> None:
+        """Keep sim time at (ticks since reset) x tick x time_scale."""
+        assert self.twin is not None
+        due = (k + 1 - self.sim_tick0) * self.config.period_s * self.config.time_scale
+        steps = int((due - self.twin.sim_time_s) / self.twin.timestep_s + 1e-9)
+        if steps > 0:
+            self.twin.advance(steps * self.twin.timestep_s)
+
+    def publish(self, now: float) -> None:
+        state = self.arm.read_state()
+        row = np.zeros(self.state.width)
+        row[0], row[1:4], row[4] = now, state.ee_pos_m, state.gripper
+        self._measured = row[1:4]
+        if self.twin is not None and self.config.obs_dim:
+            seen = self.twin.observe()
+            row[5], row[6], row[7] = seen.success, seen.score, seen.sim_time_s
+            row[8 : 8 + self.config.obs_dim] = seen.obs["state"]
+        self.state.write(row)
+
+    def write_telemetry(self, due: float, start: float, plan: Sample | None, flags: int) -> None:
+        row = np.full(TELEMETRY_WIDTH, np.nan)
+        row[0], row[1], row[10] = due, start, flags
+        if plan is not None:
+            row[2:5] = plan.pos_m
+        if self._measured is not None:
+            row[11:14], self._measured = self._measured, None
+        if flags & SENT and self.sent is not None:
+            row[5:8] = self.sent
+            row[8] = np.nan if self.gripper is None else self.gripper
+        self.telemetry.write(row)
+
+    # -- requests from the policy process ---------------------------------------------------
+    def handle(self, message: tuple) -> bool:
+        """Answer one request; False on "close"."""
+        kind, *args = message
+        reply: Any = None
+        try:
+            if kind == "close":
+                self.conn_send(("ok", None))
+                return False
+            if kind == "reset":  # the twin: a new episode on a seed
+                assert self.twin is not None, "reset needs the twin"
+                self.twin.reset(seed=args[0])
+                self.layer.rearm()
+                self.reset_motion()
+                self.layer.hold()
+                self.sim_tick0 = self._k + 1
+                self.publish(time.monotonic())
+            elif kind == "rearm":
+                self.flags[FLAG_ESTOP] = 0
+                self.layer.rearm()
+                self.reset_motion()
+            elif kind == "hold":
+                self.trajectory.clear()
+                if not self.holding:
+                    self.braking = True
+            else:
+                raise ValueError(f"unknown request {kind!r}")
+            self.conn_send(("ok", reply))
+        except Exception as e:
+            self.conn_send(("error", f"{type(e).__name__}: {e}"))
+        return True
+
+    def conn_send(self, message: tuple) -> None:
+        if self.conn is not None:
+            self.conn.send(message)
+
+    def close(self) -> None:
+        for ring in (self.waypoints, self.telemetry, self.events, self.state):
+            ring.close()
+        self.layer.close()
+
+
+def control_main(
+    arm_factory: ArmFactory, config: ControlConfig, rings: Rings, flags: Any, conn: Connection
+) -> None:
+    """The control process's entry point: build the arm here, then tick until told to stop."""
+    granted = realtime_setup(config.cpu, config.fifo_priority)
+    try:
+        arm = arm_factory()
+        loop = ControlLoop(arm, config, rings, flags, conn)
+    except BaseException as e:
+        conn.send(("error", f"{type(e).__name__}: {e}\n{traceback.format_exc()}"))
+        return
+    conn.send(("ready", granted))
+    gc.collect()
+    gc.freeze()
+    gc.disable()
+    period = config.period_s
+    k, t0 = 0, time.monotonic() + period
+    try:
+        while True:
+            due = t0 + k * period
+            sleep_until(due, config.spin_s)
+            if not loop.tick(k, due):
+                break
+            late = int((time.monotonic() - t0) / period) - k - 1
+            if late >= 1:  # ticks whose whole period passed: skip them, run the current one
+                loop.event("ticks_missed", late)
+                k += late
+            k += 1
+    except BaseException:
+        traceback.print_exc()
+        raise
+    finally:
+        gc.enable()
+        loop.close()
+
+
+# ---- the policy side -----------------------------------------------------------------------
+
+
+STATE_HEAD = 8  # [time, ee xyz, gripper, success, score, sim time], then the observation
+
+
+class ControlProcess:
+    """Starts the control process for one arm and talks to it (from the policy process).
+
+    Args:
+        arm_factory: builds the arm inside the child (a picklable callable).
+        config: the `ControlConfig`.
+        start_timeout_s: how long the arm may take to connect.
+    """
+
+    def __init__(
+        self, arm_factory: ArmFactory, config: ControlConfig, *, start_timeout_s: float = 30.0
+    ) -> None:
+        self.config = config
+        self.waypoints = RingBuffer.create(config.capacity, 10)
+        self.telemetry = RingBuffer.create(8192, TELEMETRY_WIDTH)
+        self.events_ring = RingBuffer.create(4096, EVENT_WIDTH)
+        self.state_ring = RingBuffer.create(64, STATE_HEAD + config.obs_dim)
+        rings = Rings(
+            self.waypoints.name, self.telemetry.name, self.events_ring.name, self.state_ring.name
+        )
+        context = multiprocessing.get_context("spawn")
+        self.flags = context.RawArray("d", 4)
+        self.conn, child_conn = context.Pipe()
+        self.process = context.Process(
+            target=control_main,
+            args=(arm_factory, config, rings, self.flags, child_conn),
+            name="robocompose-control",
+            daemon=True,
+        )
+        self.process.start()
+        child_conn.close()
+        self.granted = self._expect_ready(start_timeout_s)
+
+    def _expect_ready(self, timeout_s: float) -> dict[str, Any]:
+        if not self.conn.poll(timeout_s):
+            self.close()
+            raise TimeoutError(f"the control process did not start within {timeout_s} s.")
+        kind, detail = self.conn.recv()
+        if kind != "ready":
+            self.close()
+            raise RuntimeError(f"the control process could not start the arm: {detail}")
+        return detail
+
+    @property
+    def alive(self) -> bool:
+        return self.process.is_alive()
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid
+
+    def schedule(
+        self, times_s: np.ndarray, positions_m: np.ndarray, grippers: np.ndarray | None = None
+    ) -> None:
+        """Queue waypoints: positions (n, 3) at times (n,) (time.monotonic), grippers (n,)."""
+        for i, t in enumerate(times_s):
+            grip = None if grippers is None else float(grippers[i])
+            self.waypoints.write(pack_waypoint(float(t), positions_m[i], grip))
+
+    def write_record(self, record: np.ndarray) -> None:
+        """One raw waypoint record (see `trajectory.pack_waypoint`)."""
+        self.waypoints.write(record)
+
+    def estop(self) -> None:
+        """Engage the e-stop: the control process stops the arm at its next tick."""
+        self.flags[FLAG_ESTOP_SET_AT] = time.monotonic()
+        self.flags[FLAG_ESTOP] = 1.0
+
+    @property
+    def estopped(self) -> bool:
+        return bool(self.flags[FLAG_ESTOP])
+
+    def request(self, kind: str, *args: Any, timeout_s: float = 10.0) -> Any:
+        """Ask the control process something between ticks and wait for its answer."""
+        if not self.alive:
+            raise ConnectionError(
+                f"the control process is gone (exit code {self.process.exitcode})."
+            )
+        self.conn.send((kind, *args))
+        if not self.conn.poll(timeout_s):
+            raise TimeoutError(f"the control process did not answer {kind!r} within {timeout_s} s.")
+        status, reply = self.conn.recv()
+        if status != "ok":
+            raise RuntimeError(f"the control process refused {kind!r}: {reply}")
+        return reply
+
+    def reset_twin(self, seed: int) -> None:
+        self.request("reset", seed)
+        self.state_ring.skip_to_end()
+
+    def latest(self) -> np.ndarray | None:
+        return self.state_ring.latest()
+
+    def read_state(self) -> ArmState:
+        row = self.latest()
+        if row is None:
+            raise RuntimeError("the control process has published no state yet.")
+        return ArmState(float(row[0]), row[1:4].copy(), float(row[4]))
+
+    def observe(self) -> tuple[dict[str, np.ndarray], bool, float]:
+        """The twin's observation ("state"), success and score, as last published."""
+        row = self.latest()
+        if row is None:
+            raise RuntimeError("the control process has published no observation yet.")
+        obs = {"state": row[STATE_HEAD:].astype(np.float32)}
+        return obs, bool(row[5]), float(row[6])
+
+    def drain_telemetry(self) -> np.ndarray:
+        return self.telemetry.read_new().records
+
+    def drain_events(self) -> list[dict[str, Any]]:
+        """The control process's events since the last call, as log lines."""
+        return [event_line(row) for row in self.events_ring.read_new().records]
+
+    def close(self, timeout_s: float = 5.0) -> None:
+        """Ask the loop to end (the arm holds and closes), then release everything."""
+        self.flags[FLAG_QUIT] = 1.0
+        self.process.join(timeout_s)
+        if self.process.is_alive():
+            self.process.kill()
+            self.process.join(timeout_s)
+        self.conn.close()
+        for ring in (self.waypoints, self.telemetry, self.events_ring, self.state_ring):
+            ring.close()
+
+
+def event_line(row: np.ndarray) -> dict[str, Any]:
+    """An event record as a log line that says what happened."""
+    code = EVENT_CODES[int(row[1])]
+    line: dict[str, Any] = {"event": f"control:{code}", "t_s": float(row[0])}
+    value = float(row[2])
+    if code == "late_waypoint":
+        line["late_ms"] = round(1000 * value, 2)
+    elif code == "overrun":
+        line["lost"] = int(value)
+    elif code == "torn_read":
+        line["torn"] = int(value)
+    elif code == "watchdog_hold":
+        line["silent_ms"] = round(value, 1)
+    elif code == "estop":
+        line["latency_ms"] = round(value, 3)
+    elif code == "held":
+        line["braking_ticks"] = int(value)
+    elif code == "invalid_waypoint":
+        line["reason"] = INVALID_KINDS[int(value)]
+    elif code == "safety":
+        line["kind"] = SAFETY_KINDS[int(value)]
+    elif code == "ticks_missed":
+        line["ticks"] = int(value)
+    return line
