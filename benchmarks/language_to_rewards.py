@@ -23,7 +23,8 @@ from typing import Any
 
 from common import resume_records
 
-from robocompose.hierarchical.language_to_rewards import (
+from robocompose.hierarchical.language_to_rewards.mpc import MPCConfig
+from robocompose.hierarchical.language_to_rewards.pipeline import (
     INSTRUCTIONS,
     MAX_STEPS,
     Instruction,
@@ -31,10 +32,9 @@ from robocompose.hierarchical.language_to_rewards import (
     run_mpc,
     run_scripted,
 )
+from robocompose.hierarchical.language_to_rewards.rewards import TemplateError, goal_record
 from robocompose.hierarchical.llm import make_backend
-from robocompose.hierarchical.models import DEFAULT_MODEL, ModelError, resolve_model
-from robocompose.hierarchical.mpc import MPCConfig
-from robocompose.hierarchical.rewards import TemplateError, goal_record
+from robocompose.hierarchical.llm.models import DEFAULT_MODEL, ModelError, resolve_model
 from robocompose.stats import paired_outcomes, success_rate
 
 RESULTS = Path(__file__).parent / "results" / "skills.json"

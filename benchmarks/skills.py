@@ -52,8 +52,8 @@ import numpy as np
 from common import resume_records
 
 from robocompose.hierarchical.api import LONG_TASKS, plan_and_run
-from robocompose.hierarchical.learned_skills import registry_for
-from robocompose.hierarchical.skills import DIRECTIONS, build_registry
+from robocompose.hierarchical.skills.learned import registry_for
+from robocompose.hierarchical.skills.scripted import DIRECTIONS, build_registry
 from robocompose.hierarchical.tasks import (
     LongHorizonItem,
     long_horizon_tasks,

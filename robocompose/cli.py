@@ -408,7 +408,7 @@ def _deploy_option(path: str) -> str:
 
 def _plan(overrides: list[str]) -> None:
     from robocompose.hierarchical.api import Runner, describe, show_plan
-    from robocompose.hierarchical.corrections import read_lines_into
+    from robocompose.hierarchical.run.corrections import read_lines_into
 
     config = load_verb_config("plan", overrides)
     runner = Runner(config)
@@ -424,13 +424,13 @@ def _plan(overrides: list[str]) -> None:
 
 
 def _rewards(overrides: list[str]) -> None:
-    from robocompose.hierarchical.language_to_rewards import run_config
+    from robocompose.hierarchical.language_to_rewards.pipeline import run_config
 
     print(json.dumps(run_config(load_verb_config("rewards", overrides)), indent=2))
 
 
 def _corrections(overrides: list[str]) -> None:
-    from robocompose.hierarchical.correction_bank import run_corrections
+    from robocompose.hierarchical.run.correction_bank import run_corrections
 
     print(run_corrections(load_verb_config("corrections", overrides)))
 
@@ -617,7 +617,7 @@ VERBS: dict[str, Verb] = {
     "corrections": Verb(
         "correction logs of plan runs as training pairs (state, instruction, corrected call) "
         "and the corrected plans `plan correction_logs=[...]` puts in the planner's prompt",
-        "robocompose.hierarchical.correction_bank:CorrectionsConfig",
+        "robocompose.hierarchical.run.correction_bank:CorrectionsConfig",
         _corrections,
         positional=Shorthand("", "logs", help="correction logs (corrections.jsonl)"),
         many=True,
@@ -629,7 +629,7 @@ VERBS: dict[str, Verb] = {
     "rewards": Verb(
         "Language to Rewards: an LLM fills a reward template from the instruction, a sampling "
         "MPC optimises it in sim (tabletop blocks or PushT), against the scripted baseline",
-        "robocompose.hierarchical.language_to_rewards:RewardsConfig",
+        "robocompose.hierarchical.language_to_rewards.pipeline:RewardsConfig",
         _rewards,
         positional=Shorthand("", "instruction", help="the instruction, quoted"),
         flags=(

@@ -26,9 +26,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from robocompose.hierarchical.corrections import CorrectionLog, CorrectionQueue, Corrections
-from robocompose.hierarchical.executor import Executor, StepwisePlan
-from robocompose.hierarchical.repair import MAX_ROUNDS, RepairRecord, run_with_repair
+from robocompose.hierarchical.base import LLMBackend, Planner, StepwisePlan
+from robocompose.hierarchical.run.corrections import CorrectionLog, CorrectionQueue, Corrections
+from robocompose.hierarchical.run.plan_executor import PlanExecutor
+from robocompose.hierarchical.run.repair import MAX_ROUNDS, RepairRecord, run_with_repair
 from robocompose.hierarchical.tasks import (
     STACK_BLOCKS,
     STACK_TASK,
@@ -125,7 +126,7 @@ def _choice(name: str, value: str, choices: tuple[str, ...]) -> None:
         raise ValueError(f"`{name}` must be one of {list(choices)}. Got {value!r}.")
 
 
-def make_llm(config: PlanConfig) -> Any:
+def make_llm(config: PlanConfig) -> LLMBackend:
     """The planner's LLM backend, behind the disk cache unless `llm_cache` is off."""
     from robocompose.hierarchical.llm import make_backend
 
@@ -144,28 +145,30 @@ class SayCanRounds:
     def __init__(self, saycan: Any, world: Any) -> None:
         self.saycan, self.world = saycan, world
 
-    def plan(self, instruction: str, world_summary: Any, feedback: str | None = None) -> Any:
+    def plan(
+        self, instruction: str, world_summary: Any, feedback: str | None = None
+    ) -> StepwisePlan:
         return StepwisePlan(
             lambda history: self.saycan.step(instruction, history, self.world).call,
             max_steps=self.saycan.config.max_steps,
         )
 
 
-def make_planner(kind: str, llm: Any, registry: Any, world: Any) -> Any:
-    """A planner with `plan(instruction, world_summary, feedback)` for `kind`."""
+def make_planner(kind: str, llm: LLMBackend, registry: Any, world: Any) -> Planner:
+    """The planner named `kind` (one of `PLANNERS`)."""
     _choice("planner", kind, PLANNERS)
     if kind == "code":
-        from robocompose.hierarchical.code_planner import CodePlanner
+        from robocompose.hierarchical.planners.code import CodePlanner
 
         return CodePlanner(llm, registry)
     if kind == "skills":
         from robocompose.hierarchical.llm import LocalLLM
-        from robocompose.hierarchical.skill_planner import SkillPlanner, SkillPlannerConfig
+        from robocompose.hierarchical.planners.skills import SkillPlanner, SkillPlannerConfig
 
         local = isinstance(getattr(llm, "backend", llm), LocalLLM)  # behind the cache or not
         constrain = "grammar" if local else "json_schema"
         return SkillPlanner(llm, registry, SkillPlannerConfig(constrain=constrain))
-    from robocompose.hierarchical.saycan import SayCanPlanner
+    from robocompose.hierarchical.planners.saycan import SayCanPlanner
 
     return SayCanRounds(SayCanPlanner(llm, registry), world)
 
@@ -192,7 +195,7 @@ class Runner:
     picks it up at its next control step."""
 
     def __init__(self, config: PlanConfig, llm: Any = None) -> None:
-        from robocompose.hierarchical.learned_skills import registry_for
+        from robocompose.hierarchical.skills.learned import registry_for
 
         self.config = config
         self.item = config.item()
@@ -200,9 +203,12 @@ class Runner:
         self.world = make_world(self.item, step_budget=config.step_budget, render_mode=render)
         self.registry = registry_for(self.world, config.skills)
         self.llm = llm if llm is not None else make_llm(config)
-        self.planner = make_planner(config.planner, self.llm, self.registry, self.world)
+        self.planner: Planner = make_planner(config.planner, self.llm, self.registry, self.world)
         if config.correction_logs:
-            from robocompose.hierarchical.correction_bank import CorrectedPlanner, CorrectionBank
+            from robocompose.hierarchical.run.correction_bank import (
+                CorrectedPlanner,
+                CorrectionBank,
+            )
 
             bank = CorrectionBank.from_logs(config.correction_logs)
             self.planner = CorrectedPlanner(self.planner, bank, config.correction_examples)
@@ -212,7 +218,7 @@ class Runner:
         context |= {"seed": self.item.seed, "run": uuid.uuid4().hex[:12]}
         log = CorrectionLog(self.out / "corrections.jsonl", context)
         corrections = Corrections(self.queue, log, self.llm)
-        self.executor = Executor(
+        self.executor = PlanExecutor(
             self.world, self.registry, corrections=corrections, frame_every=1 if config.video else 0
         )
 

@@ -1,6 +1,7 @@
-"""The contracts of hierarchical planning: an LLM backend, a skill, and what running a skill leaves.
+"""The contracts of hierarchical planning: an LLM backend, a planner and its plan, a skill, a
+skill call, and what running a skill leaves.
 
-instruction -> Planner (code | skills | saycan) -> skill calls -> Skill -> controller -> env
+instruction -> Planner (code | skills | saycan) -> Plan -> skill calls -> Skill -> controller -> env
                   ^  LLMBackend (local GGUF | OpenAI-compatible HTTP), cached on disk
                   +---- traces of every call (arguments, error, state, success check)
 """
@@ -8,9 +9,9 @@ instruction -> Planner (code | skills | saycan) -> skill calls -> Skill -> contr
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 Message = dict[str, str]  # {"role": "system" | "user" | "assistant", "content": ...}
 
@@ -26,13 +27,29 @@ class Completion:
     finish_reason: str = ""  # "stop" | "length" (hit max_tokens) | "" when the backend won't say
 
 
-class PlanCost:
-    """What every planner's result reports: whether it has problems, and what the LLM cost.
+class Plan:
+    """What every planner returns: `kind` says what `body` is, and the plan carries what the LLM
+    cost (`completions`) and what is wrong with it (`problems`: a plan with problems is not run,
+    they go back to the planner).
 
-    Mixed into the planners' frozen dataclasses, which hold `completions` and `problems`."""
+    - "code": a program for the sandbox (`CodePlan`), `body` the program text;
+    - "calls": skill calls in order (`SkillPlan`), `body` the calls;
+    - "steps": calls chosen one at a time as the plan runs (`StepwisePlan`, SayCan), `body` the
+      plan itself.
+
+    Subclasses are dataclasses that hold `completions` and `problems` and give `kind` and `body`.
+    """
 
     completions: tuple[Completion, ...]
     problems: tuple[str, ...]
+
+    @property
+    def kind(self) -> str:
+        raise NotImplementedError
+
+    @property
+    def body(self) -> str | tuple[SkillCall, ...] | StepwisePlan:
+        raise NotImplementedError
 
     @property
     def ok(self) -> bool:
@@ -45,6 +62,18 @@ class PlanCost:
     @property
     def seconds(self) -> float:
         return sum(c.seconds for c in self.completions)
+
+
+class Planner(Protocol):
+    """Turns an instruction into a `Plan` for the scene as it is; `feedback` (a failed round's
+    report, or a previous answer's problems) asks for a repaired plan."""
+
+    def plan(
+        self,
+        instruction: str,
+        world_summary: str | Mapping[str, Any],
+        feedback: str | None = None,
+    ) -> Plan: ...
 
 
 class LLMBackend(ABC):
@@ -94,7 +123,7 @@ class Skill:
 
     `run(world, **args)` drives the world until done or out of time; `precondition` and
     `success` read the world only. `kind` says what runs: "scripted", "policy", "composed",
-    "learned" or "learned_composed" (`learned_skills`)."""
+    "learned" or "learned_composed" (`skills.learned`)."""
 
     name: str
     description: str
@@ -117,3 +146,49 @@ class SkillTrace:
     state_after: dict[str, Any] = field(default_factory=dict)
     steps: int = 0
     seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class SkillCall:
+    """One call of a plan: a registered skill's name and its arguments."""
+
+    skill: str
+    args: dict[str, Any] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        return f"{self.skill}({', '.join(f'{k}={v!r}' for k, v in self.args.items())})"
+
+
+def as_calls(items: Sequence[Any]) -> list[SkillCall]:
+    """Skill calls from `SkillCall`s or the planners' JSON shape {"skill": ..., "args": {...}}."""
+    calls = []
+    for i, item in enumerate(items):
+        if isinstance(item, SkillCall):
+            calls.append(item)
+        elif isinstance(item, dict) and isinstance(item.get("skill"), str):
+            calls.append(SkillCall(item["skill"], dict(item.get("args") or {})))
+        else:
+            raise ValueError(f"plan item {i} must be {{'skill': str, 'args': {{}}}}. Got {item!r}.")
+    return calls
+
+
+@dataclass
+class StepwisePlan(Plan):
+    """A plan decided one call at a time in closed loop (SayCan): `next_call(history)` returns
+    the next call after the executed `history`, or None when the task is done. The executor
+    records the calls it chose and the seconds spent choosing."""
+
+    next_call: Callable[[list[SkillCall]], SkillCall | None]
+    max_steps: int = 12
+    chosen: list[SkillCall] = field(default_factory=list)
+    seconds: float = 0.0  # spent choosing (SayCan scores, it makes no completions)
+    completions: tuple[Completion, ...] = ()
+    problems: tuple[str, ...] = ()
+
+    @property
+    def kind(self) -> str:
+        return "steps"
+
+    @property
+    def body(self) -> StepwisePlan:
+        return self

@@ -2,7 +2,7 @@
 
 Skills never touch the env directly: each control step is `world.step(action)`, which steps the
 env, counts the step against the budget and calls every registered hook `hook(world)`. The
-executor uses hooks to poll language corrections and record video frames; a hook may raise to
+plan executor uses hooks to poll language corrections and record video frames; a hook may raise to
 interrupt the running skill (the exception propagates out of the skill's `run`).
 
 Names. A block is `"<colour>_block"` (e.g. `"red_block"`), a bin `"<colour>_bin"`; the table is

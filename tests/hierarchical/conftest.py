@@ -16,7 +16,7 @@ from __future__ import annotations
 import pytest
 
 from robocompose.hierarchical.llm import LocalLLM  # first: it sets how llama.cpp threads wait
-from robocompose.hierarchical.models import ModelError, resolve_model
+from robocompose.hierarchical.llm.models import ModelError, resolve_model
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -54,6 +54,6 @@ def qwen():
 
 @pytest.fixture
 def cached_smollm2(smollm2, tmp_path):
-    from robocompose.hierarchical.cache import CachedLLM
+    from robocompose.hierarchical.llm.cache import CachedLLM
 
     return CachedLLM(smollm2, tmp_path / "llm-cache")

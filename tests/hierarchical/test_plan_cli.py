@@ -72,7 +72,7 @@ def test_bad_settings_name_the_field(overrides, message):
 
 @pytest.mark.smollm2
 def test_api_runs_and_takes_a_correction(smollm2, tmp_path):
-    from robocompose.hierarchical.cache import CachedLLM
+    from robocompose.hierarchical.llm.cache import CachedLLM
 
     llm = CachedLLM(smollm2, tmp_path / "llm")
     result = plan_and_run(

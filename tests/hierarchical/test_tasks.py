@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from robocompose.hierarchical.skills import build_registry
+from robocompose.hierarchical.skills.scripted import build_registry
 from robocompose.hierarchical.tasks import (
     OTHER_WORDS,
     SORT_TASK,

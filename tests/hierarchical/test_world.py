@@ -10,7 +10,7 @@ import pytest
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
-from robocompose.hierarchical.skills import build_registry  # noqa: E402
+from robocompose.hierarchical.skills.scripted import build_registry  # noqa: E402
 from robocompose.hierarchical.world import FaultHook, SimWorld, StepBudgetExceeded  # noqa: E402
 from robocompose.sim.pick_place import CUBE_MIN_GAP_M  # noqa: E402
 

@@ -27,10 +27,10 @@ import os
 from dataclasses import dataclass
 
 from robocompose.hierarchical.base import LLMBackend
-from robocompose.hierarchical.cache import CachedLLM, default_cache_dir
+from robocompose.hierarchical.llm.cache import CachedLLM, default_cache_dir
 from robocompose.hierarchical.llm.local import LocalLLM
+from robocompose.hierarchical.llm.models import DEFAULT_MODEL
 from robocompose.hierarchical.llm.remote import SCHEMA_FORMATS, OpenAIBackend
-from robocompose.hierarchical.models import DEFAULT_MODEL
 
 KINDS = ("local", "openai")
 

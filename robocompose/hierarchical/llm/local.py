@@ -20,7 +20,7 @@ import numpy as np
 
 from robocompose.hierarchical.base import Completion, LLMBackend, Message
 from robocompose.hierarchical.llm.checks import check_chat_args, check_score_args
-from robocompose.hierarchical.models import DEFAULT_MODEL, JOINED, MODEL_NAMES, resolve_model
+from robocompose.hierarchical.llm.models import DEFAULT_MODEL, JOINED, MODEL_NAMES, resolve_model
 
 FINGERPRINT_BYTES = 1 << 20
 

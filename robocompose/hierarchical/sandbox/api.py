@@ -73,7 +73,7 @@ class SandboxAPI:
     def validate(self, name: str, args: list[Any], kwargs: dict[str, Any]) -> dict[str, Any]:
         """Checked arguments of a call, by parameter name; ValueError names what is wrong."""
         if name not in self.functions:
-            from robocompose.hierarchical.registry import suggest
+            from robocompose.hierarchical.skills.registry import suggest
 
             near = suggest(name, list(self.functions))
             hint = f"; did you mean {near!r}?" if near else f"; it has: {list(self.functions)}"
@@ -115,7 +115,7 @@ def _bind(execute: Callable[[str, dict[str, Any]], Any], name: str) -> Callable[
 def validate_args(function: ApiFunction, args: list[Any], kwargs: dict[str, Any]) -> dict[str, Any]:
     """Map positional and keyword arguments onto the parameters, then check them by the skill
     registry's rules, so the planners and the sandbox refuse the same calls in the same words."""
-    from robocompose.hierarchical.registry import check_args  # see the module docstring
+    from robocompose.hierarchical.skills.registry import check_args  # see the module docstring
 
     params = function.params
     if len(args) > len(params):

@@ -1,0 +1,1 @@
+"""Language to Rewards (Yu et al. 2023): the LLM fills a reward, a sampling MPC optimises it."""

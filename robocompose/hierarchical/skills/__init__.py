@@ -1,0 +1,1 @@
+"""Skills: the registry the planners call through, the scripted primitives, learned skills."""
