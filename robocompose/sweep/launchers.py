@@ -32,6 +32,10 @@ if TYPE_CHECKING:
     from ray import ObjectRef
 
 CHECKPOINT_FILES = (CONFIG, WEIGHTS)  # what a worker needs of a parent checkpoint folder
+LOOPBACK = "127.0.0.1"
+# Read by Ray when imported: set to "0", a Ray started for this machine alone listens and
+# advertises on loopback instead of the machine's network address.
+RAY_LOCAL_ONLY = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 
 
 @dataclass(frozen=True)
@@ -167,12 +171,16 @@ def _ray(config: LauncherConfig, tasks: Sequence[Task]) -> Iterator[tuple[Task, 
     (`retry_exceptions=False`): a task's episodes are fixed by its seeds, so it would fail the
     same way again, and the error stops the sweep at once. A task still lost after its retries
     does not stop the others: they finish and are yielded, then `WorkersLost` names it."""
+    if not config.address:
+        os.environ.setdefault(RAY_LOCAL_ONLY, "0")
     import ray
     from ray.exceptions import NodeDiedError, ObjectLostError, OutOfMemoryError, WorkerCrashedError
 
     owner = not ray.is_initialized()
     if owner:
-        local = {} if config.address else {"num_cpus": config.num_cpus}
+        local = {}
+        if not config.address:
+            local = {"num_cpus": config.num_cpus, "_node_ip_address": LOOPBACK}
         if config.temp_dir and not config.address:
             local["_temp_dir"] = config.temp_dir
         ray.init(

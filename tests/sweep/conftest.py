@@ -3,6 +3,7 @@ and a perturbed copy), fast enough for a few dozen episodes."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,10 @@ import torch
 
 from robocompose.policies.checkpoint import load_policy, save_policy
 from robocompose.shipped import shipped_path
+from robocompose.sweep.launchers import RAY_LOCAL_ONLY
+
+# every Ray these tests start (in this process or a `ray start`) stays on loopback
+os.environ[RAY_LOCAL_ONLY] = "0"
 
 
 @pytest.fixture(scope="session")

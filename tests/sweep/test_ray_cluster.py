@@ -56,6 +56,9 @@ class Cluster:
         return pids
 
 
+LOOPBACK = "127.0.0.1"
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -68,6 +71,8 @@ def _ray_start(port: int, temp: Path, home: Path) -> subprocess.Popen:
         "start",
         "--head",
         "--block",
+        f"--node-ip-address={LOOPBACK}",  # a test's traffic stays on loopback
+        f"--dashboard-host={LOOPBACK}",
         f"--port={port}",
         f"--temp-dir={temp}",
         "--num-cpus=2",
@@ -97,7 +102,7 @@ def cluster(tmp_path_factory) -> Iterator[Cluster]:
     cluster = Cluster(f"127.0.0.1:{port}", _ray_start(port, temp, home), home)
     try:
         _wait(lambda: "Ray runtime started" in (temp / "ray-start.log").read_text(), 60, cluster)
-        ray.init(address=cluster.address, logging_level="WARNING")
+        ray.init(address=cluster.address, _node_ip_address=LOOPBACK, logging_level="WARNING")
         yield cluster
     finally:
         ray.shutdown()
@@ -165,6 +170,14 @@ def _rows(folder: Path) -> list[tuple[str, ...]]:
     keep = [*COLUMNS, *(c for c in OUTCOME if c != "elapsed_s")]
     table = EpisodeTable(folder / "episodes.csv", COLUMNS)
     return sorted(tuple(r[c] for c in keep) for r in table.read())
+
+
+def test_the_cluster_advertises_loopback_only(cluster: Cluster) -> None:
+    """Every node and the driver talk over 127.0.0.1, not the machine's network address."""
+    import ray
+
+    assert {n["NodeManagerAddress"] for n in ray.nodes()} == {LOOPBACK}
+    assert ray.util.get_node_ip_address() == LOOPBACK
 
 
 @pytest.fixture(scope="module")
