@@ -187,8 +187,9 @@ def _eval(overrides: list[str]) -> None:
     # one folder per checkpoint: evaluations of other checkpoints into one --out keep theirs
     videos = episodes.parent / "videos" / name
     result = evaluate(
-        config.checkpoint,
+        _with_task(config.checkpoint, config.task),
         config.seeds(),
+        label=name,
         out=episodes,
         steps=config.steps,
         num_envs=config.num_envs,
@@ -201,6 +202,20 @@ def _eval(overrides: list[str]) -> None:
     print(result.summary())
     _print_outputs(episodes, result.videos)
     _refuse_errors(result, episodes)
+
+
+def _with_task(checkpoint: str, task: Any) -> Any:
+    """The checkpoint folder, or its policy on the env `task=` attaches (see `attached_env`)."""
+    if task is None:
+        return checkpoint
+    from robocompose.evaluation import load_checkpoint
+    from robocompose.sim.tasks import attached_env
+
+    policy = load_checkpoint(checkpoint)
+    recorded = policy.metadata.get("task"), policy.metadata.get("env_kwargs", {})
+    env, kwargs = attached_env(*recorded, f"checkpoint {checkpoint}", task.name)
+    policy.metadata |= {"task": env, "env_kwargs": kwargs}
+    return policy
 
 
 def _experts(overrides: list[str]) -> None:
@@ -467,12 +482,13 @@ VERBS: dict[str, Verb] = {
         "train a policy, e.g. dataset=data/PushT.hdf5 out=ckpt/pusht policy=flow_mlp steps=5000",
         "robocompose.policies.train_config:TrainConfig",
         _train,
-        ("policy",),
+        ("policy", "task"),
     ),
     "eval": Verb(
         "evaluate a checkpoint on its task",
         "robocompose.jobs:EvalConfig",
         _eval,
+        ("task",),
         positional=Shorthand("", "checkpoint", help="checkpoint folder (config.json + weights)"),
         flags=(
             EPISODES,

@@ -191,6 +191,8 @@ class EvalConfig(EpisodesConfig):
     """`robocompose eval`: one checkpoint on its own task."""
 
     checkpoint: str
+    # the env of a checkpoint whose own is not registered (trained on a file of another suite)
+    task: TaskConfig | None = None
     steps: int | None = None  # denoising steps; None: the checkpoint's own
     num_envs: int | None = None
     out: str | None = None  # episodes JSONL; None: runs/eval/<checkpoint name>.jsonl

@@ -21,6 +21,7 @@ import json
 import math
 import os
 import time
+import warnings
 from contextlib import AbstractContextManager
 from dataclasses import fields
 from pathlib import Path
@@ -56,6 +57,7 @@ from robocompose.sim.dataset import (
     read_skill_vocabulary,
     skill_segments,
 )
+from robocompose.sim.tasks import attached_env, is_registered, missing_env_error
 from robocompose.stats import SuccessRate
 
 __all__ = ["STATE_JSON", "STATE_TENSORS", "TrainConfig", "learning_rate", "prepare", "train"]
@@ -150,9 +152,17 @@ def prepare(config: TrainConfig) -> tuple[GenerativePolicy, SequenceWindows, dic
         policy_config.n_action_steps,
     )
     env_args = read_env_args(config.dataset)
+    env_name, env_kwargs = attached_env(
+        env_args.get("env_name"),
+        env_args.get("env_kwargs", {}),
+        os.fspath(config.dataset),
+        config.task.name if config.task else None,
+    )
+    if env_name and not is_registered(env_name):
+        warnings.warn(str(missing_env_error(env_name, os.fspath(config.dataset))), stacklevel=2)
     metadata = {
-        "task": env_args.get("env_name"),
-        "env_kwargs": env_args.get("env_kwargs", {}),
+        "task": env_name,
+        "env_kwargs": env_kwargs,
         "dataset": os.fspath(config.dataset),
         "demos": [e.name for e in episodes],
         "train": config.to_dict(),

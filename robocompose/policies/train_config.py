@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from robocompose.devices import check_device
+from robocompose.jobs import TaskConfig
 from robocompose.policies.config import PolicyConfig
 
 # Curves live in their own subfolder: the run folder's top level stays the checkpoint a loader
@@ -26,6 +27,9 @@ class TrainConfig:
     # its skill's language tokens as the obs key `skill_tokens` (robocompose.sim.skill_labels)
     skill_windows: bool = False
     policy: PolicyConfig = field(default_factory=PolicyConfig)
+    # the env of a dataset whose own (`env_args.env_name`) is not registered, e.g. a file of
+    # another suite: `task=<preset>` records that task in the checkpoint
+    task: TaskConfig | None = None
     steps: int = 10_000
     batch_size: int = 256
     lr: float = 3e-4

@@ -170,6 +170,43 @@ def register_recorded(env_name: str | None, env_kwargs: dict[str, Any] | None) -
     register_external(name, block)
 
 
+def attached_env(
+    env_name: str | None, env_kwargs: dict[str, Any], source: str, task: str | None
+) -> tuple[str | None, dict[str, Any]]:
+    """The env a dataset or checkpoint (`source`) runs on: the one it records, or the task
+    `task` attaches to it when it records none that is registered (a foreign robomimic file:
+    its `env_args` name an env of another suite). `task` never replaces a registered env."""
+    if task is None:
+        return env_name, env_kwargs
+    spec = get_task(task)
+    if env_name == spec.env_id:
+        return env_name, env_kwargs
+    if env_name and is_registered(env_name):
+        raise ValueError(
+            f"{source} runs on {env_name}, a registered env; task={spec.name} attaches an env "
+            "only to data or a checkpoint whose own env is missing. Drop task=."
+        )
+    return spec.env_id, {"external": spec.external} if spec.external else {}
+
+
+def is_registered(env_id: str) -> bool:
+    """Whether gymnasium can make `env_id` (the suite's and known external tasks included)."""
+    import gymnasium as gym
+
+    register_tasks()
+    return env_id in gym.registry
+
+
+def missing_env_error(env_id: str, source: str) -> ValueError:
+    """What to do when a dataset or checkpoint names an env nobody registered."""
+    return ValueError(
+        f"{source} runs on env {env_id!r}, which is not a registered gymnasium env (a dataset "
+        "from another suite?). Attach a task to it: `task=<preset>` (a task of configs/task/ or "
+        "the suite, or your own preset with --config-dir DIR) on `eval`, or on `train` to "
+        "record it in the checkpoint."
+    )
+
+
 def register_tasks() -> None:
     """Register every task id with gymnasium (lazy entry points; idempotent)."""
     import gymnasium as gym
