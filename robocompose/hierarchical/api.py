@@ -127,15 +127,20 @@ def _choice(name: str, value: str, choices: tuple[str, ...]) -> None:
 
 
 def make_llm(config: PlanConfig) -> LLMBackend:
-    """The planner's LLM backend, behind the disk cache unless `llm_cache` is off."""
+    """The planner's LLM backend, behind the disk cache unless `llm_cache` is off. A model that
+    cannot be found or trusted is a bad `model` setting (a ValueError naming it)."""
     from robocompose.hierarchical.llm import make_backend
+    from robocompose.hierarchical.llm.models import ModelError
 
     settings: dict[str, Any] = {"model": config.model, "cache": config.llm_cache}
     if config.backend == "local":
         settings["n_threads"] = config.n_threads
     else:
         settings["base_url"] = config.base_url
-    return make_backend(config.backend, **settings)
+    try:
+        return make_backend(config.backend, **settings)
+    except ModelError as error:
+        raise ValueError(f"`model`: {error}") from None
 
 
 class SayCanRounds:
@@ -199,10 +204,10 @@ class Runner:
 
         self.config = config
         self.item = config.item()
+        self.llm = llm if llm is not None else make_llm(config)  # a bad model fails before the sim
         render = "rgb_array" if config.video else None
         self.world = make_world(self.item, step_budget=config.step_budget, render_mode=render)
         self.registry = registry_for(self.world, config.skills)
-        self.llm = llm if llm is not None else make_llm(config)
         self.planner: Planner = make_planner(config.planner, self.llm, self.registry, self.world)
         if config.correction_logs:
             from robocompose.hierarchical.run.correction_bank import (

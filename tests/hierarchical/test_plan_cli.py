@@ -5,6 +5,8 @@ correction given through the API reaches the running plan."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -68,6 +70,28 @@ def test_plan_config_from_the_command_line(capsys):
 def test_bad_settings_name_the_field(overrides, message):
     with pytest.raises(SystemExit, match=message):
         main(["plan", *overrides])
+
+
+def test_a_missing_model_file_is_one_line(tmp_path):
+    missing = tmp_path / "missing.gguf"
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "robocompose.cli",
+            "plan",
+            f"model={missing}",
+            "--out",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode != 0 and "Traceback" not in run.stderr
+    assert run.stderr.strip() == (
+        f"robocompose plan: error: `model`: model file {missing} does not exist."
+    )
 
 
 @pytest.mark.smollm2
