@@ -47,6 +47,7 @@ from __future__ import annotations
 import argparse
 import fcntl
 import json
+import os
 import random
 import statistics
 import time
@@ -261,6 +262,48 @@ def quality(
     }
 
 
+def paired_entry(comparison) -> dict:
+    """A paired comparison as stored: the two rows, the discordant counts, the difference with
+    its 95% interval, and whether that interval holds 0."""
+    row = comparison.to_dict()
+    return row | {
+        "formatted": comparison.paired.format(),
+        "contains_zero": row["ci_low"] <= 0 <= row["ci_high"],
+    }
+
+
+def vertex_gap(parents: list, names: list[str], seeds: list[int], out_dir) -> dict:
+    """Per parent: the composition at its vertex (weights one-hot, convex) against the parent
+    on its own sampler, paired on `seeds`. A vertex now samples on that parent's own grid
+    (`ComposedDenoiser.sigmas` weighs only the parents with a coefficient); `former_path` is
+    how it ran before, on the grid the pair composes on inside the simplex, measured where
+    that grid is another parent's."""
+    steps = compose(parents, "convex", (0.5, 0.5)).config.denoising_steps()
+    grids = [p.denoiser_for(None).sigmas(steps) for p in parents]
+    inside = compose(parents, "convex", (0.5,) * len(parents)).resolved_sigmas()
+    shared = grids.index(inside) if inside in grids else None
+    out = {"seeds": {"start": seeds[0], "episodes": len(seeds)}, "pair_grid_of": None}
+    if shared is not None:
+        out["pair_grid_of"] = names[shared]
+    for i, (name, parent) in enumerate(zip(names, parents, strict=True)):
+        onehot = tuple(float(k == i) for k in range(len(parents)))
+        vertex = compose(parents, "convex", onehot)
+        label = candidate_label("convex", onehot)
+        pair = compare(vertex, parent, seeds, out_dir=out_dir, labels=(label, name))
+        row = {"grid": "own" if vertex.resolved_sigmas() == grids[i] else "other"}
+        row["composed_minus_native"] = paired_entry(pair)
+        print(f"vertex {label} - {name}: {pair.paired.format()}", flush=True)
+        if shared is not None and shared != i:
+            former = compose(parents, "convex", onehot, grid=f"parent{shared}")
+            former_label = f"{label}_grid_parent{shared}"
+            before = compare(former, parent, seeds, out_dir=out_dir, labels=(former_label, name))
+            row["former_path_minus_native"] = paired_entry(before)
+            print(f"vertex {former_label} - {name}: {before.paired.format()}", flush=True)
+        out[name] = row
+    out["all_contain_zero"] = all(out[n]["composed_minus_native"]["contains_zero"] for n in names)
+    return out
+
+
 @torch.no_grad()
 def _euler(parent, obs, noise, stacked: StackedNetwork | None = None) -> torch.Tensor:
     """One parent alone, sampled the way a composition samples: its Denoiser, prepared for
@@ -273,6 +316,49 @@ def _euler(parent, obs, noise, stacked: StackedNetwork | None = None) -> torch.T
     sigmas = denoiser.sigmas(10)
     denoiser.prepare(sigmas)
     return sample_euler(denoiser, noise, sigmas)
+
+
+@torch.no_grad()
+def floor_chunk(
+    parents: list,
+    views: list[dict],
+    noise: torch.Tensor,
+    stacks: list | None,
+    steps: int = 10,
+) -> list[torch.Tensor]:
+    """The floor of a composed chunk in its execution mode (eager): the parents' networks as the
+    composition runs them (`stacks`: its stacked groups, each group's conditioning for every
+    step in one call; else each parent's own network) plus the sampler's update, nothing else
+    (no adapter, operator, grid or scheduler). Each group integrates its chunk by Euler."""
+    conds = [p.encode(v) for p, v in zip(parents, views, strict=True)]
+    levels = torch.linspace(1.0, 0.0, steps + 1)
+    groups = [group for group, _ in stacks] if stacks else [[i] for i in range(len(parents))]
+    units = []
+    for j, group in enumerate(groups):
+        horizon = parents[group[0]].config.horizon
+        x = noise[:, :horizon].expand(len(group), *noise[:, :horizon].shape).clone()
+        if stacks:
+            net = stacks[j][1]
+            b = x.shape[1]
+            table = (100.0 * levels[:-1]).to(x.dtype)[None, :].repeat_interleave(b, 1)
+            cond = torch.stack([conds[i] for i in group])
+            table = table.expand(len(group), -1)
+            prepared = net.conditioning(table, cond.repeat(1, steps, 1))
+            per_step = prepared.unflatten(1, (steps, b)).unbind(1)
+            units.append((lambda x, k, n=net, c=per_step: n.forward_conditioned(x, c[k]), x))
+        else:
+            parent, cond = parents[group[0]], conds[group[0]]
+
+            def own(x, k, p=parent, c=cond):
+                t = torch.full((x.shape[1],), 100.0 * float(levels[k]), dtype=x.dtype)
+                return p.net(x[0], t, c)[None]
+
+            units.append((own, x))
+    for k in range(steps):
+        dt = float(levels[k + 1] - levels[k])
+        for network, x in units:
+            x.add_(network(x, k), alpha=dt)
+    return [x for _, x in units]
 
 
 def _interleaved_ms(
@@ -357,6 +443,9 @@ def latency(task: str, repeats: int) -> dict:
                 calls[f"{name}|same_sampler_stacked"] = partial(_euler, parent, view, own, stacked)
         for mode, policy in composed.items():
             calls[f"composed|{mode}"] = lambda p=policy, o=obs, n=noise: p.predict_actions(o, n)
+        views = [ComposedPolicy.parent_view(p, obs) for p in parents]
+        stacks = composed["serial"].stacks
+        calls["floor|eager"] = partial(floor_chunk, parents, views, noise, stacks)
         rounds = repeats if batch == 1 else max(3, repeats // 2)
         torch.set_num_threads(1)
         wall, cpu = _interleaved_ms(calls, rounds)
@@ -402,6 +491,9 @@ def latency(task: str, repeats: int) -> dict:
             for name in names
         ]
         best_key, best_ms = _best(composed_ms)
+        # the composition against the floor in its own execution mode (eager) and thread count
+        best_threads = int(best_key.split("_")[0].removeprefix("threads"))
+        floor_ms = settings["floor|eager"]
         single = {name: row["native_ms"] for name, row in per_parent.items()}
         same_sampler = {name: row["same_sampler_ms"] for name, row in per_parent.items()}
         out[f"batch{batch}"] = {
@@ -425,6 +517,14 @@ def latency(task: str, repeats: int) -> dict:
             "stacked_network_ratio_cpu": floor,  # fused pairs: K parents' network over one's
             "ratio_vs_slower_parent_same_sampler_cpu": cpu_ms["composed|serial"]
             / max(cpu_ms[key] for key in paths1),
+            # the floor: both parents' networks and the sampler, eager, timed in the same rounds
+            "floor_ms": floor_ms,
+            "ratio_to_floor": best_ms / floor_ms[f"threads{best_threads}"],
+            "ratio_to_floor_paired_threads1": _paired_ratio(
+                wall, "composed|serial", ["floor|eager"]
+            ),
+            "ratio_to_floor_cpu_threads1": cpu_ms["composed|serial"] / cpu_ms["floor|eager"],
+            "load_average": list(os.getloadavg()),
         }
         print(f"latency batch {batch}: {json.dumps(out[f'batch{batch}'])}", flush=True)
     torch.set_num_threads(2)
@@ -440,6 +540,14 @@ def _same_sampler_headline(results: dict) -> None:
             for row in results["latency"].values()
             for batch in ("batch1", "batch16")
         )
+    floors = [
+        row[batch]["ratio_to_floor"]
+        for row in results["latency"].values()
+        for batch in ("batch1", "batch16")
+        if "ratio_to_floor" in row[batch]
+    ]
+    if floors:
+        results["latency_ratio_to_floor"] = max(floors)
 
 
 def search_cost(task: str, episodes: int, first_slice: int, replays: int) -> dict:
@@ -576,7 +684,7 @@ def search_k3(episodes: int, replays: int, fresh_episodes: int) -> dict:
 
 def _store_quality(results: dict, task: str, found: dict) -> None:
     per_task = results.setdefault("quality", {})
-    per_task[task] = found
+    per_task[task] = per_task.get(task, {}) | found  # keeps the parts stored apart (vertex_gap)
     rows = list(per_task.values())
     results["mean_delta_pts"] = statistics.mean(r["delta_pts"] for r in rows)
     fresh = [r for r in rows if "delta_pts_fresh" in r]
@@ -586,11 +694,21 @@ def _store_quality(results: dict, task: str, found: dict) -> None:
     )
 
 
+def _store_vertex_gap(results: dict, task: str, gap: dict) -> None:
+    """`vertex_gap` beside the task's P1 row; the headline says whether every interval holds 0."""
+    results.setdefault("quality", {}).setdefault(task, {})["vertex_gap"] = gap
+    gaps = [r["vertex_gap"] for r in results["quality"].values() if "vertex_gap" in r]
+    results["vertex_gaps_contain_zero"] = all(g["all_contain_zero"] for g in gaps)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument(
-        "--part", default="all", choices=["all", "quality", "latency", "search", "k3"]
+        "--part",
+        default="all",
+        choices=["all", "quality", "latency", "search", "k3", "vertex"],
     )
+    parser.add_argument("--vertex-episodes", type=int, default=100, help="vertex gap seeds")
     parser.add_argument("--tasks", default=",".join(PARENT_PAIRS))
     parser.add_argument("--p1-search-episodes", type=int, default=100, help="P1 search seeds")
     parser.add_argument("--fresh-episodes", type=int, default=200, help="P1 fresh seeds")
@@ -615,6 +733,11 @@ def main() -> None:
             lambda rows: max(r["batch1"]["ratio_vs_slower_parent"] for r in rows),
         )
         _update(_same_sampler_headline)
+    for task in tasks if args.part in ("all", "vertex") else ():
+        parents, names = parents_of(task)
+        seeds = list(range(HELDOUT_SEED_START, HELDOUT_SEED_START + args.vertex_episodes))
+        gap = vertex_gap(parents, names, seeds, OUT / task / "fresh")
+        _update(lambda results, task=task, gap=gap: _store_vertex_gap(results, task, gap))
     for task in tasks if args.part in ("all", "search") else ():
         _record(
             "search_cost",
