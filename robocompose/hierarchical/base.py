@@ -25,6 +25,9 @@ class Completion:
     model: str
     cached: bool = False
     finish_reason: str = ""  # "stop" | "length" (hit max_tokens) | "" when the backend won't say
+    # prompt tokens the model actually evaluated (the rest came from a kept or loaded prefix
+    # state); None when the backend cannot tell (remote)
+    prompt_tokens_evaluated: int | None = None
 
 
 class Plan:

@@ -30,6 +30,7 @@ from robocompose.hierarchical.base import LLMBackend
 from robocompose.hierarchical.llm.cache import CachedLLM, default_cache_dir
 from robocompose.hierarchical.llm.local import LocalLLM
 from robocompose.hierarchical.llm.models import DEFAULT_MODEL
+from robocompose.hierarchical.llm.prefix_state import default_state_dir
 from robocompose.hierarchical.llm.remote import SCHEMA_FORMATS, OpenAIBackend
 
 KINDS = ("local", "openai")
@@ -54,6 +55,9 @@ class LLMConfig:
     seed: int = 0
     cache: bool = True
     cache_dir: str = ""  # "" -> $ROBOCOMPOSE_LLM_CACHE, else ~/.cache/robocompose/llm
+    # local: keep the KV state of each prompt's fixed part on disk, so a new process starts warm
+    prefix_state: bool = True
+    state_dir: str = ""  # "" -> $ROBOCOMPOSE_LLM_STATE, else ~/.cache/robocompose/llm-state
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -88,6 +92,7 @@ def backend_from_config(config: LLMConfig) -> LLMBackend:
             n_ctx=config.n_ctx,
             n_threads=config.n_threads,
             seed=config.seed,
+            state_dir=(config.state_dir or default_state_dir()) if config.prefix_state else None,
         )
     else:
         backend = OpenAIBackend(

@@ -21,6 +21,13 @@ import numpy as np
 from robocompose.hierarchical.base import Completion, LLMBackend, Message
 from robocompose.hierarchical.llm.checks import check_chat_args, check_score_args
 from robocompose.hierarchical.llm.models import DEFAULT_MODEL, JOINED, MODEL_NAMES, resolve_model
+from robocompose.hierarchical.llm.prefix_state import (
+    PrefixStates,
+    chat_formatter,
+    chat_tokens,
+    common_prefix,
+    held_tokens,
+)
 
 FINGERPRINT_BYTES = 1 << 20
 
@@ -120,7 +127,11 @@ def fingerprint(path: Path) -> str:
 
 
 class LocalLLM(LLMBackend):
-    """A local GGUF model. `model` is a name from `models.MODEL_NAMES` or a path to a .gguf file."""
+    """A local GGUF model. `model` is a name from `models.MODEL_NAMES` or a path to a .gguf file.
+
+    With `state_dir`, the KV state of each chat prompt's fixed part (all but the last message's
+    text) is kept on disk there (`prefix_state`), so a new process evaluates only the request;
+    every completion reports `prompt_tokens_evaluated`."""
 
     def __init__(
         self,
@@ -129,6 +140,7 @@ class LocalLLM(LLMBackend):
         n_ctx: int = 4096,
         n_threads: int = 2,
         seed: int = 0,
+        state_dir: str | os.PathLike[str] | None = None,
     ) -> None:
         if n_ctx < 256:
             raise ValueError(f"`n_ctx` must be >= 256. Got {n_ctx}.")
@@ -142,6 +154,12 @@ class LocalLLM(LLMBackend):
         file_id = named.sha256 if named else fingerprint(self.path)
         self.identity = f"local:{self.model}:{file_id}:seed={seed}"
         self._llama, self._lock = load_llama(self.path, n_ctx, n_threads, seed)
+        self._formatter = chat_formatter(self._llama)
+        self.prefix_states = (
+            PrefixStates(state_dir, self.identity)
+            if state_dir is not None and self._formatter is not None
+            else None
+        )
 
     def chat(
         self,
@@ -161,6 +179,7 @@ class LocalLLM(LLMBackend):
             if grammar is not None:
                 kwargs["grammar"] = self._grammar(grammar)
             start = time.perf_counter()
+            evaluated = self._warm(messages)
             response = self._llama.create_chat_completion(
                 messages=[dict(m) for m in messages],
                 max_tokens=max_tokens,
@@ -179,7 +198,22 @@ class LocalLLM(LLMBackend):
             seconds=seconds,
             model=self.model,
             finish_reason=choice.get("finish_reason") or "",
+            prompt_tokens_evaluated=evaluated,
         )
+
+    def _warm(self, messages: Sequence[Message]) -> int | None:
+        """Bring the prompt's fixed part into the context (kept, loaded from disk, or evaluated
+        and saved); returns the prompt tokens this call evaluates in all (None when the chat
+        format is not the GGUF's template, so the prompt's tokens are not known here)."""
+        if self._formatter is None:
+            return None
+        tokens, n_fixed = chat_tokens(self._llama, self._formatter, messages)
+        evaluated = (
+            self.prefix_states.warm(self._llama, tokens, n_fixed) if self.prefix_states else 0
+        )
+        # create_chat_completion keeps the longest held prefix and evaluates at least the last token
+        kept = min(common_prefix(held_tokens(self._llama), tokens), len(tokens) - 1)
+        return evaluated + len(tokens) - kept
 
     def _grammar(self, grammar: str) -> Any:
         """A `LlamaGrammar` that llama.cpp's own parser accepted: `LlamaGrammar` does not parse,
