@@ -266,9 +266,13 @@ class ControlLoop:
         if plan is not None and not self.layer.estopped:
             try:
                 result = self.layer.command_ee(plan.pos_m, plan.gripper)
-            except Exception as e:
+            except Exception as e:  # a protective stop, a lost link: stop, refuse until rearm
+                print(f"control process: the arm refused a command: {e!r}", flush=True)
                 self.event("arm_error")
-                raise RuntimeError(f"the arm refused a command: {e!r}") from e
+                self.flags[FLAG_ESTOP] = 1.0
+                with contextlib.suppress(Exception):
+                    self.layer.estop(f"arm error: {e!r}")
+                return True
             if result.sent:
                 flags |= SENT
                 assert result.target is not None
@@ -411,7 +415,10 @@ class ControlLoop:
                 self.layer.hold()
                 self.sim_tick0 = self._k + 1
                 self.publish(time.monotonic())
-            elif kind == "rearm":
+            elif kind == "rearm":  # after an e-stop: the arm re-enabled, commands accepted
+                reenable = getattr(self.arm, "reenable", None)
+                if callable(reenable):
+                    reenable()
                 self.flags[FLAG_ESTOP] = 0
                 self.layer.rearm()
                 self.reset_motion()
@@ -444,6 +451,7 @@ def control_main(
     try:
         arm = arm_factory()
         loop = ControlLoop(arm, config, rings, flags, conn)
+        loop.publish(time.monotonic())  # a state to read from the start
     except BaseException as e:
         conn.send(("error", f"{type(e).__name__}: {e}\n{traceback.format_exc()}"))
         return

@@ -94,6 +94,7 @@ class ProcessDeployLoop:
         self.time_scale = time_scale
         self.stop_on_success = stop_on_success
         self.estop_requested = False
+        self.telemetry_sink: list[np.ndarray] | None = None  # keeps every telemetry batch if set
 
     def estop(self) -> None:
         """Safe from a signal handler: sets the shared flag the control loop checks every tick."""
@@ -206,6 +207,8 @@ class ProcessDeployLoop:
     ) -> tuple[list[float] | None, list[dict[str, Any]], list[dict[str, Any]]]:
         """The last target the control process sent, its clamps, and the tick's events."""
         telemetry = self.control.drain_telemetry()
+        if self.telemetry_sink is not None:
+            self.telemetry_sink.append(telemetry)
         sent = None
         sent_rows = telemetry[(telemetry[:, 10].astype(int) & SENT) > 0] if len(telemetry) else []
         if len(sent_rows):

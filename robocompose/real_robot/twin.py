@@ -178,6 +178,11 @@ class TwinArm(Arm):
             self._set_targets(self._ee_pos())
             self._stopped = True
 
+    def reenable(self) -> None:
+        """Accept commands again after `stop`; the episode goes on from where it is."""
+        with self.lock:
+            self._stopped = False
+
     def close(self) -> None:
         self._quit.set()
         if self._thread is not None and self._thread is not threading.current_thread():
