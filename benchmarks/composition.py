@@ -66,7 +66,7 @@ from search_replay import (
     seed_orders,
 )
 
-from robocompose.compare import compare
+from robocompose.compare import Comparison, compare
 from robocompose.composition.api import candidate_label, compose, search
 from robocompose.composition.fused import (
     StackedDenoiser,
@@ -77,6 +77,7 @@ from robocompose.composition.fused import (
 from robocompose.composition.policy import ComposedPolicy
 from robocompose.composition.samplers import sample_euler
 from robocompose.composition.weight_search import (
+    NativeParent,
     plot_search,
     racing,
     simplex_grid,
@@ -93,6 +94,11 @@ SEED_START = 100_000
 P1_OPERATORS = ("convex", "product_of_experts", "superdiff_and", "superdiff_or", "mixture")
 HELDOUT_SEED_START = 300_000  # fresh seeds: the searched weights were picked on SEED_START's
 PATH = RESULTS / "composition.json"
+CONTROL_KEYS = (
+    "product_vs_sharpened_control",
+    "better_parent_karras_grid",
+    "sharpened_vs_karras_grid",
+)
 
 
 def _update(change) -> dict:
@@ -128,27 +134,54 @@ def _pick(rows: dict[str, dict]) -> str:
     return max(rows, key=lambda k: (rows[k]["success"], rows[k]["mean_score"]))
 
 
+def _native_on(parents: list, names: list[str], seeds: list[int], episodes) -> Comparison:
+    """The parents alone on `seeds`, logged in the files the search's native candidates use
+    (`parent<i>_native.jsonl`), so the search reuses every one of these episodes."""
+    results = []
+    for i, parent in enumerate(parents):
+        label = NativeParent(i, len(parents)).label
+        results.append(evaluate(parent, seeds, out=episodes / f"{label}.jsonl", label=label))
+    outcomes = [[bool(r["success"]) for r in result.records] for result in results]
+    return Comparison(tuple(names), tuple(results), paired_outcomes(*outcomes))
+
+
+def _chosen_candidate(
+    names: list[str], parents_search: dict[str, dict], composed_search: dict[str, dict]
+) -> tuple[str, dict]:
+    """The candidate with the best success on the search seeds (mean score breaks ties), each
+    parent alone listed first so that a tie goes to it: the search's rule, over the operators
+    too."""
+    rows = {
+        f"native:{n}": {"kind": "parent_native", "parent": n, **parents_search[n]} for n in names
+    }
+    rows |= {k: {"kind": "composition", **r} for k, r in composed_search.items()}
+    key = max(rows, key=lambda k: (rows[k]["success"], rows[k]["mean_score"]))
+    return key, rows[key]
+
+
 def quality(
     task: str,
     search_episodes: int,
     fresh_episodes: int,
     first_slice: int,
     operators: tuple[str, ...] = P1_OPERATORS,
+    controls: bool = True,
 ) -> dict:
     """P1 the honest way: everything is chosen on the search seeds (the better parent, the
-    convex weights, the operator), then measured on fresh seeds, each composition paired
-    seed by seed against the better parent."""
+    convex weights, the operator, and the candidate: a parent alone or a composition), then
+    measured on fresh seeds, each composition paired seed by seed against the better parent."""
     parents, names = parents_of(task)
     search_seeds = list(range(SEED_START, SEED_START + search_episodes))
     fresh_seeds = list(range(HELDOUT_SEED_START, HELDOUT_SEED_START + fresh_episodes))
     folder = OUT / task
-    on_search = compare(*parents, search_seeds, out_dir=folder / "search", labels=tuple(names))
+    on_search = _native_on(parents, names, search_seeds, folder / "search" / "episodes")
     parents_search = {n: r.row() for n, r in zip(names, on_search.results, strict=True)}
     better = _pick(parents_search)
     print(f"{task} on the search seeds:\n{on_search.table()}", flush=True)
 
     found = search(parents, search_seeds, out_dir=folder / "search", first_slice=first_slice)
     print(f"{task} convex search:\n{found.table()}", flush=True)
+    print(f"{task} search won: {found.chosen_text(names)}", flush=True)
     weights = tuple(found.chosen)
     rows_for_plot = [dict(r, label=n) for n, r in parents_search.items()]
     plot_search(found, folder / "search" / "search.png", rows_for_plot, task)
@@ -169,14 +202,17 @@ def quality(
         composed_search[key] = {"operator": operator, "weights": list(w), **result.row()}
         print(f"{task} search seeds {key}: {result.summary()}", flush=True)
     chosen_key = _pick(composed_search)
+    candidate_key, candidate = _chosen_candidate(names, parents_search, composed_search)
+    print(f"{task} chosen candidate on the search seeds: {candidate_key}", flush=True)
 
     sharpened = tuple(2.0 * (n == better) for n in names)
     fresh_trials = {
         "convex": trials["convex"],
         "product_of_experts": trials["product_of_experts"],
         "chosen_operator": trials[chosen_key],
-        "sharpened_better_parent": ("weighted_sum", sharpened),
     }
+    if controls:
+        fresh_trials["sharpened_better_parent"] = ("weighted_sum", sharpened)
     better_policy = parents[names.index(better)]
     fresh_dir = folder / "fresh"
     on_fresh = compare(*parents, fresh_seeds, out_dir=fresh_dir, labels=tuple(names))
@@ -194,33 +230,12 @@ def quality(
         composed_fresh[key] = {"operator": operator, "weights": list(w), **pair.results[0].row()}
         paired[key] = pair.to_dict() | {"formatted": pair.paired.format()}
         print(f"{task} fresh {key} - {better}: {pair.paired.format()}", flush=True)
-    # is the product's gain the second parent's, or only the sharper sampling of p^2?
-    product, control = (fresh_trials[k] for k in ("product_of_experts", "sharpened_better_parent"))
-    versus_control = compare(
-        compose(parents, *product),
-        compose(parents, *control),
-        fresh_seeds,
-        out_dir=fresh_dir,
-        labels=(candidate_label(*product), candidate_label(*control)),
-    )
-    print(f"{task} fresh product - control: {versus_control.paired.format()}", flush=True)
-    # and is the control's gain the sharper target p^2, or the Karras grid (from sigma_max 80)
-    # that weights not summing to 1 sample on? The better parent alone on that grid says.
-    onehot = tuple(float(n == better) for n in names)
-    on_karras = compose(parents, "convex", onehot, grid="karras")
-    karras_label = candidate_label("convex", onehot) + "_karras"
-    grid_effect = compare(
-        on_karras, better_policy, fresh_seeds, out_dir=fresh_dir, labels=(karras_label, better)
-    )
-    sharpening_effect = compare(
-        compose(parents, *control),
-        on_karras,
-        fresh_seeds,
-        out_dir=fresh_dir,
-        labels=(candidate_label(*control), karras_label),
-    )
-    print(f"{task} fresh better parent on the Karras grid - better parent: {grid_effect.paired}")
-    print(f"{task} fresh control - better parent on the Karras grid: {sharpening_effect.paired}")
+    chosen_fresh = _candidate_fresh(candidate, parents, names, better, on_fresh, fresh_dir)
+    print(f"{task} fresh chosen candidate - {better}: {chosen_fresh['formatted']}", flush=True)
+    skipped = {"skipped": "not rerun with the third version's candidates (--p1-no-controls)"}
+    extra: dict = dict.fromkeys(CONTROL_KEYS, skipped)
+    if controls:
+        extra = _controls(parents, names, better, better_policy, fresh_seeds, fresh_dir, task)
     gains = {
         k: paired[k]["difference"] for k in ("convex", "product_of_experts", "chosen_operator")
     }
@@ -251,14 +266,90 @@ def quality(
             "paired_vs_better_parent": paired,
         },
         "best_composed_fresh": best_key,
+        **extra,
+        "delta_pts_fresh": 100 * gains[best_key],
+        "ci_above_zero": paired[best_key]["ci_low"] > 0,
+        # the third release's: the candidate the search's rule picks, a parent alone included
+        "chosen_candidate": {"key": candidate_key, "search": candidate, "fresh": chosen_fresh},
+        "never_worse": chosen_fresh["ci_high"] >= 0,
+    }
+
+
+def _candidate_fresh(
+    candidate: dict,
+    parents: list,
+    names: list[str],
+    better: str,
+    on_fresh: Comparison,
+    fresh_dir,
+) -> dict:
+    """The chosen candidate on the fresh seeds, paired against the better parent: 0 on every
+    seed when it is the better parent itself."""
+    if candidate["kind"] == "parent_native":
+        results = dict(zip(names, on_fresh.results, strict=True))
+        mine = [bool(r["success"]) for r in results[candidate["parent"]].records]
+        theirs = [bool(r["success"]) for r in results[better].records]
+        pairing = paired_outcomes(mine, theirs)
+        return {
+            "row": results[candidate["parent"]].row(),
+            "difference": pairing.difference,
+            "ci_low": pairing.ci_low,
+            "ci_high": pairing.ci_high,
+            "formatted": pairing.format(),
+        }
+    operator, w = candidate["operator"], tuple(candidate["weights"])
+    label = candidate_label(operator, w)
+    pair = compare(
+        compose(parents, operator, w),
+        parents[names.index(better)],
+        [r["seed"] for r in on_fresh.results[0].records],
+        out_dir=fresh_dir,
+        labels=(label, better),
+    )
+    row = pair.to_dict()
+    return {
+        "row": pair.results[0].row(),
+        "difference": row["difference"],
+        "ci_low": row["ci_low"],
+        "ci_high": row["ci_high"],
+        "formatted": pair.paired.format(),
+    }
+
+
+def _controls(parents, names, better, better_policy, fresh_seeds, fresh_dir, task) -> dict:
+    """Is the product's gain the second parent's, or only the sharper sampling of p^2 (the
+    better parent alone with its score doubled)? And is that control's gain the sharper
+    target, or the Karras grid it samples on? The better parent alone on that grid says."""
+    product = ("weighted_sum", (1.0, 1.0))
+    control = ("weighted_sum", tuple(2.0 * (n == better) for n in names))
+    versus_control = compare(
+        compose(parents, *product),
+        compose(parents, *control),
+        fresh_seeds,
+        out_dir=fresh_dir,
+        labels=(candidate_label(*product), candidate_label(*control)),
+    )
+    print(f"{task} fresh product - control: {versus_control.paired.format()}", flush=True)
+    onehot = tuple(float(n == better) for n in names)
+    on_karras = compose(parents, "convex", onehot, grid="karras")
+    karras_label = candidate_label("convex", onehot) + "_karras"
+    grid_effect = compare(
+        on_karras, better_policy, fresh_seeds, out_dir=fresh_dir, labels=(karras_label, better)
+    )
+    sharpening_effect = compare(
+        compose(parents, *control),
+        on_karras,
+        fresh_seeds,
+        out_dir=fresh_dir,
+        labels=(candidate_label(*control), karras_label),
+    )
+    return {
         "product_vs_sharpened_control": versus_control.to_dict()
         | {"formatted": versus_control.paired.format()},
         "better_parent_karras_grid": grid_effect.to_dict()
         | {"formatted": grid_effect.paired.format()},
         "sharpened_vs_karras_grid": sharpening_effect.to_dict()
         | {"formatted": sharpening_effect.paired.format()},
-        "delta_pts_fresh": 100 * gains[best_key],
-        "ci_above_zero": paired[best_key]["ci_low"] > 0,
     }
 
 
@@ -272,12 +363,13 @@ def paired_entry(comparison) -> dict:
     }
 
 
-def vertex_gap(parents: list, names: list[str], seeds: list[int], out_dir) -> dict:
+def vertex_gap(parents: list, names: list[str], seeds: list[int], out_dir, tag: str = "") -> dict:
     """Per parent: the composition at its vertex (weights one-hot, convex) against the parent
     on its own sampler, paired on `seeds`. A vertex now samples on that parent's own grid
     (`ComposedDenoiser.sigmas` weighs only the parents with a coefficient); `former_path` is
     how it ran before, on the grid the pair composes on inside the simplex, measured where
-    that grid is another parent's."""
+    that grid is another parent's. `tag` prefixes the compositions' episode files (for a
+    folder that several pairs share)."""
     steps = compose(parents, "convex", (0.5, 0.5)).config.denoising_steps()
     grids = [p.denoiser_for(None).sigmas(steps) for p in parents]
     inside = compose(parents, "convex", (0.5,) * len(parents)).resolved_sigmas()
@@ -288,7 +380,7 @@ def vertex_gap(parents: list, names: list[str], seeds: list[int], out_dir) -> di
     for i, (name, parent) in enumerate(zip(names, parents, strict=True)):
         onehot = tuple(float(k == i) for k in range(len(parents)))
         vertex = compose(parents, "convex", onehot)
-        label = candidate_label("convex", onehot)
+        label = tag + candidate_label("convex", onehot)
         pair = compare(vertex, parent, seeds, out_dir=out_dir, labels=(label, name))
         row = {"grid": "own" if vertex.resolved_sigmas() == grids[i] else "other"}
         row["composed_minus_native"] = paired_entry(pair)
@@ -692,6 +784,10 @@ def _store_quality(results: dict, task: str, found: dict) -> None:
     results["tasks_ci_above_zero"] = sorted(
         t for t, r in per_task.items() if r.get("ci_above_zero")
     )
+    chosen = [r for r in rows if "never_worse" in r]
+    if chosen:
+        results["never_worse"] = all(r["never_worse"] for r in chosen)
+        results["never_worse_tasks"] = sorted(t for t, r in per_task.items() if "never_worse" in r)
 
 
 def _store_vertex_gap(results: dict, task: str, gap: dict) -> None:
@@ -715,6 +811,11 @@ def main() -> None:
     parser.add_argument("--p1-first-slice", type=int, default=12, help="P1 halving first slice")
     parser.add_argument(
         "--p1-operators", default=",".join(P1_OPERATORS), help="P1 operators (convex always)"
+    )
+    parser.add_argument(
+        "--p1-no-controls",
+        action="store_true",
+        help="P1 without the sharpened-parent and Karras-grid controls",
     )
     parser.add_argument("--first-slice", type=int, default=25, help="P3 halving first slice")
     parser.add_argument("--search-episodes", type=int, default=200, help="P3 grid seeds")
@@ -752,7 +853,12 @@ def main() -> None:
     for task in tasks if args.part in ("all", "quality") else ():
         operators = ("convex", *args.p1_operators.split(","))
         found = quality(
-            task, args.p1_search_episodes, args.fresh_episodes, args.p1_first_slice, operators
+            task,
+            args.p1_search_episodes,
+            args.fresh_episodes,
+            args.p1_first_slice,
+            operators,
+            controls=not args.p1_no_controls,
         )
         _update(lambda results, task=task, found=found: _store_quality(results, task, found))
 

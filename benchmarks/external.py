@@ -20,6 +20,7 @@ jax_policy.py write theirs).
     python benchmarks/external.py [--tasks FetchReach,Lift,PickPlaceCan] [--fresh 100]
     python benchmarks/external.py --tasks PickPlaceCan --grid-cost 40   # key PickPlaceCan_grid_cost
     python benchmarks/external.py --tasks PickPlaceCan --grid-choice    # PickPlaceCan_grid_choice
+    python benchmarks/external.py --tasks PickPlaceCan --vertex 100     # PickPlaceCan.vertex_gap
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from typing import Any
 
 import numpy as np
 from common import RESULTS, ROOT, resume_records, task_preset, update_results
+from composition import vertex_gap
 
 from robocompose.compare import compare
 from robocompose.composition.api import candidate_label, compose, search
@@ -233,6 +235,13 @@ def main() -> None:
         help="instead: the searched convex and the product on each parent's grid (chosen on the "
         "search seeds), against the better parent on the fresh seeds; after the main run",
     )
+    parser.add_argument(
+        "--vertex",
+        type=int,
+        default=0,
+        help="instead: each parent's vertex of the composition against the parent natively, "
+        "paired on this many fresh seeds (key <task>.vertex_gap)",
+    )
     args = parser.parse_args()
     tasks = args.tasks.split(",")
     unknown = [t for t in tasks if t not in PARENTS]
@@ -244,6 +253,13 @@ def main() -> None:
         if args.grid_choice:
             choice = grid_choice(task, fresh, search_seeds)
             update_results(PATH, [f"{task}_grid_choice"], choice)
+            continue
+        if args.vertex:
+            task_preset(task)
+            names = [f"{task}_{kind}" for kind in PARENTS[task]]
+            parents = [load_checkpoint(ROOT / "checkpoints" / name) for name in names]
+            gap = vertex_gap(parents, names, fresh[: args.vertex], OUT / task / "fresh")
+            update_results(PATH, [task, "vertex_gap"], gap)
             continue
         if args.grid_cost:
             cost = composed_grid_cost(task, fresh[: args.grid_cost])

@@ -16,6 +16,8 @@ rerun resumes):
   the backbone that does best on our PushT?
 - policies_unet: `policies` for the UNet pair (a v-prediction diffusion UNet and the flow UNet;
   its search in search_policies_unet/).
+- vertex_unet: each UNet parent's vertex of the composition (weights one-hot) against the parent
+  on its own sampler, paired on the fresh seeds (key policies_unet.vertex_gap).
 - compare: our MuJoCo PushT's figures beside these (from sim.json, policies.json and
   composition.json) and what differs between the two tasks.
 
@@ -33,6 +35,7 @@ from typing import Any
 import h5py
 import numpy as np
 from common import CHECKPOINTS, RESULTS, ROOT, resume_records, task_preset, update_results
+from composition import vertex_gap
 
 from robocompose.compare import compare
 from robocompose.composition.api import candidate_label, compose, search
@@ -50,7 +53,7 @@ PATH = RESULTS / "external.json"
 SEARCH_SEED_START, FRESH_SEED_START = 100_000, 300_000
 UNET = "GymPushT_flow_unet"
 PAIRS = {"policies": PARENTS, "policies_unet": UNET_PARENTS}
-PARTS = ("expert", "policies", "flow_unet", "policies_unet", "compare")
+PARTS = ("expert", "policies", "flow_unet", "policies_unet", "compare", "vertex_unet")
 
 
 def _rate(successes: int, episodes: int) -> dict[str, Any]:
@@ -258,6 +261,12 @@ def main() -> None:
             value = policies(PAIRS[part], fresh, search_seeds, args.step, search_dir, tag)
         elif part == "flow_unet":
             value = flow_unet(fresh)
+        elif part == "vertex_unet":
+            parents = [load_policy(CHECKPOINTS / name) for name in UNET_PARENTS]
+            gap = vertex_gap(parents, list(UNET_PARENTS), fresh, OUT / "fresh", tag="unet_")
+            update_results(PATH, (TASK, "policies_unet", "vertex_gap"), gap)
+            print(part, f"{time.perf_counter() - start:.0f} s", json.dumps(gap)[:2000], flush=True)
+            continue
         else:
             value = compare_with_pusht()
         update_results(PATH, (TASK, part), value)
