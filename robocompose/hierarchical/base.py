@@ -126,7 +126,10 @@ class Skill:
 
     `run(world, **args)` drives the world until done or out of time; `precondition` and
     `success` read the world only. `kind` says what runs: "scripted", "policy", "composed",
-    "learned" or "learned_composed" (`skills.learned`)."""
+    "learned" or "learned_composed" (`skills.learned`). `operators` declare, as STRIPS
+    operators over the scene's facts (`goal.strips.Operator`), what the skill needs and does:
+    the plan check before motion and the goal planner's domain read them; a skill without any
+    is one the facts cannot follow."""
 
     name: str
     description: str
@@ -135,6 +138,7 @@ class Skill:
     precondition: Callable[..., bool] = lambda world, **args: True
     success: Callable[..., bool] | None = None
     kind: str = "scripted"
+    operators: tuple[Any, ...] = ()
 
 
 @dataclass

@@ -14,6 +14,11 @@ Names. A block is `"<colour>_block"` (e.g. `"red_block"`), a bin `"<colour>_bin"
     bins() -> bin names                  in_bin(block) -> bin name or None
     clear(block) -> nothing rests on it  snapshot() -> JSON-able dict of all of the above
 
+Facts. `facts()` gives the same perception as ground facts (`goal.facts`: on, on_table, in,
+clear, holding, hand_empty, empty), the vocabulary of the skills' declarations and the goal
+planner. `arrange(facts)` starts a scene from an arrangement (towers, blocks in bins, blocks on
+the table) by teleporting blocks after `reset` and letting them settle: no robot call, no step.
+
 Faults for the repair benchmark: `inject("slip")` teleports the held block onto a free spot of
 the table (it fell out of the hand); `inject("move", block)` teleports a block that has nothing on
 it to another free spot. `FaultHook` triggers one at a chosen skill call and step.
@@ -26,7 +31,7 @@ check compares against it).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import mujoco
@@ -42,6 +47,8 @@ TABLE = "table"
 ON_XY_TOL_M = 0.025  # a block rests on another within this xy offset of its centre
 ON_Z_TOL_M = 0.01
 WORLD_STREAM = 1  # second entropy word of the world's rng (faults, skill styles)
+ARRANGE_GAP_M = 0.0005  # arranged blocks start this far above the one below, then settle
+SETTLE_STEPS = 150  # physics steps (0.6 s) an arrangement settles for
 Hook = Callable[["SimWorld"], None]
 
 
@@ -253,6 +260,73 @@ class SimWorld:
             "steps": self.steps,
             "success": self.success(),
         }
+
+    # -- facts and arrangements ---------------------------------------------------------------
+    def facts(self) -> frozenset[tuple[str, ...]]:
+        """The scene as ground facts (on, on_table, in, clear, holding, hand_empty, empty)."""
+        from robocompose.hierarchical.goal.facts import facts_of
+
+        return facts_of(self)
+
+    def arrange(self, facts: Iterable[Sequence[str]]) -> frozenset[tuple[str, ...]]:
+        """Make `facts` hold by teleporting blocks, then let them settle; returns the facts
+        after. `facts` are ("on", a, b), ("in", a, bin) and ("on_table", a); blocks not named
+        stay where they are (a named block's support that is not named itself stays too). No
+        robot call and no step is counted: call it right after `reset`."""
+        from robocompose.hierarchical.goal.facts import Scene, arranged_facts, arrangement
+
+        scene = Scene.of(self)
+        stacks = arrangement(facts, scene)
+        moved = {b for stack in stacks for b in stack.blocks}
+        if self.holding() is not None:
+            raise ValueError(f"cannot arrange the scene while the gripper holds {self.holding()}.")
+        spots: list[np.ndarray] = []
+        for stack in stacks:
+            if stack.base == TABLE:
+                xy, level = self._arrange_spot(moved, spots), 0
+            elif stack.base in scene.bins:
+                xy, level = np.asarray(self.sim.bin_xy(self.bin_index(stack.base))), 0
+            else:  # on a block that stays where it is
+                xy = np.asarray(self.position(stack.base)[:2])
+                level = 1 + len(self._below(stack.base))
+            spots.append(xy)
+            yaw = float(self.rng.uniform(0.0, np.pi / 2))
+            for k, block in enumerate(stack.blocks):
+                self._put(self.block_index(block), xy, yaw, level + k)
+        top = np.array([0.0, 0.0, WORKSPACE_HIGH[2]])
+        self.sim.gantry.place(self.sim.data, top, grip=-1.0)
+        self.last_action = np.append(top, -1.0)
+        for _ in range(SETTLE_STEPS):
+            mujoco.mj_step(self.sim.model, self.sim.data)
+        after = self.facts()
+        missing = [f for f in arranged_facts(stacks, scene) if f not in after]
+        if missing:
+            raise RuntimeError(f"the arrangement did not settle: {missing[0]} does not hold.")
+        return after
+
+    def _below(self, block: str) -> list[str]:
+        chain = []
+        while (below := self.on_top_of(block)) not in (TABLE, None):
+            chain.append(below)
+            block = below
+        return chain
+
+    def _put(self, i: int, xy: np.ndarray, yaw: float, level: int) -> None:
+        """Cube i at `xy`, `level` cubes above the table, at rest."""
+        self.sim._place_cube(i, xy, yaw)
+        adr, dof = self.sim._cube_qpos[i], self.sim._cube_dof[i]
+        self.sim.data.qpos[adr + 2] = CUBE_HALF_M * (2 * level + 1) + ARRANGE_GAP_M * level
+        self.sim.data.qvel[dof : dof + 6] = 0.0
+
+    def _arrange_spot(self, moved: set[str], taken: list[np.ndarray]) -> np.ndarray:
+        """A table spot >= the cube gap from every block that stays, every bin and `taken`."""
+        others = [np.asarray(self.position(b)[:2]) for b in self.objects() if b not in moved]
+        others += [np.asarray(self.position(b)[:2]) for b in self.bins()] + list(taken)
+        for _ in range(10_000):
+            xy = self.rng.uniform(-CUBE_RANGE_M, CUBE_RANGE_M, 2)
+            if all(np.linalg.norm(xy - o) >= CUBE_MIN_GAP_M for o in others):
+                return xy
+        raise RuntimeError("no free spot on the table for an arranged stack")
 
     # -- faults ---------------------------------------------------------------------------------
     def free_spot(self, avoid: Sequence[str] = ()) -> np.ndarray:

@@ -74,16 +74,8 @@ PLACE_AT = (
 )
 
 _INTO = (("in", B, "?to"), ("hand_empty",))  # place_in's end: ?obj in ?to, hand empty
+# the held variant last: when none applies, a pick variant's failure says why best
 PLACE_IN = (
-    Operator(
-        "place_in",
-        "held",
-        ((B, "block"), ("?to", "bin")),
-        (("obj", B), ("bin", "?to")),
-        (("holding", B), ("empty", "?to")),
-        _INTO,
-        (("holding", B), ("empty", "?to")),
-    ),
     _pick_from(
         "place_in",
         "from_table",
@@ -110,6 +102,15 @@ PLACE_IN = (
         (("empty", N),),
         _INTO,
         (("empty", "?to"),),
+    ),
+    Operator(
+        "place_in",
+        "held",
+        ((B, "block"), ("?to", "bin")),
+        (("obj", B), ("bin", "?to")),
+        (("holding", B), ("empty", "?to")),
+        _INTO,
+        (("holding", B), ("empty", "?to")),
     ),
 )
 

@@ -43,10 +43,9 @@ from robocompose.hierarchical.base import Skill, SkillResult
 from robocompose.hierarchical.skills.registry import SkillRegistry
 from robocompose.hierarchical.skills.scripted import (
     Motion,
-    _pick_blocker,
-    _place_blocker,
     _place_success,
     build_registry,
+    declared,
     make_skill,
     place_in_skill,
     place_in_success,
@@ -288,15 +287,15 @@ def learned_skill(name: str, registry: SkillRegistry, config: PolicySkillConfig)
     scripted = registry[name]
     if scripted.success is None:
         raise ValueError(f"skill {name!r} has no success check for its learned run to end on.")
-    blocker = {"pick": _pick_blocker, "place": _place_blocker}[name]
     return make_skill(
         name,
         scripted.description,
         scripted.params,
         learned_act(name, config, scripted.success),
-        blocker,
+        declared(name, scripted.operators),
         scripted.success,
         kind=config.kind,
+        operators=scripted.operators,
     )
 
 

@@ -18,8 +18,11 @@ top camera: "left" = -x, "right" = +x, "forward" = +y, "backward" = -y.
 Each skill's `run` first checks its precondition and, when it does not hold, returns a failed
 `SkillResult` whose message says why (e.g. "the gripper already holds green_block; place it
 first") without moving; `precondition` is the same check as a bool (SayCan's affordance); and
-`success` reads the world after the call. Every `run` brackets itself with `world.begin_call`,
-so world hooks see which call and step they are in.
+`success` reads the world after the call. pick, place, place_at and place_in declare what they
+need and do as STRIPS operators (`skills.declarations`, on `Skill.operators`): their
+precondition check is those declarations evaluated on the world's facts (place_at adds that its
+spot is free), the same declarations the plan check and the goal planner use. Every `run`
+brackets itself with `world.begin_call`, so world hooks see which call and step they are in.
 """
 
 from __future__ import annotations
@@ -30,6 +33,9 @@ from typing import Any
 import numpy as np
 
 from robocompose.hierarchical.base import Param, Skill, SkillResult
+from robocompose.hierarchical.goal.facts import Scene
+from robocompose.hierarchical.goal.strips import Fact, Operator, Violation, show, step
+from robocompose.hierarchical.skills.declarations import PICK, PLACE, PLACE_AT, PLACE_IN
 from robocompose.hierarchical.skills.registry import Query, SkillRegistry
 from robocompose.hierarchical.world import TABLE, SimWorld
 from robocompose.sim.experts.grasping import CLOSED, OPEN, GraspExpertConfig, _GraspingExpert
@@ -113,6 +119,7 @@ def make_skill(
     blocker: Check,
     success: Callable[..., bool] | None,
     kind: str = "scripted",
+    operators: tuple[Operator, ...] = (),
 ) -> Skill:
     """A Skill whose run checks `blocker` first and brackets itself with world.begin_call."""
 
@@ -134,7 +141,43 @@ def make_skill(
         precondition=lambda world, **args: blocker(world, **args) is None,
         success=success,
         kind=kind,
+        operators=operators,
     )
+
+
+def declared(name: str, operators: tuple[Operator, ...], extra: Check | None = None) -> Check:
+    """The blocker of a declared skill: its operators on the world's facts, then `extra`."""
+
+    def blocker(world: SimWorld, **args: Any) -> str | None:
+        found = step(world.facts(), name, args, operators, Scene.of(world).objects)
+        if isinstance(found, Violation):
+            return _why(world, found.fact, args)
+        return extra(world, **args) if extra is not None else None
+
+    return blocker
+
+
+def _why(world: SimWorld, fact: Fact, args: dict[str, Any]) -> str:
+    """A failed precondition in the words a person (and the planner) acts on."""
+    held = world.holding()
+    obj = args.get("obj")
+    if fact[0] == "valid_arguments":
+        names = [v for v in args.values() if isinstance(v, str)]
+        if len(set(names)) < len(names):
+            return f"cannot put {obj} on itself"
+        return "its arguments fit none of its declared uses"
+    if fact[0] == "clear":
+        return _supporting(world, fact[1]) or f"{fact[1]} is not clear"
+    if fact[0] == "hand_empty":
+        if held == obj:
+            return f"the gripper already holds {obj}"
+        return f"the gripper already holds {held}; place it first"
+    if fact[0] == "holding":
+        return f"the gripper does not hold {fact[1]} (it holds {held or 'nothing'}); pick it first"
+    if fact[0] == "empty":
+        inside = [b for b in world.objects() if world.in_bin(b) == fact[1]]
+        return f"{inside[0] if inside else 'a block'} already lies in {fact[1]}; a bin holds one"
+    return f"it needs {show(fact)}, which does not hold"
 
 
 def _result(ok: bool, steps: int, finished: bool, failure: str) -> SkillResult:
@@ -145,13 +188,6 @@ def _result(ok: bool, steps: int, finished: bool, failure: str) -> SkillResult:
 
 def _grip(world: SimWorld) -> float:
     return float(world.last_action[3])
-
-
-def _held_elsewhere(world: SimWorld, obj: str) -> str | None:
-    held = world.holding()
-    if held is not None and held != obj:
-        return f"the gripper already holds {held}; place it first"
-    return None
 
 
 def _supporting(world: SimWorld, obj: str) -> str | None:
@@ -195,12 +231,6 @@ def _closed(world: SimWorld) -> bool:
 
 
 # pick ---------------------------------------------------------------------------------------------
-def _pick_blocker(world: SimWorld, obj: str) -> str | None:
-    if world.holding() == obj:
-        return f"the gripper already holds {obj}"
-    return _held_elsewhere(world, obj) or _supporting(world, obj)
-
-
 def _pick(world: SimWorld, obj: str) -> SkillResult:
     motion, i = Motion(world), world.block_index(obj)
 
@@ -213,21 +243,6 @@ def _pick(world: SimWorld, obj: str) -> SkillResult:
 
 
 # place / place_at ---------------------------------------------------------------------------------
-def _not_holding(world: SimWorld, obj: str) -> str | None:
-    held = world.holding()
-    if held != obj:
-        return f"the gripper does not hold {obj} (it holds {held or 'nothing'}); pick it first"
-    return None
-
-
-def _place_blocker(world: SimWorld, obj: str, target: str) -> str | None:
-    if target == obj:
-        return f"cannot put {obj} on itself"
-    if target in world.objects():
-        on_target = _supporting(world, target)
-        if on_target:
-            return on_target
-    return _not_holding(world, obj)
 
 
 def _place_script(motion: Motion, i: int, xy: Callable[[], np.ndarray], z: Callable[[], float]):
@@ -265,13 +280,13 @@ def _place_success(world: SimWorld, obj: str, target: str) -> bool:
     return where and _released(world, obj)
 
 
-def _place_at_blocker(world: SimWorld, obj: str, x: float, y: float) -> str | None:
+def _spot_taken(world: SimWorld, obj: str, x: float, y: float) -> str | None:
     for other in world.objects():
         if other != obj and np.hypot(*(np.subtract(world.position(other)[:2], (x, y)))) < (
             FREE_SPOT_M
         ):
             return f"the spot ({x:.3f}, {y:.3f}) is taken by {other}"
-    return _not_holding(world, obj)
+    return None
 
 
 def _place_at(world: SimWorld, obj: str, x: float, y: float) -> SkillResult:
@@ -290,12 +305,6 @@ def _place_at_success(world: SimWorld, obj: str, x: float, y: float) -> bool:
 
 
 # place_in: pick then place into a bin -------------------------------------------------------------
-def _place_in_blocker(world: SimWorld, obj: str, bin: str) -> str | None:
-    if world.holding() == obj:
-        return None
-    return _held_elsewhere(world, obj) or _supporting(world, obj)
-
-
 def _place_in(world: SimWorld, obj: str, bin: str) -> SkillResult:
     steps = 0
     if world.holding() != obj:
@@ -443,24 +452,27 @@ def build_registry(world: SimWorld) -> SkillRegistry:
             "rest on the block.",
             (obj,),
             _pick,
-            _pick_blocker,
+            declared("pick", PICK),
             lambda world, obj: world.holding() == obj,
+            operators=PICK,
         ),
         make_skill(
             "place",
             "Put the held block on top of another block or into a bin, and let go.",
             (obj, Param("target", "str", "a block (on) or a bin (in)", choices=blocks + bins)),
             _place,
-            _place_blocker,
+            declared("place", PLACE),
             _place_success,
+            operators=PLACE,
         ),
         make_skill(
             "place_at",
             "Put the held block down on the table at (x, y) and let go.",
             (obj, *place_xy),
             _place_at,
-            _place_at_blocker,
+            declared("place_at", PLACE_AT, _spot_taken),
             _place_at_success,
+            operators=PLACE_AT,
         ),
         make_skill(
             "push",
@@ -497,7 +509,8 @@ def place_in_skill(
             Param("bin", "str", "a bin", choices=bins),
         ),
         act,
-        _place_in_blocker,
+        declared("place_in", PLACE_IN),
         place_in_success,
         kind=kind,
+        operators=PLACE_IN,
     )

@@ -1,0 +1,226 @@
+"""Goal planner: the LLM states the goal, a solver pins it down, a planning library finds the
+calls.
+
+    planner = GoalPlanner(llm, registry, world)
+    plan = planner.plan("put green on red, then blue on green", world.snapshot())
+    plan.kind        "calls" (run them), "ask" (plan.question) or "refuse" (plan.refusal)
+    plan.constraints "on(green, red); on(blue, green)"      plan.goal.facts  plan.calls
+
+1. The LLM rewrites the request into the constraint language (`goal.constraints`), decoding
+   under a grammar generated from the scene (`goal.grammar`): only the scene's blocks and bins
+   can be named. Backends without GBNF (OpenAI-compatible) answer free, and text that does not
+   parse goes back to them with the parser's message.
+2. The solver (`goal.solver`) turns the statements into the one configuration that satisfies
+   them with the fewest calls from the facts now; it asks back when several are equally near
+   or the request is unclear, and refuses when none exists, a name is missing, or the skills
+   cannot do it. Nothing moves in those cases.
+3. A planning library (`goal.search`, pyperplan by default) finds the calls from the skills'
+   declared operators (pick, place, place_at); place_at gets a free table spot outside the bins.
+
+After a failed call the next round re-plans from the observed facts to the same goal, without
+asking the LLM again (the instruction is unchanged): repair costs no LLM call. A new
+instruction, or `reset_goal()`, asks the LLM again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from robocompose.hierarchical.base import Completion, LLMBackend, Plan, SkillCall
+from robocompose.hierarchical.goal.constraints import ConstraintSyntaxError, parse
+from robocompose.hierarchical.goal.facts import Scene
+from robocompose.hierarchical.goal.grammar import gbnf
+from robocompose.hierarchical.goal.prompt import messages
+from robocompose.hierarchical.goal.search import ENGINES, find_plan
+from robocompose.hierarchical.goal.solver import Goal, Question, Refusal, goal_facts, solve
+from robocompose.hierarchical.goal.strips import GroundOperator, Operator, State
+from robocompose.hierarchical.skills.declarations import PLANNING_SKILLS
+
+SPOT_GRID_M = 0.03  # place_at spots are searched on this grid
+SPOT_RANGE_M = 0.15  # ... within [-range, range]^2
+SPOT_GAP_M = 0.10  # ... this far from every block, bin centre and spot already chosen
+MAX_REWRITES = 2  # LLM answers that do not parse (free decoding only) before giving up
+
+
+@dataclass(frozen=True)
+class GoalPlannerConfig:
+    """`constrain`: "grammar" (GBNF, local backends) or "none" (free text, checked after)."""
+
+    engine: str = "pyperplan"
+    constrain: str = "grammar"
+    max_tokens: int = 64
+
+    def __post_init__(self) -> None:
+        if self.engine not in ENGINES:
+            raise ValueError(f"`engine` must be one of {ENGINES}. Got {self.engine!r}.")
+        if self.constrain not in ("grammar", "none"):
+            raise ValueError(f"`constrain` must be 'grammar' or 'none'. Got {self.constrain!r}.")
+        if self.max_tokens < 8:
+            raise ValueError(f"`max_tokens` must be >= 8. Got {self.max_tokens}.")
+
+
+@dataclass(frozen=True)
+class GoalPlan(Plan):
+    """Calls to a solved goal, or the question / refusal that stands instead (no calls)."""
+
+    calls: tuple[SkillCall, ...] = ()
+    constraints: str = ""
+    goal: Goal | None = None
+    question: Question | None = None
+    refusal: Refusal | None = None
+    completions: tuple[Completion, ...] = ()
+    problems: tuple[str, ...] = ()
+
+    @property
+    def kind(self) -> str:
+        if self.question is not None:
+            return "ask"
+        return "refuse" if self.refusal is not None else "calls"
+
+    @property
+    def body(self) -> tuple[SkillCall, ...]:
+        return self.calls
+
+    @property
+    def message(self) -> str:
+        """The question or the refusal's reason ("" for calls)."""
+        if self.question is not None:
+            return self.question.text
+        return f"I won't do that: {self.refusal.reason}." if self.refusal is not None else ""
+
+
+def planning_operators(registry: Mapping[str, Any]) -> tuple[Operator, ...]:
+    """The domain: the declared operators of the skills the planner plans with."""
+    return tuple(
+        op for name in PLANNING_SKILLS if name in registry for op in registry[name].operators
+    )
+
+
+class GoalPlanner:
+    """See the module docstring. `world` gives the facts now and the table's free spots."""
+
+    def __init__(
+        self,
+        llm: LLMBackend,
+        registry: Mapping[str, Any],
+        world: Any,
+        config: GoalPlannerConfig | None = None,
+    ) -> None:
+        self.llm, self.registry, self.world = llm, registry, world
+        self.config = config or GoalPlannerConfig()
+        self.scene = Scene.of(world)
+        self.operators = planning_operators(registry)
+        missing = [s for s in ("pick", "place", "place_at") if s not in registry]
+        if missing:
+            raise ValueError(f"the goal planner needs the skills {missing} in the registry.")
+        self.grammar = gbnf(self.scene) if self.config.constrain == "grammar" else None
+        self._goal: tuple[str, Goal, str] | None = None  # (instruction, goal, constraints)
+
+    def reset_goal(self) -> None:
+        """Forget the solved goal: the next plan asks the LLM again."""
+        self._goal = None
+
+    def plan(
+        self,
+        instruction: str,
+        world_summary: str | Mapping[str, Any] | None = None,
+        feedback: str | None = None,
+    ) -> GoalPlan:
+        """Calls from the world's facts now to the instruction's goal (see the module doc)."""
+        facts = self.world.facts()
+        if self._goal is not None and self._goal[0] == instruction:
+            _, goal, text = self._goal
+            return self.calls_to(goal, facts, text)
+        text, completions, problem = self.rewrite(instruction)
+        if problem is not None:
+            return GoalPlan(constraints=text, completions=completions, problems=(problem,))
+        return self.decide(instruction, text, facts, completions)
+
+    def rewrite(self, instruction: str) -> tuple[str, tuple[Completion, ...], str | None]:
+        """The LLM's constraint text, its completions, and a parse problem if it has one."""
+        chat = messages(self.scene, instruction)
+        completions: list[Completion] = []
+        for _ in range(MAX_REWRITES):
+            completion = self.llm.chat(
+                chat, max_tokens=self.config.max_tokens, grammar=self.grammar
+            )
+            completions.append(completion)
+            text = completion.text.strip().splitlines()[0] if completion.text.strip() else ""
+            try:
+                parse(text, self.scene)
+                return text, tuple(completions), None
+            except ConstraintSyntaxError as error:
+                problem = str(error)
+                chat = [
+                    *chat,
+                    {"role": "assistant", "content": text},
+                    {"role": "user", "content": f"Not valid: {problem}. Answer again."},
+                ]
+        return text, tuple(completions), problem
+
+    def decide(
+        self,
+        instruction: str,
+        text: str,
+        facts: State,
+        completions: tuple[Completion, ...] = (),
+    ) -> GoalPlan:
+        """Solve the constraint text against `facts`; plan to the goal, or ask, or refuse."""
+        outcome = solve(parse(text, self.scene), facts, self.scene, self.operators)
+        if isinstance(outcome, Question):
+            return GoalPlan(constraints=text, question=outcome, completions=completions)
+        if isinstance(outcome, Refusal):
+            return GoalPlan(constraints=text, refusal=outcome, completions=completions)
+        self._goal = (instruction, outcome, text)
+        return self.calls_to(outcome, facts, text, completions)
+
+    def choose(self, instruction: str, goal: Goal, text: str = "") -> GoalPlan:
+        """Plan to an option a person picked from a question (no LLM call)."""
+        self._goal = (instruction, goal, text)
+        return self.calls_to(goal, self.world.facts(), text)
+
+    def calls_to(
+        self, goal: Goal, facts: State, text: str = "", completions: tuple[Completion, ...] = ()
+    ) -> GoalPlan:
+        """The planning library's calls from `facts` to `goal`."""
+        found = find_plan(facts, goal_facts(goal), self.operators, self.scene, self.config.engine)
+        if found is None:
+            refusal = Refusal(
+                f"no sequence of skill calls reaches {goal.described()} from the scene now",
+                "unreachable",
+            )
+            return GoalPlan(constraints=text, goal=goal, refusal=refusal, completions=completions)
+        calls = self._skill_calls(found)
+        return GoalPlan(tuple(calls), text, goal, completions=completions)
+
+    def _skill_calls(self, ops: Sequence[GroundOperator]) -> list[SkillCall]:
+        taken: list[np.ndarray] = []
+        calls = []
+        for op in ops:
+            args: dict[str, Any] = dict(op.call_args())
+            if op.skill == "place_at":
+                xy = self._free_spot(taken)
+                taken.append(xy)
+                args |= {"x": round(float(xy[0]), 3), "y": round(float(xy[1]), 3)}
+            calls.append(SkillCall(op.skill, args))
+        return calls
+
+    def _free_spot(self, taken: list[np.ndarray]) -> np.ndarray:
+        """The grid spot nearest the table's centre that keeps the gap to every block (where it
+        is now), every bin and every spot already chosen."""
+        others = [
+            np.asarray(self.world.position(n)[:2]) for n in (*self.scene.blocks, *self.scene.bins)
+        ]
+        others += taken
+        ticks = np.arange(-SPOT_RANGE_M, SPOT_RANGE_M + 1e-9, SPOT_GRID_M)
+        grid = sorted(((x, y) for x in ticks for y in ticks), key=lambda p: np.hypot(*p))
+        for gap in (SPOT_GAP_M, 0.8 * SPOT_GAP_M):
+            for point in grid:
+                xy = np.asarray(point)
+                if all(np.linalg.norm(xy - o) >= gap for o in others):
+                    return xy
+        raise RuntimeError("no free spot on the table to put a block down")
