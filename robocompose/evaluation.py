@@ -25,7 +25,7 @@ from robocompose.policies.runner import ChunkPredictor, PolicyPredictor, PolicyR
 from robocompose.records import EvalResult, batch_layout
 from robocompose.sim.evaluate import DEFAULT_NUM_ENVS
 from robocompose.sim.evaluate import evaluate as run_episodes
-from robocompose.sim.tasks import get_task, is_registered, missing_env_error, register_tasks
+from robocompose.sim.tasks import get_task, register_tasks
 
 __all__ = [
     "check_observations",
@@ -53,6 +53,7 @@ def evaluate(
     out: str | os.PathLike[str] | None = None,
     label: str | None = None,
     steps: int | None = None,
+    n_action_steps: int | None = None,
     num_envs: int | None = None,
     device: str = "auto",
     video_seeds: Iterable[int] = (),
@@ -72,6 +73,9 @@ def evaluate(
         label: default the checkpoint folder's name, else "policy".
         steps: denoising steps of a single or merged policy (None: its own); a composed policy
             has them in its `CompositionConfig`.
+        n_action_steps: how many actions of each predicted chunk a single or merged policy
+            executes before it replans (None: as trained); at most the steps the chunk holds
+            from the current one. A composed policy has it in its `CompositionConfig`.
         device: "auto", "cpu", "cuda", "cuda:N" or "mps"; the policy is moved there.
         video_seeds, video_dir: seeds to film into `video_dir`; each filmed record's "video" is
             the file written.
@@ -99,7 +103,7 @@ def evaluate(
     if isinstance(policy, str | os.PathLike):
         label = label or Path(policy).name
         policy = load_checkpoint(policy)
-    predictor = _predictor(policy, steps)
+    predictor = _predictor(policy, steps, n_action_steps)
     parents = parents_of(predictor)
     if task is None:
         env_id, env_kwargs = task_of(predictor)
@@ -143,9 +147,19 @@ def torch_threads_set(threads: int | None) -> Iterator[None]:
         torch.set_num_threads(before)
 
 
-def _predictor(policy: GenerativePolicy | ChunkPredictor, steps: int | None) -> ChunkPredictor:
+def _predictor(
+    policy: GenerativePolicy | ChunkPredictor, steps: int | None, n_action_steps: int | None
+) -> ChunkPredictor:
     if isinstance(policy, GenerativePolicy):
-        return PolicyPredictor(policy, steps)
+        return PolicyPredictor(policy, steps, n_action_steps)
+    executed = getattr(policy, "executed", None)
+    executes = executed.stop - executed.start if isinstance(executed, slice) else None
+    if n_action_steps is not None and executes != n_action_steps:
+        raise ValueError(
+            f"`n_action_steps`={n_action_steps} but the {type(policy).__name__} executes "
+            f"{executes or 'its own number of'} steps per chunk: set `n_action_steps` in its "
+            "CompositionConfig (composition.n_action_steps) instead."
+        )
     own = getattr(getattr(policy, "config", None), "denoising_steps", None)
     if steps is not None and not callable(own):
         raise ValueError(
@@ -222,12 +236,6 @@ def task_of(policy: GenerativePolicy | ChunkPredictor) -> tuple[str, dict[str, A
         raise ValueError(
             f"{parent_name(parents[0], 0)}: its metadata names no `task`; pass `task=` "
             "(a suite task or an env id)."
-        )
-    if not is_registered(env_id):
-        folder = getattr(parents[0], "checkpoint_dir", None) or parent_name(parents[0], 0)
-        dataset = parents[0].metadata.get("dataset")
-        raise missing_env_error(
-            env_id, f"{folder}" + (f" (trained on {dataset})" if dataset else "")
         )
     return env_id, _env_kwargs(parents)
 

@@ -176,4 +176,5 @@ class MergeMethod(CompositionMethod):
     ) -> GenerativePolicy:
         from robocompose.composition.merge import merge_parameters
 
-        return merge_parameters(parents, config.weights)
+        merged = merge_parameters(parents, config.weights)
+        return merged.set_n_action_steps(config.n_action_steps)  # a new policy: its own

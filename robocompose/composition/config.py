@@ -6,6 +6,7 @@ a composition without loading torch.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from collections.abc import Sequence
@@ -19,6 +20,9 @@ if TYPE_CHECKING:
 # without it (a test keeps both in step); the annealed MCMC's scores vanish at sigma = inf
 SAMPLER_NAMES = ("euler", "heun", "ancestral", "mcmc")
 FINITE_SIGMA_SAMPLERS = ("mcmc",)
+# fields added after compositions' fingerprints and search records were first written, with
+# the default that left them out
+LATER_FIELDS: dict[str, Any] = {"n_action_steps": None}
 
 
 @dataclass
@@ -30,6 +34,8 @@ class CompositionConfig:
     weights: Sequence[float] = (0.5, 0.5)
     sampler: str = "euler"
     steps: int | None = None  # None: the method's default_steps
+    # actions of each composed chunk executed before replanning; None: parent 0's trained value
+    n_action_steps: int | None = None
     # "reference": the parent grid ComposedDenoiser.sigmas picks; "parent<i>": parent i's own
     # grid (e.g. "parent0"); "karras"
     grid: str = "reference"
@@ -71,6 +77,8 @@ class CompositionConfig:
             )
         if self.steps is not None and self.steps < 1:
             raise ValueError(f"`steps` must be >= 1 or None. Got {self.steps}.")
+        if self.n_action_steps is not None and self.n_action_steps < 1:
+            raise ValueError(f"`n_action_steps` must be >= 1 or None. Got {self.n_action_steps}.")
         method.check(self)
 
     def check_parent_count(self, parents: int) -> None:
@@ -80,6 +88,15 @@ class CompositionConfig:
                 f"`weights` must have one entry per parent: {parents} parents need {parents} "
                 f"weights. Got {len(self.weights)}: {self.weights}."
             )
+
+    def as_record(self) -> dict[str, Any]:
+        """The fields as fingerprints and search records hold them: a field added since those
+        were first written is left out at its default, so they still match."""
+        return {
+            k: v
+            for k, v in dataclasses.asdict(self).items()
+            if not (k in LATER_FIELDS and v == LATER_FIELDS[k])
+        }
 
     def grid_parent(self) -> int | None:
         """The parent whose own grid `grid` names ("parent<i>" -> i), else None."""

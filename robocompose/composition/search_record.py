@@ -72,7 +72,7 @@ def provenance(
 
     `parents`: (as given, loaded) pairs; `composition`: the settings every candidate shares
     (its operator and weights are not recorded: `operator` is, and the weights are searched)."""
-    shared = dataclasses.asdict(composition)
+    shared = composition.as_record()
     entries = [parent_entry(given, policy) for given, policy in parents]
     return {
         "robocompose": metadata.version("robocompose"),

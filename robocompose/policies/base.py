@@ -6,6 +6,7 @@ Shapes: observations (B, T, ...) with T = n_obs_steps; action chunks (B, H, A).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from abc import abstractmethod
@@ -146,7 +147,27 @@ class GenerativePolicy(nn.Module):
     def chunk_shape(self, batch: int) -> tuple[int, int, int]:
         return (batch, self.config.horizon, self.config.action_dim)
 
-    def executed_slice(self) -> slice:
-        """Which chunk steps are executed: from the current (last observed) step on."""
+    def executed_slice(self, n_action_steps: int | None = None) -> slice:
+        """Which chunk steps are executed: from the current (last observed) step on, the
+        trained `n_action_steps` of them, or as many as asked (an evaluation setting: fewer
+        replans more often) within the predicted chunk."""
         start = self.config.n_obs_steps - 1
-        return slice(start, start + self.config.n_action_steps)
+        n = self.config.n_action_steps if n_action_steps is None else n_action_steps
+        room = self.config.horizon - start
+        if not 1 <= n <= room:
+            raise ValueError(
+                f"`n_action_steps` must be in [1, {room}]: the policy predicts "
+                f"{self.config.horizon} steps (horizon) from its current step "
+                f"{start} (n_obs_steps - 1). Got {n}."
+            )
+        return slice(start, start + n)
+
+    def set_n_action_steps(self, n_action_steps: int | None) -> GenerativePolicy:
+        """Execute `n_action_steps` actions of each chunk from now on (None: unchanged),
+        refused unless the chunk holds them. It changes the config and the fingerprint: for a
+        policy of one's own (loaded or merged for this use); `PolicyPredictor` leaves the
+        policy as it is."""
+        if n_action_steps is not None:
+            self.executed_slice(n_action_steps)
+            self.config = dataclasses.replace(self.config, n_action_steps=n_action_steps)
+        return self

@@ -117,14 +117,18 @@ class PolicyRunner:
 
 
 class PolicyPredictor:
-    """A single policy as a `ChunkPredictor`, through its native sampler."""
+    """A single policy as a `ChunkPredictor`, through its native sampler; `n_action_steps`
+    (None: the trained value) of each chunk are executed."""
 
-    def __init__(self, policy, steps: int | None = None) -> None:
+    def __init__(self, policy, steps: int | None = None, n_action_steps: int | None = None) -> None:
         self.policy = policy
         self.obs_keys = policy.config.obs_keys
         self.n_obs_steps = policy.config.n_obs_steps
         self.noise_shape = policy.chunk_shape(1)[1:]
         self.steps = steps
+        self.executed = policy.executed_slice(n_action_steps)
+        trained = policy.config.n_action_steps
+        self.n_action_steps = None if n_action_steps == trained else n_action_steps
 
     @property
     def device(self) -> torch.device:
@@ -136,7 +140,9 @@ class PolicyPredictor:
 
     def predict_actions(self, obs: dict[str, torch.Tensor], noise: torch.Tensor) -> torch.Tensor:
         chunk = self.policy.sample(obs, self.steps, noise)
-        return chunk[:, self.policy.executed_slice()]
+        return chunk[:, self.executed]
 
     def fingerprint(self) -> str:
-        return f"{self.policy.fingerprint()}-steps{self.steps}"
+        """The trained n_action_steps keeps the fingerprint earlier records hold."""
+        executed = f"-act{self.n_action_steps}" if self.n_action_steps is not None else ""
+        return f"{self.policy.fingerprint()}-steps{self.steps}{executed}"

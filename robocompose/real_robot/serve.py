@@ -33,6 +33,9 @@ class ServeConfig:
     composition: CompositionSpec = field(default_factory=CompositionSpec)
     steps: int | None = None  # denoising steps of a checkpoint or merge (None: its own);
     # a composition's are `composition.steps`
+    # actions of each chunk a client executes, of a checkpoint or merge (None: as trained); a
+    # composition's are `composition.n_action_steps`
+    n_action_steps: int | None = None
     host: str = "127.0.0.1"
     port: int = 8000  # 0: any free port (printed)
     api_key: str | None = None
@@ -85,7 +88,11 @@ class ServeConfig:
         spec = self.composition
         one_network = self.checkpoint is not None or spec.method().merges_parameters
         # a composition takes its steps (and sampler) from `composition`
-        sampling = {"steps": self.steps} if one_network else spec.settings()
+        sampling = (
+            {"steps": self.steps, "n_action_steps": self.n_action_steps}
+            if one_network
+            else spec.settings()
+        )
         return load_served_policy(
             self.checkpoint,
             self.parents,

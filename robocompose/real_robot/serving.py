@@ -128,7 +128,9 @@ def policy_spec(
         else:
             dtype = "uint8" if is_image_shape(shape) else "float64"
         obs[key] = ObsKeySpec(shape, np.dtype(dtype).name)
-    executed_only = isinstance(policy, ComposedPolicy) and not policy.method.samples_full_chunk
+    composed = isinstance(policy, ComposedPolicy)
+    executed_only = composed and not policy.method.samples_full_chunk
+    executed = policy.executed if composed else policy.executed_slice()
     start = ref.n_obs_steps - 1
     extra: dict[str, Any] = {"server": "robocompose", "policy": description}
     if env_id is not None:
@@ -137,8 +139,8 @@ def policy_spec(
         obs=obs,
         n_obs_steps=max(p.config.n_obs_steps for p in parents),
         action_dim=ref.action_dim,
-        chunk_length=ref.n_action_steps if executed_only else ref.horizon - start,
-        n_action_steps=ref.n_action_steps,
+        chunk_length=executed.stop - start if executed_only else ref.horizon - start,
+        n_action_steps=executed.stop - start,
         control_hz=control_hz or task_hz,
         extra=extra,
     )
@@ -223,6 +225,7 @@ def load_served_policy(
     weights: Sequence[float] | None = None,
     *,
     steps: int | None = None,
+    n_action_steps: int | None = None,
     guidance: PrefixGuidance | None = None,
     control_hz: float | None = None,
     device: str = "auto",
@@ -231,8 +234,9 @@ def load_served_policy(
     """A checkpoint, or >= 2 parents composed by the method `operator` (e.g. "merge": a
     parameter merge, which samples in `steps` with its own sampler) with
     `weights` and the other `CompositionConfig` fields in `composition`. `steps`: denoising
-    steps (None: the checkpoint's own, or the composition's default); `device`: where it runs
-    (see `robocompose.devices.resolve_device`)."""
+    steps (None: the checkpoint's own, or the composition's default); `n_action_steps`: actions
+    of each chunk a client executes (None: as trained); `device`: where it runs (see
+    `robocompose.devices.resolve_device`)."""
     target = resolve_device(device)
     if (checkpoint is None) == (not parents):
         raise ValueError(
@@ -245,12 +249,14 @@ def load_served_policy(
                 f"composition settings {sorted(composition)} apply to `parents` only, not to "
                 f"a single checkpoint."
             )
-        policy: AnyPolicy = load_policy(checkpoint).to(target)
+        policy: AnyPolicy = load_policy(checkpoint).to(target).set_n_action_steps(n_action_steps)
         description = f"checkpoint {os.path.basename(os.fspath(checkpoint).rstrip('/'))}"
     else:
         if len(parents) < 2:
             raise ValueError(f"`parents` must name >= 2 checkpoints. Got {list(parents)}.")
         loaded = [load_policy(p).to(target) for p in parents]
+        if n_action_steps is not None:
+            composition["n_action_steps"] = n_action_steps
         policy = compose(loaded, operator, weights, steps=steps, **composition)
         names = ", ".join(os.path.basename(os.fspath(p).rstrip("/")) for p in parents)
         shown = list(weights) if weights is not None else "equal"
