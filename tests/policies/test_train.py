@@ -109,3 +109,34 @@ def test_a_diverging_run_stops_and_keeps_the_last_good_checkpoint(tmp_path) -> N
     assert json.loads((tmp_path / "run" / STATE_JSON).read_text())["step"] == 1
     weights = load_file(str(tmp_path / "run" / "model.safetensors"))
     assert all(v.isfinite().all() for v in weights.values())
+
+
+def test_training_runs_on_one_torch_thread_unless_asked(tmp_path, monkeypatch) -> None:
+    """As evaluation: more threads stall whenever another job wants a core
+    (benchmarks/results/train_threads.json); the caller's setting survives the call."""
+    import torch
+
+    from robocompose.policies.flow import FlowPolicy
+
+    dataset = tmp_path / "pusht.hdf5"
+    collect("PushT", 1, dataset, progress=False)
+    seen: list[int] = []
+    loss = FlowPolicy.loss
+
+    def recording(self, obs, actions):
+        seen.append(torch.get_num_threads())
+        return loss(self, obs, actions)
+
+    monkeypatch.setattr(FlowPolicy, "loss", recording)
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        policy = PolicyConfig(family="flow", backbone="mlp")
+        small = dict(policy=policy, steps=2, batch_size=4, warmup_steps=1)
+        train(TrainConfig(dataset=str(dataset), out=str(tmp_path / "a"), **small), progress=False)
+        assert seen == [1, 1] and torch.get_num_threads() == 2
+        asked = TrainConfig(dataset=str(dataset), out=str(tmp_path / "b"), torch_threads=2, **small)
+        train(asked, progress=False)
+        assert seen[2:] == [2, 2]
+    finally:
+        torch.set_num_threads(before)
