@@ -68,6 +68,7 @@ from search_replay import (
 
 from robocompose.compare import Comparison, compare
 from robocompose.composition.api import candidate_label, compose, search
+from robocompose.composition.builtin_methods import SELECTOR_CANDIDATES, SelectorMethod
 from robocompose.composition.fused import (
     StackedDenoiser,
     StackedNetwork,
@@ -76,6 +77,7 @@ from robocompose.composition.fused import (
 )
 from robocompose.composition.policy import ComposedPolicy
 from robocompose.composition.samplers import sample_euler
+from robocompose.composition.selector import SCORES, candidates
 from robocompose.composition.weight_search import (
     NativeParent,
     plot_search,
@@ -790,6 +792,118 @@ def _store_quality(results: dict, task: str, found: dict) -> None:
         results["never_worse_tasks"] = sorted(t for t, r in per_task.items() if "never_worse" in r)
 
 
+class _LoggedCandidates(SelectorMethod):
+    """A study's method: executes candidate `executed` (parent i alone on the chunk's own noise,
+    so the episode is that parent's) and logs every score's rank of it among the candidates."""
+
+    def __init__(self, executed: int) -> None:
+        self.executed, self.log = executed, []
+
+    def predict_actions(self, policy, obs, noise):
+        chunks, _ = candidates(policy, obs, noise, SELECTOR_CANDIDATES)
+        row = {}
+        for name, score in SCORES.items():
+            values = score(policy, obs, chunks)  # (C, B)
+            mine = values[self.executed]
+            # the fraction of the other candidates it beats (ties count half)
+            beats = (mine > values).double().sum(0) + 0.5 * (mine == values).double().sum(0)
+            row[name] = ((beats - 0.5) / (values.shape[0] - 1)).tolist()
+        self.log.append(row)
+        chosen = chunks[self.executed]
+        return policy.parents[0].action_normalizer.unnormalize(chosen)
+
+
+def _auc(positive: list[float], negative: list[float]) -> float | None:
+    """P(a positive's value > a negative's), ties half: 0.5 is chance."""
+    if not positive or not negative:
+        return None
+    wins = sum((p > n) + 0.5 * (p == n) for p in positive for n in negative)
+    return wins / (len(positive) * len(negative))
+
+
+def selector_scores(task: str, episodes: int) -> dict:
+    """How well each selector score ranks: on `episodes` fresh seeds per parent, parent i alone
+    executes its own chunks (the episode is its native one) while every chunk's candidates
+    (SELECTOR_CANDIDATES native samples per parent, one convex 0.5/0.5 composition) are scored;
+    the executed chunk's rank among them is logged with the episode's outcome. AUC of the mean
+    rank per episode (and of every chunk's rank) between successful and failed episodes: 0.5
+    ranks like chance."""
+    parents, names = parents_of(task)
+    seeds = list(range(HELDOUT_SEED_START, HELDOUT_SEED_START + episodes))
+    folder = OUT / task / "selector_scores"
+    folder.mkdir(parents=True, exist_ok=True)
+    out: dict = {"seeds": {"start": seeds[0], "episodes": len(seeds)}, "per_parent": {}}
+    pooled: dict[str, dict[bool, list]] = {n: {True: [], False: []} for n in SCORES}
+    chunk_pooled: dict[str, dict[bool, list]] = {n: {True: [], False: []} for n in SCORES}
+    for i, name in enumerate(names):
+        path = folder / f"{name}.jsonl"
+        done = {}
+        if path.exists():
+            done = {r["seed"]: r for r in map(json.loads, path.read_text().splitlines())}
+        with path.open("a") as f:
+            for seed in seeds:
+                if seed in done:
+                    continue
+                policy = compose(parents, "selector", (0.5, 0.5))
+                policy.method = _LoggedCandidates(i * SELECTOR_CANDIDATES)
+                result = evaluate(policy, [seed], num_envs=1, progress=False)
+                done[seed] = {
+                    "seed": seed,
+                    "success": bool(result.records[0]["success"]),
+                    "ranks": policy.method.log,
+                }
+                f.write(json.dumps(done[seed]) + "\n")
+                f.flush()
+        rows = [done[s] for s in seeds]
+        for record in rows:
+            for score in SCORES:
+                ranks = [r for chunk in record["ranks"] for r in chunk[score]]
+                pooled[score][record["success"]].append(statistics.mean(ranks))
+                chunk_pooled[score][record["success"]].extend(ranks)
+        out["per_parent"][name] = {
+            "success": statistics.mean(r["success"] for r in rows),
+            "episodes": len(rows),
+        }
+    out["auc_episode_mean_rank"] = {n: _auc(v[True], v[False]) for n, v in pooled.items()}
+    out["auc_chunk_rank"] = {n: _auc(v[True], v[False]) for n, v in chunk_pooled.items()}
+    out["episodes_success_failure"] = {n: [len(v[True]), len(v[False])] for n, v in pooled.items()}
+    print(f"{task} selector scores: {json.dumps(out)}", flush=True)
+    return out
+
+
+def selector_run(task: str, episodes: int) -> dict:
+    """The selector on fresh seeds against the better parent there (paired) and the per-seed
+    oracle of the parents: success, the share of the oracle gap it closes."""
+    parents, names = parents_of(task)
+    seeds = list(range(HELDOUT_SEED_START, HELDOUT_SEED_START + episodes))
+    fresh_dir = OUT / task / "fresh"
+    on_fresh = compare(*parents, seeds, out_dir=fresh_dir, labels=tuple(names))
+    rows = {n: r.row() for n, r in zip(names, on_fresh.results, strict=True)}
+    better = _pick(rows)
+    label = candidate_label("selector", (0.5, 0.5))
+    pair = compare(
+        compose(parents, "selector", (0.5, 0.5)),
+        parents[names.index(better)],
+        seeds,
+        out_dir=fresh_dir,
+        labels=(label, better),
+    )
+    success, base, oracle = (
+        pair.results[0].row()["success"],
+        rows[better]["success"],
+        on_fresh.oracle,
+    )
+    return {
+        "method": "selector (agreement, 2 native samples per parent + convex 0.5/0.5)",
+        "seeds": {"start": seeds[0], "episodes": len(seeds)},
+        "better_parent": better,
+        **pair.results[0].row(),
+        "minus_better_parent": paired_entry(pair),
+        "oracle": oracle,
+        "oracle_gap_closed": (success - base) / (oracle - base) if oracle > base else None,
+    }
+
+
 def _store_vertex_gap(results: dict, task: str, gap: dict) -> None:
     """`vertex_gap` beside the task's P1 row; the headline says whether every interval holds 0."""
     results.setdefault("quality", {}).setdefault(task, {})["vertex_gap"] = gap
@@ -797,13 +911,29 @@ def _store_vertex_gap(results: dict, task: str, gap: dict) -> None:
     results["vertex_gaps_contain_zero"] = all(g["all_contain_zero"] for g in gaps)
 
 
+def _store_selector(results: dict, task: str, selector: dict) -> None:
+    """`selector` beside the task's P1 row; the headline: the mean share of the oracle gap."""
+    results.setdefault("quality", {}).setdefault(task, {})["selector"] = selector
+    shares = [
+        r["selector"]["oracle_gap_closed"]
+        for r in results["quality"].values()
+        if r.get("selector", {}).get("oracle_gap_closed") is not None
+    ]
+    if shares:
+        results["oracle_gap_closed"] = statistics.mean(shares)
+        results["oracle_gap_closed_tasks"] = sorted(
+            t for t, r in results["quality"].items() if "selector" in r
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument(
         "--part",
         default="all",
-        choices=["all", "quality", "latency", "search", "k3", "vertex"],
+        choices=["all", "quality", "latency", "search", "k3", "vertex", "selector"],
     )
+    parser.add_argument("--selector-episodes", type=int, default=100, help="selector seeds")
     parser.add_argument("--vertex-episodes", type=int, default=100, help="vertex gap seeds")
     parser.add_argument("--tasks", default=",".join(PARENT_PAIRS))
     parser.add_argument("--p1-search-episodes", type=int, default=100, help="P1 search seeds")
@@ -839,6 +969,14 @@ def main() -> None:
         seeds = list(range(HELDOUT_SEED_START, HELDOUT_SEED_START + args.vertex_episodes))
         gap = vertex_gap(parents, names, seeds, OUT / task / "fresh")
         _update(lambda results, task=task, gap=gap: _store_vertex_gap(results, task, gap))
+    for task in tasks if args.part == "selector" else ():
+        scores = selector_scores(task, args.selector_episodes)
+        run = selector_run(task, args.selector_episodes)
+        _update(
+            lambda results, task=task, run=run, scores=scores: _store_selector(
+                results, task, run | {"score_ranking": scores}
+            )
+        )
     for task in tasks if args.part in ("all", "search") else ():
         _record(
             "search_cost",

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 # coarse grid: at 10 steps PickPlace's 99% flow composed with itself by OR succeeds 0-5% of the
 # time, at 40 steps 100% (20 episodes each).
 SUPERDIFF_STEPS = 40
+SELECTOR_CANDIDATES = 2  # native samples per parent at every chunk (the selector)
 
 
 @register_method("convex")
@@ -178,3 +179,33 @@ class MergeMethod(CompositionMethod):
 
         merged = merge_parameters(parents, config.weights)
         return merged.set_n_action_steps(config.n_action_steps)  # a new policy: its own
+
+
+@register_method("selector")
+class SelectorMethod(CompositionMethod):
+    """At every chunk, SELECTOR_CANDIDATES native samples of each parent and one convex
+    composition at `weights`; per row the candidate the others agree with most (the medoid of
+    the executed steps) is executed (`robocompose.composition.selector`). No reward, no
+    training. Out of the defaults: see the README for how its score ranks."""
+
+    samples_full_chunk = False  # candidates of other horizons: only the executed steps align
+    weights_sum_to_one = True
+    weights_nonnegative = True
+    score = "agreement"
+
+    def operator(self, config: CompositionConfig) -> Operator:
+        from robocompose.composition.operators import Convex
+
+        return Convex(config.weights)
+
+    def predict_actions(
+        self, policy: ComposedPolicy, obs: dict[str, torch.Tensor], noise: torch.Tensor
+    ) -> torch.Tensor:
+        import torch
+
+        from robocompose.composition.selector import SCORES, candidates
+
+        chunks, _ = candidates(policy, obs, noise, SELECTOR_CANDIDATES)
+        best = SCORES[self.score](policy, obs, chunks).argmax(0)  # (B,)
+        chosen = chunks[best, torch.arange(chunks.shape[1], device=chunks.device)]
+        return policy.parents[0].action_normalizer.unnormalize(chosen)
