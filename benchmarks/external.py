@@ -37,10 +37,11 @@ from composition import vertex_gap
 
 from robocompose.compare import compare
 from robocompose.composition.api import candidate_label, compose, search
+from robocompose.composition.weight_search import NativeParent
 from robocompose.evaluation import evaluate, load_checkpoint
 from robocompose.sim.collect import run_expert_episode
 from robocompose.sim.tasks import make_env, make_expert
-from robocompose.stats import success_rate
+from robocompose.stats import paired_outcomes, success_rate
 
 PARENTS = {
     "FetchReach": ("diffusion_unet", "flow_jax_mlp"),
@@ -117,6 +118,7 @@ def task_result(
         for key, (operator, weights) in trials(found.chosen).items()
     }
     best = max(composed, key=lambda k: composed[k]["success"])
+    chosen = chosen_candidate(task, found, parents, names, better, on_fresh, fresh)
     return {
         "env_id": preset.external["env_id"],
         "dataset": preset.dataset,
@@ -130,8 +132,36 @@ def task_result(
         "composed": composed,
         "best_composition": best,
         "best_minus_better_parent": composed[best]["minus_better_parent"]["formatted"],
+        "chosen_candidate": chosen,
+        "never_worse": chosen["minus_better_parent"]["ci95"][1] >= 0,
         "seconds": time.perf_counter() - start,
     }
+
+
+def chosen_candidate(
+    task: str, found: Any, parents: list, names: list[str], better: str, on_fresh: Any, fresh
+) -> dict[str, Any]:
+    """What the search returns (a parent alone, or the convex weights) on the fresh seeds,
+    paired against the better parent there: the same policy scores 0 on every seed."""
+    row: dict[str, Any] = {"kind": found.chosen_kind, "weights": list(found.chosen)}
+    if isinstance(found.choice, NativeParent):
+        name = names[found.choice.index]
+        by_name = dict(zip(names, on_fresh.results, strict=True))
+        mine, theirs = ([bool(r["success"]) for r in by_name[n].records] for n in (name, better))
+        paired = paired_outcomes(mine, theirs)
+        return row | {
+            "parent": name,
+            **by_name[name].row(),
+            "minus_better_parent": {
+                "difference": paired.difference,
+                "ci95": [paired.ci_low, paired.ci_high],
+                "formatted": paired.format(),
+            },
+        }
+    policy = compose(parents, "convex", found.choice)
+    label = candidate_label("convex", found.choice)
+    better_policy = parents[names.index(better)]
+    return row | against_better(task, policy, label, better_policy, better, fresh)
 
 
 def trials(convex_weights) -> dict[str, tuple[str, tuple[float, ...]]]:
