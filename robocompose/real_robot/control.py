@@ -251,10 +251,14 @@ class ControlLoop:
             self.layer.estop("e-stop flag")
             set_at = self.flags[FLAG_ESTOP_SET_AT]
             self.event("estop", 1000.0 * (time.monotonic() - set_at) if set_at else 0.0)
-        if self.conn is not None and self.conn.poll() and not self.handle(self.conn.recv()):
-            return False
+        try:
+            if self.conn is not None and self.conn.poll() and not self.handle(self.conn.recv()):
+                return False
+            parent_gone = os.getppid() != self.parent_pid
+        except (EOFError, OSError):  # the other end of the pipe closed: the parent died
+            parent_gone = True
         self.read_waypoints(start)
-        if os.getppid() != self.parent_pid:
+        if parent_gone:
             self.event("policy_process_gone")
             self.brake_to_hold()
             return False
@@ -358,14 +362,18 @@ class ControlLoop:
         self.braking = True
         k, t0 = 0, time.monotonic()
         while self.braking:
+            due = t0 + k * self.config.period_s
+            sleep_until(due, self.config.spin_s)
             sample = self.brake_step()
+            flags = HOLDING
             if sample is not None:
-                self.layer.command_ee(sample.pos_m, sample.gripper)
-                self.sent = sample.pos_m
+                result = self.layer.command_ee(sample.pos_m, sample.gripper)
+                self.sent = result.target if result.sent else self.sent
+                flags = BRAKING | (SENT if result.sent else 0)
             if self.twin is not None:
                 self.twin.advance(self.config.period_s * self.config.time_scale)
+            self.write_telemetry(due, time.monotonic(), sample, flags)
             k += 1
-            sleep_until(t0 + k * self.config.period_s, self.config.spin_s)
 
     def advance_twin(self, k: int) -> None:
         """Keep sim time at (ticks since reset) x tick x time_scale."""

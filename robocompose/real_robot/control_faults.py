@@ -16,11 +16,13 @@ the safety layer, and when it held), so a report checks the stream at the servo 
 from __future__ import annotations
 
 import functools
+import json
 import multiprocessing
 import os
 import signal
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -112,6 +114,23 @@ class FaultyControl:
                 os.kill(self.control.pid, signal.SIGCONT)  # type: ignore[arg-type]
 
 
+def watchdog_details(log_path: Path) -> dict[str, Any]:
+    """From the step log: how long after the last fresh waypoint each watchdog hold began, and
+    how many ticks the braking took."""
+    silent, braking = [], []
+    with open(log_path) as f:
+        for line in map(json.loads, f):
+            kind = line.get("kind")
+            for event in (
+                line["events"] if kind == "step" else [line] if kind == "control_event" else []
+            ):
+                if event.get("event") == "control:watchdog_hold":
+                    silent.append(event["silent_ms"])
+                elif event.get("event") == "control:held":
+                    braking.append(event["braking_ticks"])
+    return {"watchdog_silent_ms": silent, "braking_ticks": braking}
+
+
 def twin_control(task: str, rate_hz: float, time_scale: float = 1.0) -> tuple[Any, ControlConfig]:
     """The arm factory and settings of a twin control process on `task`."""
     obs_dim, _ = twin_facts(task)
@@ -135,9 +154,9 @@ def run_control_fault(
     seed: int = 100_000,
     rate_hz: float = 10.0,
     control_hz: float = 250.0,
-    inject_at_s: float = 1.0,
+    inject_at_s: float = 2.0,
     outage_s: float = 1.0,
-    episode_s: float = 4.0,
+    episode_s: float = 5.0,
 ) -> FaultReport:
     """One twin episode of `served` through a loopback server and a control process with `fault`
     injected at `inject_at_s` for `outage_s` (None: nothing injected); for the kills, the run
@@ -211,16 +230,20 @@ def run_control_fault(
     start_s, end_s = injected if len(injected) == 2 else ([*injected, 0.0][0], float("inf"))
     rows = np.concatenate([t for t in telemetry if len(t)]) if telemetry else np.empty((0, 14))
     received = received_from_telemetry(rows)
+    holds = hold_latencies_ms(received, after_s=start_s)
+    if fault == "control_killed":  # its twin died with it; the next holds are a new process's
+        holds = []
     commands = [e for e in received if e[0] == "ee"]
     details: dict[str, Any] = {"episodes": [e.get("aborted", False) for e in episodes]}
     if faulty:
         details["corrupted_schedules"] = sum(f.corrupted for f in faulty)
+    details.update(watchdog_details(log_path))
     return FaultReport(
         fault=fault,
         injected=1,
         commands=len(commands),
         outside_limits=limit_violations(received, config.limits, 1.0 / control_hz),
-        hold_latency_ms=hold_latencies_ms(received, after_s=start_s),
+        hold_latency_ms=holds,
         commands_after_fault=sum(e[1] > end_s for e in commands),
         reconnects=client.reconnects,
         events={k: v for e in episodes for k, v in e["events"].items()},
@@ -293,7 +316,7 @@ def _policy_killed(
         policy = context.Process(
             target=_policy_process,
             args=((task, str(log_path)), server.port, rate_hz, control_hz, seed, episode_s, names),
-            daemon=True,
+            daemon=False,  # it starts a control process of its own
         )
         policy.start()
         control_pid, *ring_names = names.get(timeout=60)
@@ -324,6 +347,9 @@ def _policy_killed(
             episode_s=1.5,
         )
     finally:
+        if policy.is_alive():
+            policy.kill()
+            policy.join(5)
         server.stop()
     received = received_from_telemetry(rows)
     log = JsonlWriter(log_path)
@@ -340,10 +366,10 @@ def _policy_killed(
         hold_latency_ms=hold_latencies_ms(received, after_s=killed_at),
         commands_after_fault=resumed.commands,
         reconnects=0,
-        events={line["event"]: 1 for line in lines},
+        events=dict(Counter(line["event"] for line in lines)),
         episode={},
         log=str(log_path),
-        details={"control_exited": control_exited, "events": [e["event"] for e in lines]},
+        details={"control_exited": control_exited, **watchdog_details(log_path)},
     )
 
 

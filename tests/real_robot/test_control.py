@@ -5,6 +5,7 @@ assertions beyond generous tick counts."""
 from __future__ import annotations
 
 import functools
+import json
 import os
 import signal
 import time
@@ -291,3 +292,33 @@ def test_ur_in_a_control_process_streams_servo_l_at_the_tick_and_kicks_its_watch
     assert np.all(poses >= low) and np.all(poses <= high)
     assert "servoStop" in names and "kickWatchdog" in names[names.index("servoStop") :]
     assert "control:held" in {e["event"] for e in events}
+
+
+def test_deploy_with_control_process_runs_episodes_on_the_twin_and_logs_its_events(
+    tmp_path,
+) -> None:
+    from robocompose.real_robot.deploy import DeployConfig, DeployPolicyConfig, run_deploy
+    from robocompose.real_robot.executor import ExecutorConfig
+    from robocompose.shipped import shipped_path
+
+    config = DeployConfig(
+        robot="twin",
+        task="PickPlace",
+        policy=DeployPolicyConfig(checkpoint=str(shipped_path("PickPlace", "flow_mlp"))),
+        executor=ExecutorConfig(mode="async", rate_hz=10),
+        control="process",
+        control_rate_hz=RATE_HZ,
+        time_scale=2.0,
+        episode_s=3.0,
+        out=str(tmp_path),
+    )
+    summary = run_deploy(config)
+    assert summary["episodes"] == 1
+    lines = [json.loads(line) for line in (tmp_path / "steps.jsonl").read_text().splitlines()]
+    start = next(line for line in lines if line["kind"] == "episode_start")
+    assert start["control"] == "process" and start["control_rate_hz"] == RATE_HZ
+    steps = [line for line in lines if line["kind"] == "step"]
+    assert any(step["sent"] for step in steps)  # targets the control process sent
+    assert any(e["event"] == "control:resume" for step in steps for e in step["events"])
+    with pytest.raises(ValueError, match="`control` must be 'loop' or 'process'"):
+        DeployConfig(policy=config.policy, control="thread")
