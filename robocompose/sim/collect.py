@@ -82,6 +82,21 @@ def run_expert_episode(
     )
 
 
+FORMATS = ("hdf5", "lerobot")
+
+
+def _writer(
+    format: str, out: str | os.PathLike[str], env_id: str, env_kwargs: dict, env: Any, task: str
+) -> Any:
+    """The demo writer of `format`, appending to `out` when it exists."""
+    if format == "lerobot":  # pyarrow and PyAV, the `lerobot` extra
+        from robocompose.sim.lerobot_dataset import LeRobotWriter
+
+        fps = float(env.metadata.get("render_fps") or 10)
+        return LeRobotWriter(out, env_id, env_kwargs, fps=fps, task=task, append=True)
+    return DemoWriter(out, env_id, env_kwargs, append=True)
+
+
 def collect(
     task: str,
     episodes: int,
@@ -95,6 +110,7 @@ def collect(
     progress: bool = True,
     skills: bool = False,
     env_config: dict[str, Any] | None = None,
+    format: str = "hdf5",
 ) -> SuccessRate:
     """Write `episodes` successful expert demos of `task` to `out` (robomimic hdf5 layout).
 
@@ -105,9 +121,18 @@ def collect(
     recorded in the file's env kwargs, so a policy trained on it is evaluated at that size.
     `skills` records per-step skill labels (and `skill_args` on the tabletop tasks).
     `env_config`: more env kwargs (e.g. Stack's `order`), recorded in the file too.
+    `format`: "hdf5" (robomimic's layout) or "lerobot" (`out` is then a LeRobot v3.0 dataset
+    folder, `robocompose.sim.lerobot_dataset`).
     """
     if episodes < 1:
         raise ValueError(f"`episodes` must be >= 1. Got {episodes}.")
+    if format not in FORMATS:
+        raise ValueError(f"`format` must be one of {FORMATS}. Got {format!r}.")
+    if format == "lerobot" and Path(out).suffix:
+        raise ValueError(
+            f"format=lerobot writes a dataset folder; `out` {os.fspath(out)!r} names a file. "
+            f"Pass a folder, e.g. --out {Path(out).with_suffix('')}_lerobot."
+        )
     spec = get_task(task)
     env_kwargs: dict[str, Any] = {**(env_config or {}), "obs_keys": list(obs_keys)}
     if spec.external:  # the file then describes its env to any later reader
@@ -119,7 +144,7 @@ def collect(
     max_attempts = max_attempts or 3 * episodes
     attempted = successes = 0
     Path(out).parent.mkdir(parents=True, exist_ok=True)
-    with DemoWriter(out, spec.env_id, env_kwargs, append=True) as writer:
+    with _writer(format, out, spec.env_id, env_kwargs, env, spec.name) as writer:
         done_seeds = {int(a["seed"]) for a in writer.demo_attrs if "seed" in a}
         bar = tqdm(
             total=episodes,

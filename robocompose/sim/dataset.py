@@ -326,6 +326,12 @@ def read_env_args(path: str | os.PathLike[str]) -> dict[str, Any]:
     task's file makes its task known (`robocompose.sim.tasks.register_recorded`)."""
     from robocompose.sim.tasks import register_recorded
 
+    if os.path.isdir(path):  # a LeRobot dataset folder
+        from robocompose.sim.lerobot_dataset import LeRobotFolder
+
+        env_args = LeRobotFolder(path).env_args()
+        register_recorded(env_args.get("env_name"), env_args.get("env_kwargs"))
+        return env_args
     with _open(path) as f:
         if "data" not in f or "env_args" not in f["data"].attrs:
             raise DatasetError(f"{f.filename}: no `data` group with an `env_args` attribute.")
@@ -365,13 +371,20 @@ def load_demos(
     filter_key: str | None = None,
     skip_nonfinite: bool = False,
 ) -> list[Episode]:
-    """Read episodes from our files or robomimic's (`next_obs`, `states` etc. are ignored).
+    """Read episodes from our files or robomimic's (`next_obs`, `states` etc. are ignored), or
+    from a LeRobot dataset folder (`robocompose.sim.lerobot_dataset`).
 
     Float arrays come back as float32, uint8 images as uint8. `obs_keys=None` takes the first
     demo's keys. Missing `rewards` read as zeros, as robomimic's SequenceDataset does.
     NaN or inf in the actions or a read obs key is refused (`check_finite`); `skip_nonfinite`
     leaves such demos out instead, with a warning naming them.
     """
+    if os.path.isdir(path):  # a LeRobot dataset folder
+        from robocompose.sim.lerobot_dataset import load_lerobot_demos
+
+        if filter_key is not None:
+            raise DatasetError(f"{path}: a LeRobot dataset has no `{filter_key}` mask.")
+        return load_lerobot_demos(path, obs_keys, skip_nonfinite=skip_nonfinite)
     if isinstance(obs_keys, str):
         raise TypeError(f"`obs_keys` must be a sequence of keys. Got the string {obs_keys!r}.")
     keys = list(obs_keys) if obs_keys is not None else None
@@ -432,7 +445,12 @@ def load_demos(
 
 
 def read_skill_vocabulary(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """The skill labels a file's `skills` datasets index into ([] when it has none)."""
+    """The skill labels a file's `skills` datasets index into ([] when it has none); a
+    LeRobot dataset folder's are its task strings (or the labels robocompose wrote)."""
+    if os.path.isdir(path):
+        from robocompose.sim.lerobot_dataset import LeRobotFolder
+
+        return LeRobotFolder(path).skill_vocabulary()
     with _open(path) as f:
         return json.loads(f["data"].attrs.get("skill_vocabulary", "[]"))
 
