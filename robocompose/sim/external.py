@@ -18,8 +18,11 @@ whole block in its env kwargs, so a checkpoint trained on it knows its env witho
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
+from types import ModuleType
 from typing import Any
 
 import gymnasium as gym
@@ -275,13 +278,68 @@ class ExternalTask:
     def import_modules(self) -> None:
         for module in self.imports:
             try:
-                importlib.import_module(module)
+                import_preset_module(module, "external.imports")
             except ImportError as e:
                 raise ImportError(
                     f"external task {self.env_id}: `imports` names {module!r}, which does not "
                     f"import ({e}). Install the package that provides it (robocompose's "
                     "`external` extra has gymnasium-robotics, gym-pusht and robosuite's needs)."
                 ) from e
+
+
+EXPERT_METHODS = ("reset", "act")  # reset(env, rng) at each episode's start; act(env) -> action
+
+
+def import_preset_module(module: str, key: str) -> ModuleType:
+    """The module a preset's `key` names: installed, or a file in the current folder (the
+    `robocompose` command, unlike `python -m`, does not search it by itself)."""
+    here = os.getcwd()
+    if here not in sys.path:
+        sys.path.append(here)  # last: an installed module of the same name wins
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as e:
+        if e.name is None or not module.startswith(e.name):
+            raise  # the module was found; something it imports is missing
+        raise ModuleNotFoundError(
+            f"`{key}` names module {module!r}: neither installed nor a file "
+            f"{module.replace('.', '/')}.py in the current folder {here}. Run from the folder "
+            "that holds it, or add that folder to PYTHONPATH.",
+            name=e.name,
+        ) from None
+
+
+def load_expert(path: str, config: Mapping[str, Any]) -> Any:
+    """The scripted expert "module:Class", built as `Class(ClassConfig(**config))`; an expert
+    lacking its config class or a method of the interface is refused, naming what is missing."""
+    module_name, _, cls_name = path.partition(":")
+    try:
+        module = import_preset_module(module_name, "external.expert")
+    except ModuleNotFoundError as e:
+        raise ValueError(str(e)) from None
+    cls = getattr(module, cls_name, None)
+    if not isinstance(cls, type):
+        raise ValueError(f"expert {path!r}: module {module_name} has no class {cls_name!r}.")
+    missing = [m for m in EXPERT_METHODS if not callable(getattr(cls, m, None))]
+    if missing:
+        raise ValueError(
+            f"expert {path!r} lacks {' and '.join(missing)}: an expert defines reset(env, rng) "
+            "(each episode's start) and act(env) -> action."
+        )
+    config_cls = getattr(module, f"{cls_name}Config", None)
+    if config_cls is None:
+        raise ValueError(
+            f"expert {path!r}: module {module_name} has no {cls_name}Config, the dataclass "
+            "`expert_config` fills (an empty `@dataclass class "
+            f"{cls_name}Config: pass` takes no settings)."
+        )
+    try:
+        settings = config_cls(**config)
+    except TypeError as e:
+        raise ValueError(
+            f"expert {path!r}: `expert_config` {dict(config)} does not fit ({e})."
+        ) from None
+    return cls(settings)
 
 
 def make_external_env(

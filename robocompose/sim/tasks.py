@@ -12,7 +12,6 @@ a dataset or checkpoint of it carries the block, and reading one registers it ag
 from __future__ import annotations
 
 import difflib
-import importlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -252,8 +251,7 @@ def make_expert(name: str, **config: Any) -> Any:
             f"task {spec.name!r} has no scripted expert; set `external.expert` "
             "('module:Class') in its preset to collect demos."
         )
-    module, cls_name = spec.expert.split(":")
-    cls = getattr(importlib.import_module(module), cls_name)
-    config_cls = getattr(importlib.import_module(module), f"{cls_name}Config")
+    from robocompose.sim.external import load_expert
+
     defaults = (spec.external or {}).get("expert_config", {})
-    return cls(config_cls(**{**defaults, **config}))
+    return load_expert(spec.expert, {**defaults, **config})

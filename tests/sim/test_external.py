@@ -252,3 +252,70 @@ def test_cli_composes_the_shipped_jax_and_torch_parents_on_fetch_reach(fetch, tm
     assert record["task"]["env_id"] == "robocompose/FetchReach-v0"
     assert [p["name"] for p in record["parents"]] == [p.split("/")[1] for p in parents]
     assert len(record["result"]["chosen"]) == 2
+
+
+@pytest.fixture
+def scratch_folder(tmp_path, monkeypatch) -> Path:
+    """The current folder is `tmp_path`; sys.path and the modules imported from it are put
+    back afterwards."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    modules = set(sys.modules)
+    yield tmp_path
+    for name in set(sys.modules) - modules:
+        if str(tmp_path) in str(getattr(sys.modules[name], "__file__", "")):
+            del sys.modules[name]
+
+
+def _readme_block(after: str, language: str) -> str:
+    text = (REPO / "README.md").read_text()
+    start = text.index(f"```{language}\n", text.index(after)) + len(language) + 4
+    return text[start : text.index("```", start)]
+
+
+def test_the_readme_expert_in_the_current_folder_collects(fetch, scratch_folder) -> None:
+    """The README's own expert and preset, as a user runs them: the module sits in the current
+    folder, with no PYTHONPATH."""
+    from robocompose.cli import main
+    from robocompose.sim.dataset import read_env_args
+
+    intro = "This one, `my_reach.py`, drives FetchReach:"
+    (scratch_folder / "my_reach.py").write_text(_readme_block(intro, "python"))
+    preset = _readme_block(intro, "yaml").replace("MyReach", "ReadmeReach")
+    (scratch_folder / "cfg" / "task").mkdir(parents=True)
+    (scratch_folder / "cfg" / "task" / "ReadmeReach.yaml").write_text(preset)
+    try:
+        main(["collect", "--config-dir", "cfg", "task=ReadmeReach", "--episodes", "2"])
+    finally:
+        EXTERNAL_TASKS.pop("ReadmeReach", None)
+    env_args = read_env_args(scratch_folder / "data" / "ReadmeReach.hdf5")
+    EXTERNAL_TASKS.pop("ReadmeReach", None)
+    assert env_args["env_kwargs"]["external"]["expert"] == "my_reach:ReachExpert"
+
+
+def test_an_expert_lacking_its_interface_is_refused_by_name(scratch_folder) -> None:
+    from robocompose.sim.external import load_expert
+
+    (scratch_folder / "half_experts.py").write_text(
+        "from dataclasses import dataclass\n\n"
+        "@dataclass\nclass NoActConfig:\n    gain: float = 1.0\n\n"
+        "class NoAct:\n    def __init__(self, config): ...\n    def reset(self, env, rng): ...\n\n"
+        "class NoConfig:\n    def __init__(self, config): ...\n"
+        "    def reset(self, env, rng): ...\n    def act(self, env): ...\n\n"
+        "GoodConfig = NoActConfig\n\nclass Good(NoConfig):\n    pass\n"
+    )
+    with pytest.raises(ValueError, match=r"'half_experts:NoAct' lacks act: an expert defines"):
+        load_expert("half_experts:NoAct", {})
+    with pytest.raises(
+        ValueError, match="module half_experts has no NoConfigConfig, the dataclass"
+    ):
+        load_expert("half_experts:NoConfig", {})
+    with pytest.raises(ValueError, match="has no class 'Missing'"):
+        load_expert("half_experts:Missing", {})
+    with pytest.raises(ValueError, match=r"`expert_config` \{'gian': 2\} does not fit"):
+        load_expert("half_experts:Good", {"gian": 2})
+    assert load_expert("half_experts:Good", {"gain": 2}).__class__.__name__ == "Good"
+    with pytest.raises(
+        ValueError, match=f"nor a file elsewhere/experts.py in the current folder {scratch_folder}"
+    ):
+        load_expert("elsewhere.experts:Expert", {})
