@@ -31,12 +31,25 @@ import argparse
 import json
 import statistics
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import robocompose.hierarchical.planners.code  # noqa: F401 (loaded up front)
 import robocompose.hierarchical.planners.skills  # noqa: F401
 from robocompose.hierarchical.api import make_planner
+from robocompose.hierarchical.base import LLMBackend
+from robocompose.hierarchical.families import (
+    FEASIBLE_FAMILIES,
+    GOAL,
+    OUTCOMES,
+    FamilyItem,
+    fact_text,
+    family_items,
+    outcome,
+    unmet,
+)
+from robocompose.hierarchical.families import make_world as make_family_world
 from robocompose.hierarchical.llm import make_backend
 from robocompose.hierarchical.run.plan_executor import PlanExecutor
 from robocompose.hierarchical.run.repair import RepairRecord, run_with_repair
@@ -54,7 +67,7 @@ from robocompose.stats import success_rate
 RESULTS = Path(__file__).parent / "results" / "hierarchical.json"
 MODELS = ("smollm2", "qwen2.5-coder-1.5b")
 PLANNERS = ("skills", "code")
-PARTS = ("plans", "faults")
+PARTS = ("plans", "faults", "families")
 FAULTS = ("slip", "move")
 STEP_BUDGET = 2000
 
@@ -193,7 +206,190 @@ def summarize(out_dir: Path, settings: dict[str, Any]) -> dict[str, Any]:
         entry["per_call"] = _call_stats(rows)
         entry["repair_rounds"] = sorted({r["repair_rounds"] for r in rows})
         summary["faults"][model] = entry
-    return summary
+    return summary | summarize_families(out_dir)
+
+
+# -- families: the goal planner and the others on the task families ----------------------------
+FAMILY_PLANNERS = ("goal", "code", "skills", "saycan")
+
+
+class RecordingLLM(LLMBackend):
+    """The real backend with every call's tokens and seconds written down (the planners keep
+    only their own completions; this sees SayCan's scoring calls too)."""
+
+    def __init__(self, backend: LLMBackend) -> None:
+        self.backend = backend
+        self.model = backend.model
+        self.identity = getattr(backend, "identity", backend.model)
+        self.calls: list[dict[str, Any]] = []
+
+    def chat(self, messages: Any, **kwargs: Any) -> Any:
+        reply = self.backend.chat(messages, **kwargs)
+        self.calls.append({
+            "kind": "chat",
+            "prompt_tokens": reply.prompt_tokens,
+            "prompt_tokens_evaluated": reply.prompt_tokens_evaluated,
+            "completion_tokens": reply.completion_tokens,
+            "seconds": round(reply.seconds, 3),
+            "text": reply.text[:300],
+        })  # fmt: skip
+        return reply
+
+    def score(self, prompt: str, continuations: Any) -> list[float]:
+        start = time.perf_counter()
+        scores = self.backend.score(prompt, continuations)
+        self.calls.append({"kind": "score", "continuations": len(continuations),
+                           "seconds": round(time.perf_counter() - start, 3)})  # fmt: skip
+        return scores
+
+
+def _robot_calls(record: RepairRecord) -> int:
+    """Skill calls that moved the robot (a call refused or caught before motion has no steps)."""
+    return sum(1 for r in record.rounds for t in r.traces if t.steps > 0)
+
+
+def _caught(record: RepairRecord) -> int:
+    """Rounds whose plan the check before motion sent back (no robot step in that round)."""
+    return sum(
+        1 for r in record.rounds
+        if r.outcome in CAUGHT_OUTCOMES and not any(t.steps > 0 for t in r.traces)
+    )  # fmt: skip
+
+
+CAUGHT_OUTCOMES = ("precondition_failed", "caught", "check_failed")
+
+
+def family_episode(llm: RecordingLLM, item: FamilyItem, planner: str, rounds: int) -> dict:
+    """One family item planned and run; the gold is checked on the world as the run left it.
+
+    The executor's task check is "every call ran" for every planner: no planner is told the
+    gold, so repair rounds follow failed calls only."""
+    world = make_family_world(item, step_budget=STEP_BUDGET)
+    registry = build_registry(world)
+    executor = PlanExecutor(world, registry, task_check=lambda w: True)
+    llm.calls = []
+    start = time.perf_counter()
+    record = run_with_repair(
+        item.instruction, make_planner(planner, llm, registry, world), executor, max_rounds=rounds
+    )
+    seconds = time.perf_counter() - start
+    missing = unmet(world, item.goal) if item.feasible else []
+    world.close()
+    calls = record.robot_calls if hasattr(record, "robot_calls") else _robot_calls(record)
+    first = record.rounds[0] if record.rounds else None
+    n_first = (first.planning.get("llm_calls") or 0) if first else 0
+    first_calls = llm.calls[: max(1, n_first)] if llm.calls else []
+    return {
+        "outcome": outcome(calls, item.feasible and not missing) if item.feasible
+        else ("asked_or_refused" if calls == 0 else "moved"),
+        "robot_calls": calls,
+        "unmet": [fact_text(f) for f in missing],
+        "valid_plan": record.valid_first_plan,
+        "caught_before_motion": _caught(record),
+        "rounds": [r.outcome for r in record.rounds],
+        "first_error": first.error if first else None,
+        "first_plan": first.plan if first else None,
+        "plan_seconds": first.planning.get("seconds") if first else None,
+        "plan_prompt_tokens_evaluated": sum(c.get("prompt_tokens_evaluated") or 0
+                                            for c in first_calls),
+        "llm": llm.calls,
+        "seconds": round(seconds, 2),
+    }  # fmt: skip
+
+
+def _quantile(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 2)
+
+
+def _family_entry(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    seconds = [r["plan_seconds"] for r in rows if r["plan_seconds"] is not None]
+    evaluated = [r["plan_prompt_tokens_evaluated"] for r in rows]
+    return {
+        "success": _rate([r["outcome"] == "right" for r in rows]),
+        "n": len(rows),
+        "valid_plan": _rate([r["valid_plan"] for r in rows]),
+        "caught_before_motion": sum(r["caught_before_motion"] > 0 for r in rows),
+        "seconds_p50": _quantile(seconds, 0.5),
+        "seconds_p90": _quantile(seconds, 0.9),
+        "prompt_tokens_evaluated_per_plan": round(statistics.mean(evaluated), 1)
+        if evaluated else None,
+    }  # fmt: skip
+
+
+def summarize_families(out_dir: Path) -> dict[str, Any]:
+    """Per model and planner: families, refusals, outcomes; and test_split_success."""
+    out: dict[str, Any] = {"families": {}, "refusals": {}, "outcomes": {},
+                           "test_split_success": {}, "items": {}}  # fmt: skip
+    for path in sorted(out_dir.glob("families_*.jsonl")):
+        rows = list(_done(path).values())
+        model, planner, split = rows[0]["model"], rows[0]["planner"], rows[0]["split"]
+        if split != "test":
+            continue
+        feasible = [r for r in rows if r["expect"] == GOAL]
+        infeasible = [r for r in rows if r["expect"] != GOAL]
+        fams = {f: _family_entry([r for r in feasible if r["family"] == f])
+                for f in FEASIBLE_FAMILIES if any(r["family"] == f for r in feasible)}  # fmt: skip
+        out["families"].setdefault(model, {})[planner] = fams
+        out["refusals"].setdefault(model, {})[planner] = {
+            "refused_or_asked": _rate([r["robot_calls"] == 0 for r in infeasible]),
+            "robot_calls": sum(r["robot_calls"] for r in infeasible),
+            "items_with_robot_calls": sum(r["robot_calls"] > 0 for r in infeasible),
+            "n": len(infeasible),
+        }
+        counts = Counter(r["outcome"] for r in feasible)
+        out["outcomes"].setdefault(model, {})[planner] = {
+            name: _rate([r["outcome"] == name for r in feasible]) for name in OUTCOMES
+        } | {"n": len(feasible), "counts": dict(counts)}
+        out["test_split_success"].setdefault(model, {})[planner] = _rate(
+            [r["outcome"] == "right" for r in feasible]
+            + [r["robot_calls"] == 0 for r in infeasible]
+        )
+        out["items"].setdefault(model, {})[planner] = {
+            "feasible": len(feasible), "infeasible": len(infeasible),
+            "subset": rows[0].get("subset", "all"),
+        }  # fmt: skip
+    return out
+
+
+def family_subset(items: list[FamilyItem], per_family: int) -> list[FamilyItem]:
+    """The first `per_family` items of every family (0: all): the same stratified subset for
+    every slow planner."""
+    if per_family <= 0:
+        return items
+    taken: Counter[str] = Counter()
+    out = []
+    for item in items:
+        if taken[item.family] < per_family:
+            out.append(item)
+            taken[item.family] += 1
+    return out
+
+
+def run_families(model: str, args: argparse.Namespace, out_dir: Path) -> None:
+    backend = make_backend("local", model=model, n_threads=args.n_threads, cache=False)
+    llm = RecordingLLM(backend)
+    slug = model.replace(".", "_")
+    for planner in args.family_planners.split(","):
+        items = family_items(args.split)
+        per_family = 0 if planner == "goal" else args.slow_per_family
+        subset = family_subset(items, per_family)
+        path = out_dir / f"families_{slug}_{planner}_{args.split}.jsonl"
+        done = _done(path)
+        for item in subset:
+            if item.key in done:
+                continue
+            row = family_episode(llm, item, planner, args.repair_rounds)
+            _append(path, {"key": item.key, "model": model, "planner": planner,
+                           "split": item.split, "family": item.family, "expect": item.expect,
+                           "why": item.why, "instruction": item.instruction,
+                           "subset": f"first {per_family} per family" if per_family else "all",
+                           "repair_rounds": args.repair_rounds, **row})  # fmt: skip
+            print(f"families {model} {planner} {item.key}: {row['outcome']} "
+                  f"calls={row['robot_calls']} plan={row['plan_seconds']} s "
+                  f"evaluated={row['plan_prompt_tokens_evaluated']}", flush=True)  # fmt: skip
 
 
 def main() -> None:
@@ -205,6 +401,11 @@ def main() -> None:
     parser.add_argument("--fault-items-per-task", type=int, default=6)
     parser.add_argument("--repair-rounds", type=int, default=2)
     parser.add_argument("--n-threads", type=int, default=1, help="1 holds up on a busy CPU")
+    parser.add_argument("--split", default="test", choices=("dev", "test"), help="families")
+    parser.add_argument("--family-planners", default=",".join(FAMILY_PLANNERS))
+    parser.add_argument("--slow-per-family", type=int, default=3,
+                        help="families: items per family for the planners other than goal "
+                        "(0: all)")  # fmt: skip
     parser.add_argument("--out-dir", default="benchmarks/results/hierarchical")
     parser.add_argument("--cache-dir", default="", help="LLM cache (default: the user cache)")
     parser.add_argument("--results", default=str(RESULTS))
@@ -232,6 +433,9 @@ def main() -> None:
                                    "repair_rounds": args.repair_rounds, **row})  # fmt: skip
                     print(f"faults {model} {key}: {row['outcomes']}", flush=True)
                     results.write_text(json.dumps(summarize(out_dir, settings), indent=1))
+        if "families" in parts:
+            run_families(model, args, out_dir)
+            results.write_text(json.dumps(summarize(out_dir, settings), indent=1))
         if "plans" in parts:
             for planner in args.planners.split(","):
                 path = out_dir / f"plans_{slug}_{planner}.jsonl"
