@@ -126,3 +126,15 @@ def test_gold_check_reads_the_real_world():
         "wrong",
         "asked_or_refused",
     )
+
+
+def test_start_arrangements_hold_in_the_real_world_and_the_gold_does_not():
+    from robocompose.hierarchical.families import make_world
+
+    for item in ALL:
+        if not item.scene.start:
+            continue
+        world = make_world(item)
+        assert unmet(world, item.scene.start) == [], item.key
+        assert not item.feasible or unmet(world, item.goal), item.key
+        world.close()
