@@ -396,6 +396,12 @@ def _replay(overrides: list[str]) -> None:
         print(f"plot: {path}")
 
 
+def _view(overrides: list[str]) -> None:
+    from robocompose.viz.view import run_view
+
+    print(run_view(load_verb_config("view", overrides)))
+
+
 def _is_true(text: str) -> bool:
     return text == "true"
 
@@ -613,6 +619,26 @@ VERBS: dict[str, Verb] = {
         flags=(
             Shorthand("--seed", "seed", int, "the episode to plot (default: the first)"),
             Shorthand("--out", "out", help="plots folder (default: <log folder>/plots)"),
+        ),
+    ),
+    "view": Verb(
+        "a Rerun recording of a checkpoint's or a composition's episodes (camera, state, actions, "
+        "each predicted chunk in 3-D, success and score), or with --denoising one chunk's "
+        "denoising, each parent's and the composed one; --save FILE.rrd writes it, else a "
+        "viewer opens",
+        "robocompose.viz.view:ViewConfig",
+        _view,
+        ("composition",),
+        Shorthand("", "run", help="a checkpoint folder, or >= 2 parents to compose"),
+        many=True,
+        flags=(
+            Shorthand("--save", "save", help="the .rrd file to write (default: open a viewer)"),
+            Shorthand("--denoising", "denoising", _is_true, "one chunk's denoising", switch=True),
+            Shorthand("--seed", "seed_start", int, "the (first) episode seed, default 100000"),
+            EPISODES,
+            OPERATOR,
+            Shorthand("--weights", "composition.weights", _csv(float), "e.g. 0.6,0.4"),
+            Shorthand("--steps", "steps", int, "denoising steps of one checkpoint"),
         ),
     ),
     "report": Verb(
