@@ -281,7 +281,7 @@ def test_the_readme_expert_in_the_current_folder_collects(fetch, scratch_folder)
 
     intro = "This one, `my_reach.py`, drives FetchReach:"
     (scratch_folder / "my_reach.py").write_text(_readme_block(intro, "python"))
-    preset = _readme_block(intro, "yaml").replace("MyReach", "ReadmeReach")
+    preset = _readme_block(intro, "yaml").replace("ScriptedReach", "ReadmeReach")
     (scratch_folder / "cfg" / "task").mkdir(parents=True)
     (scratch_folder / "cfg" / "task" / "ReadmeReach.yaml").write_text(preset)
     try:
