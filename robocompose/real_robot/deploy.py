@@ -92,6 +92,10 @@ class DeployConfig:
     control_rate_hz: float | None = None  # None: the arm's default (control.DEFAULT_RATES_HZ)
     control_interpolation: str = "linear"  # between waypoints: "linear" or "cubic"
     out: str = "runs/deploy"
+    # "rerun": stream observations, commands (proposed, sent) and clamps to a Rerun viewer
+    # (`robocompose.viz.live`); with `viewer_save` an .rrd file is written instead
+    viewer: str | None = None
+    viewer_save: str | None = None
 
     def __post_init__(self) -> None:
         if self.robot not in ROBOTS:
@@ -124,6 +128,10 @@ class DeployConfig:
                 )
         if self.control not in ("loop", "process"):
             raise ValueError(f"`control` must be 'loop' or 'process'. Got {self.control!r}.")
+        if self.viewer not in (None, "rerun"):
+            raise ValueError(f"`viewer` must be 'rerun' or None. Got {self.viewer!r}.")
+        if self.viewer and self.control != "loop":
+            raise ValueError("`viewer` streams the loop's steps: it needs control='loop'.")
         if self.control_rate_hz is not None and not 1 <= self.control_rate_hz <= 1000:
             raise ValueError(f"`control_rate_hz` must be in [1, 1000]. Got {self.control_rate_hz}.")
         self.limits()  # unknown or invalid safety fields fail here, named
@@ -413,6 +421,10 @@ def _run_in_loop(
     executor = ChunkExecutor(link.source, link.spec, config.executor)
     observe = _observer(config, arm)
     log, results = JsonlWriter(out / "steps.jsonl"), JsonlWriter(results_path)
+    if config.viewer == "rerun":
+        from robocompose.viz.live import RerunStepLog
+
+        log = RerunStepLog(log, config.viewer_save, f"deploy-{config.robot}")
     try:
         obs, _, _ = observe()
         check_compatible(link.spec, obs, arm_action_dim(arm))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -67,3 +69,34 @@ def test_view_cli_records_each_parent_and_the_composition(tmp_path, capsys):
 def test_view_refuses_a_save_path_that_is_not_rrd(tmp_path):
     with pytest.raises(SystemExit, match=r"`save` must name an \.rrd file"):
         main(["view", FLOW, "--save", str(tmp_path / "run.mp4")])
+
+
+def test_deploy_viewer_rerun_records_commands_measurements_and_clamps(tmp_path):
+    out = tmp_path / "run"
+    main(
+        [
+            "deploy",
+            "twin",
+            "--episodes",
+            "1",
+            "--out",
+            str(out),
+            "--rate-hz",
+            "20",
+            "episode_s=0.6",
+            "time_scale=3",
+            "viewer=rerun",
+            f"viewer_save={tmp_path / 'live.rrd'}",
+            "safety.max_step_m=0.002",  # tight: the safety layer clamps
+        ]
+    )
+    counts = row_counts(tmp_path / "live.rrd")
+    lines = [json.loads(line) for line in (out / "steps.jsonl").read_text().splitlines()]
+    ticks = sum(line["kind"] == "step" for line in lines)  # a late loop skips ticks
+    assert ticks >= 6
+    for entity in ("measured", "clamps", "obs/state", "space/measured"):
+        assert counts[f"/seed_100000/{entity}"] == ticks
+    sent = sum(line.get("sent") is not None for line in lines)
+    assert counts["/seed_100000/command/sent"] == sent > 0
+    assert counts["/seed_100000/safety"] > 0  # the clamps, each with its reason
+    assert counts["/seed_100000/outcome"] == 1
