@@ -35,7 +35,7 @@ from robocompose.hierarchical.families.base import (
     Scene,
     fact_text,
 )
-from robocompose.hierarchical.families.check import OUTCOMES, holds, outcome, unmet
+from robocompose.hierarchical.families.check import OUTCOMES, FactView, holds, outcome, unmet
 
 FAMILIES = tuple(dev.PHRASINGS)
 FEASIBLE_FAMILIES = tuple(f for f in FAMILIES if f != "infeasible")
@@ -49,6 +49,7 @@ __all__ = [
     "OUTCOMES",
     "REFUSE_OR_ASK",
     "Fact",
+    "FactView",
     "FamilyItem",
     "Scene",
     "fact_text",

@@ -7,7 +7,7 @@ gold does not hold). On an infeasible item the only good outcome is that nothing
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Protocol
 
 from robocompose.hierarchical.families.base import Fact, fact_text
@@ -20,6 +20,28 @@ class Perception(Protocol):
 
     def on_top_of(self, block: str) -> str | None: ...
     def in_bin(self, block: str) -> str | None: ...
+
+
+class FactView:
+    """A set of facts (`on`, `on_table`, `in`: a solved goal's) read like a world's perception,
+    so gold can be checked against a goal before anything runs."""
+
+    def __init__(self, facts: Iterable[Fact]) -> None:
+        self.support: dict[str, str] = {}
+        self.bin: dict[str, str] = {}
+        for name, *args in facts:
+            if name == "on":
+                self.support[args[0]] = args[1]
+            elif name == "on_table":
+                self.support[args[0]] = "table"
+            elif name == "in":
+                self.support[args[0]], self.bin[args[0]] = "table", args[1]
+
+    def on_top_of(self, block: str) -> str | None:
+        return self.support.get(block)
+
+    def in_bin(self, block: str) -> str | None:
+        return self.bin.get(block)
 
 
 def holds(world: Perception, fact: Fact) -> bool:

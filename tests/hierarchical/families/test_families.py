@@ -138,3 +138,14 @@ def test_start_arrangements_hold_in_the_real_world_and_the_gold_does_not():
         assert unmet(world, item.scene.start) == [], item.key
         assert not item.feasible or unmet(world, item.goal), item.key
         world.close()
+
+
+def test_gold_is_checked_against_a_solved_goals_facts():
+    from robocompose.hierarchical.families import FactView
+
+    goal = FactView([("on_table", "red_block"), ("on", "blue_block", "red_block"),
+                     ("in", "green_block", "green_bin")])  # fmt: skip
+    assert unmet(goal, [("on", "blue_block", "red_block"), ("in_no_bin", "red_block")]) == []
+    assert unmet(goal, [("in_no_bin", "green_block"), ("on_table", "green_block")]) == [
+        ("in_no_bin", "green_block")
+    ]
