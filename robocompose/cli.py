@@ -407,10 +407,14 @@ def _is_true(text: str) -> bool:
 
 
 def _deploy_option(path: str) -> str:
-    """configs/deploy/<robot>.yaml (or just <robot>) -> the option name of group deploy/."""
+    """configs/deploy/<robot>.yaml (or just <robot>) -> the option name of group deploy/; a
+    relative path not found here is looked up in the repository, as a deploy file's checkpoint
+    is, so `deploy configs/deploy/twin.yaml` runs from any folder."""
     file = Path(path)
     if file.suffix not in (".yaml", ".yml") and file.parent == Path("."):
         return path
+    if not file.is_file() and (CONFIGS.parent / file).is_file():
+        file = CONFIGS.parent / file
     if not file.is_file():
         near = difflib.get_close_matches(file.name, [p.name for p in file.parent.glob("*.y*ml")], 1)
         hint = f" Did you mean {str(file.parent / near[0])!r}?" if near else ""

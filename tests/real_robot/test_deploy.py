@@ -91,10 +91,12 @@ def test_a_deploy_file_of_ones_own_needs_no_package_header(tmp_path):
     assert load_verb_config("deploy", [searchpath, "deploy=cell", "episodes=2"]).episodes == 2
 
 
-def test_the_shipped_twin_file_loads_its_checkpoint_from_any_folder(tmp_path, monkeypatch):
+def test_the_shipped_twin_file_loads_its_checkpoint_from_any_folder(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     link = connect_policy(load_verb_config("deploy", ["deploy=twin"]))
     assert link.spec.action_dim == 4
+    main(["deploy", "configs/deploy/ur5e.yaml", "--cfg"])  # the repository's, named from here
+    assert "robot: ur5e\n" in capsys.readouterr().out
 
 
 def test_ticker_keeps_the_grid_and_skips_missed_ticks():
