@@ -228,9 +228,11 @@ def _observer(config: DeployConfig, arm: Arm) -> Callable[[], tuple[dict, bool |
     if isinstance(arm, TwinArm):
         return twin_observer(arm)
     assert config.observer is not None
+    from robocompose.sim.external import import_preset_module
+
     module, _, name = config.observer.partition(":")
-    try:
-        function = getattr(importlib.import_module(module), name)
+    try:  # a module in the current folder imports too
+        function = getattr(import_preset_module(module, "observer"), name)
     except (ImportError, AttributeError, ValueError) as e:
         raise ValueError(
             f"`observer` {config.observer!r} must name an importable 'module:function': {e}"

@@ -207,3 +207,20 @@ def test_estop_ends_the_episode_and_nothing_reaches_the_arm_after_it(wrapped):
     assert record["events"]["safety:estop_engaged"] == 1
     # the next episode re-arms the twin and runs again
     assert not loop.run_episode(100_001, 0.3)["estop"]
+
+
+def test_an_observer_module_in_the_current_folder_imports(tmp_path, monkeypatch):
+    import sys
+
+    from robocompose.real_robot.deploy import _observer
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    (tmp_path / "cell_observer.py").write_text("def read():\n    return {'state': [1.0]}\n")
+    config = DeployConfig(
+        robot="ur5e", host="10.0.0.2", episode_s=1.0, observer="cell_observer:read", policy=POLICY
+    )
+    try:
+        assert _observer(config, arm=None)() == ({"state": [1.0]}, None, 0.0)
+    finally:
+        sys.modules.pop("cell_observer", None)
