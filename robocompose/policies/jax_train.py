@@ -17,6 +17,7 @@ thread pool from the process's CPU affinity (XLA_FLAGS' thread settings do not l
 from __future__ import annotations
 
 import json
+import math
 import time
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ import torch
 from safetensors.torch import save_file
 from tqdm import tqdm
 
+from robocompose.interrupt import Interrupted, interrupt_deferred
 from robocompose.policies.checkpoint import save_policy, write_atomic
 from robocompose.policies.jax_bridge import to_torch
 from robocompose.policies.jax_flow import JaxFlowPolicy, encode_low_dim, flow_matching_loss
@@ -37,6 +39,7 @@ from robocompose.policies.train import (
     STATE_JSON,
     STATE_TENSORS,
     TrainingCurves,
+    TrainingDiverged,
     _read_state_document,
     _read_state_tensors,
     _refuse_fewer_steps,
@@ -170,28 +173,44 @@ def train_jax(config: TrainConfig, progress: bool = True, stop_at_step: int | No
     bar = tqdm(total=config.steps, initial=step, desc=f"train {out.name}", disable=not progress)
     start, smoothed = time.perf_counter(), None
     last = config.steps if stop_at_step is None else min(stop_at_step, config.steps)
+    saved = step  # the step whose checkpoint and training state are on disk (0: none)
+
+    def save() -> None:
+        nonlocal saved
+        elapsed = minutes + (time.perf_counter() - start) / 60
+        policy.params = params
+        meta = metadata | {"step": step, "train_minutes": elapsed, "loss": smoothed}
+        dtype = getattr(torch, config.checkpoint_dtype)
+        save_policy(policy, out, meta, state_dict=_torch_state(ema), dtype=dtype)
+        _save_state(out, config, params, ema, opt_state, key, sampler, step, elapsed)
+        saved = step
+
     try:
         while step < last:
-            began = time.perf_counter()
-            index = torch.randint(len(windows), (config.batch_size,), generator=sampler)
-            batch = windows.batch(index.numpy())
-            obs = {k: np.asarray(v, np.float32) for k, v in batch["obs"].items()}
-            lr = learning_rate(config, step)
-            decay = ema_decay(config, step + 1)
-            params, opt_state, ema, key, loss, grad_norm = update(
-                params,
-                opt_state,
-                ema,
-                key,
-                obs,
-                np.asarray(batch["actions"], np.float32),
-                lr,
-                decay,
-            )
-            step += 1
-            value = float(loss)
+            with interrupt_deferred():  # Ctrl-C lands between steps, where the state is whole
+                began = time.perf_counter()
+                index = torch.randint(len(windows), (config.batch_size,), generator=sampler)
+                batch = windows.batch(index.numpy())
+                obs = {k: np.asarray(v, np.float32) for k, v in batch["obs"].items()}
+                lr = learning_rate(config, step)
+                decay = ema_decay(config, step + 1)
+                *state, loss, grad_norm = update(
+                    params,
+                    opt_state,
+                    ema,
+                    key,
+                    obs,
+                    np.asarray(batch["actions"], np.float32),
+                    lr,
+                    decay,
+                )
+                value, norm = float(loss), float(grad_norm)
+                if not (math.isfinite(value) and math.isfinite(norm)):  # the update not kept
+                    raise TrainingDiverged(step + 1, value, norm, out, saved)
+                params, opt_state, ema, key = state
+                step += 1
             smoothed = value if smoothed is None else 0.98 * smoothed + 0.02 * value
-            curves.add_step(value, float(grad_norm), time.perf_counter() - began)
+            curves.add_step(value, norm, time.perf_counter() - began)
             if step % config.log_every == 0 or step == config.steps:
                 curves.write(step, lr)
             bar.update()
@@ -204,12 +223,12 @@ def train_jax(config: TrainConfig, progress: bool = True, stop_at_step: int | No
                 if progress:
                     bar.write(f"step {step}: eval success {rate}")
             if step % config.checkpoint_every == 0 or step in (config.steps, last):
-                elapsed = minutes + (time.perf_counter() - start) / 60
-                policy.params = params
-                meta = metadata | {"step": step, "train_minutes": elapsed, "loss": smoothed}
-                dtype = getattr(torch, config.checkpoint_dtype)
-                save_policy(policy, out, meta, state_dict=_torch_state(ema), dtype=dtype)
-                _save_state(out, config, params, ema, opt_state, key, sampler, step, elapsed)
+                save()
+    except KeyboardInterrupt:
+        if step > saved:
+            with interrupt_deferred():  # a second Ctrl-C must not cut the save short
+                save()
+        raise Interrupted(step, out, unit="steps") from None
     finally:
         bar.close()
         curves.close()

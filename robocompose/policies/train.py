@@ -185,11 +185,9 @@ def train(config: TrainConfig, progress: bool = True, stop_at_step: int | None =
     right after that step's checkpoint would; running again resumes to `config.steps`.
     A family with its own training loop (see `register_family`'s `trainer`) runs that one.
     """
-    trainer = get_family(config.policy.family).trainer
-    if trainer is not None:
-        return trainer(config, progress, stop_at_step)
+    trainer = get_family(config.policy.family).trainer or _train
     with torch_threads_set(config.torch_threads):
-        return _train(config, progress, stop_at_step)
+        return trainer(config, progress, stop_at_step)
 
 
 def _train(config: TrainConfig, progress: bool, stop_at_step: int | None) -> Path:

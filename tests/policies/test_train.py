@@ -82,16 +82,19 @@ def test_a_nan_in_the_dataset_is_refused_before_training(tmp_path) -> None:
     assert not (out / "model.safetensors").exists()
 
 
-def test_a_diverging_run_stops_and_keeps_the_last_good_checkpoint(tmp_path) -> None:
+@pytest.mark.parametrize("family", ["flow", "flow_jax"])
+def test_a_diverging_run_stops_and_keeps_the_last_good_checkpoint(tmp_path, family) -> None:
     """A learning rate of 1e30 makes step 2's loss NaN: training stops there, and step 1's
-    checkpoint (finite) is what stays on disk."""
+    checkpoint (finite) is what stays on disk; the torch loop and the JAX one alike."""
+    if family == "flow_jax":
+        pytest.importorskip("jax")
     from safetensors.torch import load_file
 
     from robocompose.policies.train import TrainingDiverged
 
     dataset = tmp_path / "pusht.hdf5"
     collect("PushT", 1, dataset, progress=False)
-    policy = PolicyConfig(family="flow", backbone="mlp")
+    policy = PolicyConfig.from_dict({"family": family, "backbone": "mlp"})
     config = TrainConfig(
         dataset=str(dataset),
         out=str(tmp_path / "run"),
