@@ -63,3 +63,35 @@ def test_train_with_a_task_records_it_and_a_registered_env_is_never_replaced(
     assert [r["env_id"] for r in records] == ["robocompose/PushT-v0:b"]
     with pytest.raises(SystemExit, match="runs on robocompose/PushT-v0, a registered env; "):
         _eval(tmp_path / "b", tmp_path / "c.jsonl", "task=Stack")
+
+
+def test_a_preset_of_ones_own_attaches_an_external_env_that_later_runs_alone(tmp_path) -> None:
+    """task= from --config-dir: the checkpoint records the preset's external block, so eval in
+    a process that never read the preset rebuilds the env."""
+    pytest.importorskip("gymnasium_robotics", reason="the `external` extra is not installed")
+    from robocompose.sim.tasks import EXTERNAL_TASKS
+
+    rng = np.random.default_rng(1)
+    with DemoWriter(tmp_path / "reach.hdf5", FOREIGN_ENV) as writer:  # FetchReach's shapes
+        for _ in range(2):
+            obs = {"state": rng.normal(size=(24, 13))}
+            writer.add_episode(obs, rng.uniform(-1, 1, (24, 4)), np.zeros(24))
+    (tmp_path / "cfg" / "task").mkdir(parents=True)
+    (tmp_path / "cfg" / "task" / "OwnFetch.yaml").write_text(
+        "name: OwnFetch\ndataset: unused.hdf5\ndemos: 2\n"
+        "external: {env_id: FetchReach-v4, imports: [gymnasium_robotics], adapter: {kind: goal}}\n"
+    )
+    try:
+        _train(
+            tmp_path / "reach.hdf5", tmp_path / "c", f"--config-dir={tmp_path}/cfg", "task=OwnFetch"
+        )
+    finally:
+        EXTERNAL_TASKS.pop("OwnFetch", None)  # what a new process knows: only the checkpoint
+    try:
+        records = _eval(tmp_path / "c", tmp_path / "c.jsonl")
+    finally:
+        EXTERNAL_TASKS.pop("OwnFetch", None)
+    assert [r["env_id"] for r in records] == ["robocompose/OwnFetch-v0:c"]
+    metadata = load_policy(tmp_path / "c").metadata
+    EXTERNAL_TASKS.pop("OwnFetch", None)
+    assert metadata["env_kwargs"]["external"]["env_id"] == "FetchReach-v4"
