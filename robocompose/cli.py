@@ -92,6 +92,8 @@ VIDEO_VIEWS = Shorthand(
     "(PickPlace: angled, top); default the env's view",
 )
 OPERATOR = Shorthand("--operator", "composition.operator")
+ACTION_STEPS_HELP = "actions of each predicted chunk run before replanning (default: as trained)"
+ACTION_STEPS = Shorthand("--n-action-steps", "composition.n_action_steps", int, ACTION_STEPS_HELP)
 # every verb: more config files (e.g. DIR/sweep/mine.yaml -> sweep=mine) beside configs/
 CONFIG_DIR = Shorthand(
     "--config-dir",
@@ -193,6 +195,7 @@ def _eval(overrides: list[str]) -> None:
         label=name,
         out=episodes,
         steps=config.steps,
+        n_action_steps=config.n_action_steps,
         num_envs=config.num_envs,
         device=config.device,
         batch_invariant=config.batch_invariant,
@@ -506,6 +509,7 @@ VERBS: dict[str, Verb] = {
             EPISODES,
             SEED_START,
             Shorthand("--steps", "steps", int, "denoising steps (default: the checkpoint's)"),
+            Shorthand("--n-action-steps", "n_action_steps", int, ACTION_STEPS_HELP),
             Shorthand("--num-envs", "num_envs", int),
             Shorthand("--out", "out", help=f"episodes JSONL (default: {EVAL_RUNS}/<name>.jsonl)"),
             VIDEO_SEEDS,
@@ -524,6 +528,7 @@ VERBS: dict[str, Verb] = {
             Shorthand("--weights", "composition.weights", _csv(float), "e.g. 0.6,0.4"),
             Shorthand("--sampler", "composition.sampler", help="euler, heun, ancestral, mcmc"),
             Shorthand("--steps", "composition.steps", int, "denoising steps"),
+            ACTION_STEPS,
             EPISODES,
             SEED_START,
             OUT,
@@ -551,6 +556,7 @@ VERBS: dict[str, Verb] = {
             OPERATOR,
             Shorthand("--method", "search.method", help="grid, halving or racing"),
             Shorthand("--step", "search.step", float, "simplex grid step (0.1 for K=2)"),
+            ACTION_STEPS,
             EPISODES,
             SEED_START,
             OUT,

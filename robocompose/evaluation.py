@@ -25,7 +25,7 @@ from robocompose.policies.runner import ChunkPredictor, PolicyPredictor, PolicyR
 from robocompose.records import EvalResult, batch_layout
 from robocompose.sim.evaluate import DEFAULT_NUM_ENVS
 from robocompose.sim.evaluate import evaluate as run_episodes
-from robocompose.sim.tasks import get_task, register_tasks
+from robocompose.sim.tasks import get_task, is_registered, missing_env_error, register_tasks
 
 __all__ = [
     "check_observations",
@@ -236,6 +236,12 @@ def task_of(policy: GenerativePolicy | ChunkPredictor) -> tuple[str, dict[str, A
         raise ValueError(
             f"{parent_name(parents[0], 0)}: its metadata names no `task`; pass `task=` "
             "(a suite task or an env id)."
+        )
+    if not is_registered(env_id):
+        folder = getattr(parents[0], "checkpoint_dir", None) or parent_name(parents[0], 0)
+        dataset = parents[0].metadata.get("dataset")
+        raise missing_env_error(
+            env_id, f"{folder}" + (f" (trained on {dataset})" if dataset else "")
         )
     return env_id, _env_kwargs(parents)
 

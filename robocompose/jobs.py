@@ -198,6 +198,8 @@ class EvalConfig(EpisodesConfig):
     # the env of a checkpoint whose own is not registered (trained on a file of another suite)
     task: TaskConfig | None = None
     steps: int | None = None  # denoising steps; None: the checkpoint's own
+    # actions of each predicted chunk executed before replanning; None: as trained
+    n_action_steps: int | None = None
     num_envs: int | None = None
     out: str | None = None  # episodes JSONL; None: runs/eval/<checkpoint name>.jsonl
     video_seeds: list[int] = field(default_factory=list)
