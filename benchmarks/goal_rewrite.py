@@ -1,0 +1,188 @@
+"""What makes the small model's constraint rewrite right: the goal planner's LLM step alone.
+
+For each family item the request is rewritten into constraints (the goal prompt, the scene's
+grammar, greedy), solved against the scene's facts, and the outcome judged against the gold
+before anything moves: right (a feasible item's gold facts hold in the solved goal; an
+infeasible item asked back or refused), wrong (another goal; an infeasible item got a goal), or
+asked (a feasible item asked back or refused). Variants:
+
+- greedy: one rewrite with the prompt as it is.
+- orders: the same request under `--orders` prompts whose few-shot examples come in different
+  orders (as written, reversed, rotated by half); the goal stands when every rewrite solves to
+  the same goal, else the planner asks back (removes the bias to copy the example nearest the
+  request).
+- paraphrase: greedy, then the solved goal said back in words ("green on red, blue on green")
+  and scored against the request by the model (log p(" yes") vs log p(" no")); "no" -> ask.
+
+Rows go to benchmarks/results/goal_rewrite/<split>_<model>.jsonl as items end (a rerun
+resumes); the summary to benchmarks/results/goal_rewrite.json.
+
+    python benchmarks/goal_rewrite.py --split dev [--model qwen2.5-coder-1.5b] [--families ...]
+    python benchmarks/goal_rewrite.py --summarize
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from robocompose.hierarchical.base import Message
+from robocompose.hierarchical.families import FAMILIES, FactView, family_items, make_world, unmet
+from robocompose.hierarchical.goal import prompt as goal_prompt
+from robocompose.hierarchical.goal.constraints import ConstraintSyntaxError, parse
+from robocompose.hierarchical.goal.facts import Scene
+from robocompose.hierarchical.goal.solver import Goal, Question, Refusal, goal_facts, solve
+from robocompose.hierarchical.llm import make_backend
+from robocompose.hierarchical.planners.goal import GoalPlanner
+from robocompose.hierarchical.skills.scripted import build_registry
+from robocompose.stats import success_rate
+
+RESULTS = Path(__file__).resolve().parent / "results" / "goal_rewrite.json"
+OUT_DIR = RESULTS.parent / "goal_rewrite"
+VARIANTS = ("greedy", "orders", "paraphrase")
+JUDGE = (
+    "Request: {request}\nThe robot will leave the blocks like this: {result}.\n"
+    "Is that what the request asks for? Answer yes or no.\nAnswer:"
+)
+
+
+def example_orders(count: int) -> list[tuple[tuple[str, str, str], ...]]:
+    """The few-shot examples as written, reversed, then rotated by half, ... (`count` orders)."""
+    ex = tuple(goal_prompt.EXAMPLES)
+    half = len(ex) // 2
+    orders = [ex, ex[::-1], ex[half:] + ex[:half], (ex[half:] + ex[:half])[::-1]]
+    return orders[:count]
+
+
+def messages_with(examples: Sequence[tuple[str, str, str]], scene: Scene, request: str):
+    """The goal prompt with its examples in the given order (the planner's text otherwise)."""
+    out: list[Message] = [{"role": "system", "content": goal_prompt.INSTRUCTIONS}]
+    for shot_scene, shot_request, answer in examples:
+        out.append({"role": "user", "content": goal_prompt._shot(shot_scene, shot_request)})
+        out.append({"role": "assistant", "content": answer})
+    out.append(
+        {"role": "user", "content": goal_prompt._shot(goal_prompt.scene_line(scene), request)}
+    )
+    return out
+
+
+def solved(planner: GoalPlanner, text: str, facts: Any) -> Goal | Question | Refusal:
+    try:
+        program = parse(text, planner.scene)
+    except ConstraintSyntaxError as error:
+        return Refusal(f"does not parse: {error}", "unclear")
+    return solve(program, facts, planner.scene, planner.operators)
+
+
+def verdict(item: Any, outcome: Goal | Question | Refusal) -> str:
+    """right / wrong / asked (see the module docstring)."""
+    if not isinstance(outcome, Goal):
+        return "asked" if item.feasible else "right"
+    if not item.feasible:
+        return "wrong"
+    return "right" if not unmet(FactView(goal_facts(outcome)), item.goal) else "wrong"
+
+
+def _same(a: Goal | Question | Refusal, b: Goal | Question | Refusal) -> bool:
+    if isinstance(a, Goal) and isinstance(b, Goal):
+        return goal_facts(a) == goal_facts(b)
+    return not isinstance(a, Goal) and not isinstance(b, Goal)
+
+
+def item_row(llm: Any, item: Any, args: argparse.Namespace) -> dict[str, Any]:
+    world = make_world(item)
+    planner = GoalPlanner(llm, build_registry(world), world)
+    facts = world.facts()
+    world.close()
+    row: dict[str, Any] = {}
+    outcomes, texts, seconds = [], [], []
+    for examples in example_orders(args.orders):
+        start = time.perf_counter()
+        reply = llm.chat(messages_with(examples, planner.scene, item.instruction),
+                         max_tokens=64, grammar=planner.grammar)  # fmt: skip
+        seconds.append(round(time.perf_counter() - start, 3))
+        texts.append(reply.text.strip().splitlines()[0] if reply.text.strip() else "")
+        outcomes.append(solved(planner, texts[-1], facts))
+    row["texts"], row["seconds"] = texts, seconds
+    row["greedy"] = verdict(item, outcomes[0])
+    agree = all(_same(outcomes[0], o) for o in outcomes[1:])
+    row["orders"] = verdict(item, outcomes[0]) if agree else ("asked" if item.feasible else "right")
+    row["agree"] = agree
+    if isinstance(outcomes[0], Goal):
+        result = outcomes[0].described()
+        yes, no = llm.score(JUDGE.format(request=item.instruction, result=result), [" yes", " no"])
+        row["paraphrase_result"], row["paraphrase_yes_minus_no"] = result, round(yes - no, 3)
+        row["paraphrase"] = row["greedy"] if yes >= no else "asked"
+    else:
+        row["paraphrase"] = row["greedy"]
+    return row
+
+
+def _done(path: Path) -> dict[str, dict[str, Any]]:
+    if not path.is_file():
+        return {}
+    return {r["key"]: r for r in map(json.loads, path.read_text().splitlines()) if r}
+
+
+def _rate(flags: list[bool]) -> dict[str, Any]:
+    rate = success_rate(sum(flags), len(flags))
+    return {"rate": rate.rate, "ci95": [rate.ci_low, rate.ci_high], "n": len(flags),
+            "text": str(rate)}  # fmt: skip
+
+
+def summarize() -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for path in sorted(OUT_DIR.glob("*.jsonl")):
+        rows = list(_done(path).values())
+        feasible = [r for r in rows if r["feasible"]]
+        infeasible = [r for r in rows if not r["feasible"]]
+        entry: dict[str, Any] = {"items": len(rows)}
+        for variant in VARIANTS:
+            entry[variant] = {
+                "right_feasible": _rate([r[variant] == "right" for r in feasible]),
+                "wrong_feasible": _rate([r[variant] == "wrong" for r in feasible]),
+                "asked_feasible": _rate([r[variant] == "asked" for r in feasible]),
+                "refused_or_asked_infeasible": _rate([r[variant] == "right" for r in infeasible]),
+                "right_all": _rate([r[variant] == "right" for r in rows]),
+                "per_family_right": {
+                    f: sum(r[variant] == "right" for r in rows if r["family"] == f)
+                    for f in FAMILIES
+                },
+            }
+        out[path.stem] = entry
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--split", default="dev", choices=("dev", "test"))
+    parser.add_argument("--model", default="qwen2.5-coder-1.5b")
+    parser.add_argument("--n-threads", type=int, default=2)
+    parser.add_argument("--orders", type=int, default=3)
+    parser.add_argument("--families", default=",".join(FAMILIES))
+    parser.add_argument("--summarize", action="store_true")
+    args = parser.parse_args()
+    if not args.summarize:
+        llm = make_backend("local", model=args.model, n_threads=args.n_threads, cache=False)
+        path = OUT_DIR / f"{args.split}_{args.model.replace('.', '_')}.jsonl"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        done = _done(path)
+        for item in family_items(args.split, args.families.split(",")):
+            if item.key in done:
+                continue
+            row = {"key": item.key, "family": item.family, "feasible": item.feasible,
+                   "instruction": item.instruction, **item_row(llm, item, args)}  # fmt: skip
+            with path.open("a") as f:
+                f.write(json.dumps(row) + "\n")
+            print(f"{item.key}: greedy {row['greedy']} orders {row['orders']} paraphrase "
+                  f"{row['paraphrase']} {row['texts']}", flush=True)  # fmt: skip
+    RESULTS.write_text(json.dumps(summarize(), indent=1))
+    print(f"wrote {RESULTS}")
+
+
+if __name__ == "__main__":
+    main()
