@@ -68,6 +68,7 @@ def test_compose_with_errored_episodes_exits_nonzero(
         ["search", "task=PushT"],
         ["compare", "checkpoints/PushT_flow_mlp", "checkpoints/PushT_flow_unet"],
         ["collect", "PushT", "--episodes", "1", "--out", "unused.hdf5"],
+        ["rewards", "lift the red block 10 cm"],
     ],
 )
 def test_a_negative_seed_start_is_refused_by_every_verb(args: list[str]) -> None:

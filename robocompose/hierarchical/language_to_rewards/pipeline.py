@@ -421,6 +421,10 @@ class RewardsConfig:
             raise ValueError("`instruction` must not be empty.")
         if self.family and self.family not in FAMILIES:
             raise ValueError(f"`family` must be one of {FAMILIES}. Got {self.family!r}.")
+        if self.seed_start < 0:
+            raise ValueError(
+                f"`seed_start` must be >= 0 (env seeds are non-negative). Got {self.seed_start}."
+            )
         if self.episodes < 1 or self.max_steps < 0:
             raise ValueError(
                 f"need `episodes` >= 1 and `max_steps` >= 0. Got {self.episodes}, {self.max_steps}."
