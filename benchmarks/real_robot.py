@@ -9,6 +9,10 @@ finished episodes.
 
     nohup python benchmarks/real_robot.py > runs/benchmarks/real_robot.log 2>&1 &
     python benchmarks/real_robot.py --only smoothness --redo     # one section again
+
+The `control_process_*` sections (`real_robot_control.py`) time and test the control process:
+its period error at the servo rate, transport through the openpi-client in another process,
+tracking, success and faults through it. Run them on an otherwise idle machine.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import real_robot_control as rrc
 from common import RESULTS, ROOT
 
 from robocompose.evaluation import evaluate
@@ -38,7 +43,19 @@ from robocompose.stats import success_rate
 
 OUT = RESULTS / "real_robot.json"
 RUNS = ROOT / "runs" / "benchmarks" / "real_robot"
-SECTIONS = ("control_loop", "transport", "smoothness", "success", "faults")
+SECTIONS = (
+    "control_loop",
+    "transport",
+    "smoothness",
+    "success",
+    "faults",
+    "control_process_timing",
+    "control_process_transport",
+    "control_process_tracking",
+    "control_process_success",
+    "control_process_faults",
+)
+RESUMABLE = ("success", "control_process_success")
 SEED_START = 100_000
 # mode label -> executor fields
 MODES = {
@@ -308,6 +325,9 @@ def main() -> None:
     parser.add_argument("--time-scale", type=float, default=2.0, help="success: twin speed-up")
     parser.add_argument("--smoothness-seeds", type=int, default=3)
     parser.add_argument("--fault-repeats", type=int, default=2)
+    parser.add_argument("--control-episodes", type=int, default=50, help="control_process_success")
+    parser.add_argument("--control-rate", type=float, default=500.0, help="control_process_success")
+    parser.add_argument("--timing-seconds", type=float, default=10.0, help="per timing row")
     parser.add_argument(
         "--from-logs", action="store_true", help="smoothness: recompute from the last run's logs"
     )
@@ -336,9 +356,16 @@ def main() -> None:
         "smoothness": lambda: smoothness(flow, args.smoothness_seeds, args.from_logs),
         "success": lambda: success(args.episodes, args.time_scale, write),
         "faults": lambda: faults(flow, args.fault_repeats),
+        "control_process_timing": lambda: rrc.timing(args.timing_seconds),
+        "control_process_transport": lambda: rrc.transport(),
+        "control_process_tracking": lambda: rrc.tracking(RUNS),
+        "control_process_success": lambda: rrc.success(
+            RUNS, args.control_episodes, args.time_scale, args.control_rate, write, _rate
+        ),
+        "control_process_faults": lambda: rrc.faults(RUNS, args.fault_repeats),
     }
     for name in only:
-        if name in document and not args.redo and name != "success":
+        if name in document and not args.redo and name not in RESUMABLE:
             print(f"{name}: already in {OUT} (--redo to rerun)", flush=True)
             continue
         start = time.perf_counter()

@@ -38,7 +38,7 @@ import numpy as np
 
 from robocompose.real_robot.base import Arm, ArmState
 from robocompose.real_robot.ring import RingBuffer
-from robocompose.real_robot.safety import SafetyLayer
+from robocompose.real_robot.safety import SafetyLayer, _scale_to
 from robocompose.real_robot.safety_events import SafetyEvent
 from robocompose.real_robot.safety_limits import SafetyLimits
 from robocompose.real_robot.trajectory import (
@@ -91,6 +91,7 @@ EVENT_CODES = (
 )
 SAFETY_KINDS = ("workspace", "accel", "speed", "delta", "gripper", "workspace_start", "other")
 FLAG_ESTOP, FLAG_QUIT, FLAG_ESTOP_SET_AT = 0, 1, 2  # shared flag words
+TRACKING_MARGIN = 0.9  # the tracker keeps to this share of the speed and acceleration limits
 
 
 @dataclass(kw_only=True)
@@ -101,6 +102,7 @@ class ControlConfig:
         rate_hz: servo rate (ticks per wall second).
         limits: the safety limits, applied to the interpolated stream per tick.
         interpolation: positions between waypoints, "linear" or "cubic".
+        blend_s: a new plan is blended in by time over this long (wall seconds).
         time_scale: the twin's sim seconds per wall second (sim limits use sim time).
         watchdog_ms: brake and hold after this long without a fresh waypoint (None: the limits').
         capacity: waypoint ring size (records).
@@ -114,6 +116,7 @@ class ControlConfig:
     rate_hz: float
     limits: SafetyLimits
     interpolation: str = "linear"
+    blend_s: float = 0.1
     time_scale: float = 1.0
     watchdog_ms: float | None = None
     capacity: int = 1024
@@ -206,7 +209,7 @@ class ControlLoop:
         self.events = RingBuffer.attach(rings.events)
         self.state = RingBuffer.attach(rings.state)
         self.flags, self.conn = flags, conn
-        self.trajectory = Trajectory(config.interpolation)
+        self.trajectory = Trajectory(config.interpolation, config.blend_s)
         self.parent_pid = os.getppid()
         self._clamped = False
         self._now = 0.0
@@ -232,9 +235,10 @@ class ControlLoop:
         self.events.write(np.array([self._now, EVENT_CODES.index(code), a, b]))
 
     def _on_safety(self, event: SafetyEvent) -> None:
-        """Log the first tick of each streak of one clamp kind (the telemetry flags every one)."""
+        """Log the first tick of each streak of one clamp kind (the telemetry flags every
+        position clamp)."""
         kind = event.kind if event.kind in SAFETY_KINDS else "other"
-        self._clamped = True
+        self._clamped = self._clamped or kind != "gripper"
         self._clamps.add(kind)
         if kind not in self._previous_clamps:
             self.event("safety", SAFETY_KINDS.index(kind))
@@ -264,12 +268,13 @@ class ControlLoop:
             return False
         target_time = due_s + self.config.period_s  # servo targets are reached one tick later
         plan = self.next_target(start, target_time)
+        command = plan if self.braking or plan is None else self.track(plan, target_time)
         flags = 0
         self._clamped = False
         self._previous_clamps, self._clamps = self._clamps, set()
-        if plan is not None and not self.layer.estopped:
+        if command is not None and not self.layer.estopped:
             try:
-                result = self.layer.command_ee(plan.pos_m, plan.gripper)
+                result = self.layer.command_ee(command.pos_m, command.gripper)
             except Exception as e:  # a protective stop, a lost link: stop, refuse until rearm
                 print(f"control process: the arm refused a command: {e!r}", flush=True)
                 self.event("arm_error")
@@ -314,7 +319,7 @@ class ControlLoop:
                 state = self.arm.read_state()
                 current = Sample(np.asarray(state.ee_pos_m, dtype=np.float64), None, None)
             if not self.trajectory.insert(waypoint, now, current):
-                self.event("late_waypoint", now - waypoint.time_s)
+                self.event("late_waypoint", time.monotonic() - waypoint.time_s)
                 continue
             fresh = True
         if fresh and not self.layer.estopped:
@@ -338,6 +343,26 @@ class ControlLoop:
             return self.brake_step()
         self.trajectory.prune(now)
         return self.trajectory.sample(target_time)
+
+    def track(self, plan: Sample, target_time: float) -> Sample:
+        """Follow the plan within TRACKING_MARGIN of the speed and acceleration limits: the plan's
+        own velocity, plus a correction toward it no faster than one can brake over the distance
+        (so a jump in the plan is caught up without overshoot). The safety layer then checks a
+        stream it need not clamp."""
+        if self.sent is None:
+            return plan  # the first target after a hold: the safety layer starts from rest
+        dt = self.layer.period_s
+        max_accel = TRACKING_MARGIN * self.config.limits.max_accel_m_s2
+        max_speed = TRACKING_MARGIN * self.config.limits.max_speed_m_s
+        ahead = self.trajectory.sample(target_time + self.config.period_s)
+        feedforward = (ahead.pos_m - plan.pos_m) / dt if ahead is not None else np.zeros(3)
+        error = plan.pos_m - self.sent
+        catch_up = _scale_to(
+            error / dt - feedforward, np.sqrt(2 * max_accel * np.linalg.norm(error))
+        )
+        wanted = _scale_to(feedforward + catch_up, max_speed)
+        velocity = self.velocity + _scale_to(wanted - self.velocity, max_accel * dt)
+        return Sample(self.sent + velocity * dt, plan.quat, plan.gripper)
 
     def brake_step(self) -> Sample | None:
         """One tick of braking at the acceleration limit; None (and hold) once at rest."""

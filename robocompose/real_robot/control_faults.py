@@ -140,6 +140,7 @@ def twin_control(task: str, rate_hz: float, time_scale: float = 1.0) -> tuple[An
         rate_hz=rate_hz,
         limits=twin_limits(task),
         time_scale=time_scale,
+        blend_s=0.1 / time_scale,  # one tick of a 10 Hz policy
         obs_dim=obs_dim,
         cpu=cpus[-1] if len(cpus) > 1 else None,
     )

@@ -235,7 +235,13 @@ class ProcessDeployLoop:
 
 
 def control_config(
-    limits: Any, rate_hz: float, *, interpolation: str, time_scale: float, obs_dim: int
+    limits: Any,
+    rate_hz: float,
+    *,
+    interpolation: str,
+    time_scale: float,
+    obs_dim: int,
+    blend_s: float,
 ) -> ControlConfig:
     """The control process's settings for a deploy run (the last core, SCHED_FIFO if allowed)."""
     cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
@@ -243,6 +249,7 @@ def control_config(
         rate_hz=rate_hz,
         limits=limits,
         interpolation=interpolation,
+        blend_s=blend_s,
         time_scale=time_scale,
         cpu=cpus[-1] if len(cpus) > 1 else None,
         fifo_priority=50,
@@ -274,6 +281,7 @@ def run_in_control_process(config: Any, link: Any, todo: list[int], done: dict[i
         interpolation=config.control_interpolation,
         time_scale=time_scale,
         obs_dim=obs_dim,
+        blend_s=1.0 / (config.executor.rate_hz * time_scale),  # one policy tick
     )
     factory = arm_factory(
         config.on_twin, config.task, config.robot, config.host, config.robot_options, rate_hz

@@ -8,9 +8,11 @@ gripper stepwise: between two waypoints the gripper is the one of the waypoint b
 (as `env.step` sets the gripper at the start of the step that moves toward a target).
 
 Scheduling follows time, never arrival order: a waypoint whose time has passed when it arrives
-is dropped (late); a waypoint at time t replaces every queued one at or after t (a newer plan
-overrides the older one from its first time on), and the arm is blended from where it is
-commanded now into the new plan. Nothing is replayed: sampling only moves forward in time.
+is dropped (late); a waypoint at or before the last queued one starts a new plan, which is
+blended in by time over `blend_s`: (1 - w) old + w new with w rising from 0 to 1, the new plan
+extended backwards before its first waypoint, so the stream stays continuous however much two
+plans differ (a plan starting from rest blends in from the commanded pose); a later waypoint
+extends the plan. Nothing is replayed: sampling only moves forward in time.
 """
 
 from __future__ import annotations
@@ -92,61 +94,37 @@ class Sample:
     gripper: float | None
 
 
-class Trajectory:
-    """The queued waypoints; see the module docstring."""
+class Plan:
+    """Waypoints in time order, sampled by interpolation; before the first waypoint the first
+    segment is extended backwards (so a plan blended in from an earlier time has a value)."""
 
-    def __init__(self, interpolation: str = "linear") -> None:
-        if interpolation not in INTERPOLATIONS:
-            raise ValueError(
-                f"`interpolation` must be one of {INTERPOLATIONS}. Got {interpolation!r}."
-            )
-        self.cubic = interpolation == "cubic"
+    def __init__(self, cubic: bool) -> None:
+        self.cubic = cubic
         self.points: list[Waypoint] = []
-        self._times: list[float] = []
+        self.times: list[float] = []
 
-    def __len__(self) -> int:
-        return len(self.points)
-
-    @property
-    def end_s(self) -> float | None:
-        return self._times[-1] if self._times else None
-
-    def clear(self) -> None:
-        self.points, self._times = [], []
-
-    def insert(self, waypoint: Waypoint, now_s: float, current: Sample | None) -> bool:
-        """Queue `waypoint`; False (dropped) if its time is not after `now_s`. `current` is what
-        is commanded now: the anchor the new plan is blended from."""
-        if waypoint.time_s <= now_s:
-            return False
-        cut = bisect.bisect_left(self._times, waypoint.time_s)
-        del self.points[cut:], self._times[cut:]
-        if current is not None and (not self._times or self._times[-1] < now_s):
-            # nothing queued up to now: the segment into the plan starts where the arm is sent
-            anchor = Waypoint(now_s, current.pos_m, current.quat, current.gripper)
-            self.points, self._times = [anchor], [now_s]
+    def append(self, waypoint: Waypoint) -> None:
+        cut = bisect.bisect_left(self.times, waypoint.time_s)
+        del self.points[cut:], self.times[cut:]
         self.points.append(waypoint)
-        self._times.append(waypoint.time_s)
-        return True
+        self.times.append(waypoint.time_s)
 
     def prune(self, now_s: float) -> None:
-        """Forget waypoints no segment at or after `now_s` needs (one before it stays)."""
-        keep_from = max(0, bisect.bisect_right(self._times, now_s) - 1 - int(self.cubic))
+        """Forget waypoints no segment at or after `now_s` needs."""
+        keep_from = max(0, bisect.bisect_right(self.times, now_s) - 1 - int(self.cubic))
         if keep_from:
-            del self.points[:keep_from], self._times[:keep_from]
+            del self.points[:keep_from], self.times[:keep_from]
 
-    def sample(self, t_s: float) -> Sample | None:
-        """The pose commanded for time `t_s`; the last waypoint's after the end; None if empty."""
-        if not self.points:
-            return None
-        i = bisect.bisect_right(self._times, t_s) - 1
-        if i < 0:
-            first = self.points[0]
-            return Sample(first.pos_m, first.quat, first.gripper)
-        if i >= len(self.points) - 1:
-            last = self.points[-1]
-            return Sample(last.pos_m, last.quat, self._gripper(len(self.points) - 1))
-        a, b = self.points[i], self.points[i + 1]
+    def sample(self, t_s: float) -> Sample:
+        p = self.points
+        i = bisect.bisect_right(self.times, t_s) - 1
+        if i >= len(p) - 1 or len(p) == 1:
+            return Sample(p[-1].pos_m, p[-1].quat, self._gripper(len(p) - 1))
+        if i < 0:  # before the plan: its first segment extended backwards
+            a, b = p[0], p[1]
+            alpha = (t_s - a.time_s) / (b.time_s - a.time_s)
+            return Sample(a.pos_m + alpha * (b.pos_m - a.pos_m), a.quat, self._gripper(0))
+        a, b = p[i], p[i + 1]
         alpha = (t_s - a.time_s) / (b.time_s - a.time_s)
         pos = self._cubic(i, alpha) if self.cubic else a.pos_m + alpha * (b.pos_m - a.pos_m)
         quat = b.quat
@@ -163,7 +141,7 @@ class Trajectory:
 
     def _cubic(self, i: int, alpha: float) -> np.ndarray:
         """Catmull-Rom (tangents from the neighbours, by time) on the segment i -> i + 1."""
-        p, t = self.points, self._times
+        p, t = self.points, self.times
         h = t[i + 1] - t[i]
 
         def tangent(j: int) -> np.ndarray:
@@ -178,3 +156,74 @@ class Trajectory:
             + (-2 * a3 + 3 * a2) * p[i + 1].pos_m
             + (a3 - a2) * m1
         )
+
+
+class Trajectory:
+    """The plan being run and, for `blend_s` after a new one started, the one it replaces; see
+    the module docstring."""
+
+    def __init__(self, interpolation: str = "linear", blend_s: float = 0.1) -> None:
+        if interpolation not in INTERPOLATIONS:
+            raise ValueError(
+                f"`interpolation` must be one of {INTERPOLATIONS}. Got {interpolation!r}."
+            )
+        if not blend_s > 0:
+            raise ValueError(f"`blend_s` must be > 0. Got {blend_s}.")
+        self.cubic = interpolation == "cubic"
+        self.blend_s = blend_s
+        self.plan = Plan(self.cubic)
+        self.previous: Plan | None = None
+        self.blend_start_s = 0.0
+
+    def __len__(self) -> int:
+        return len(self.plan.points)
+
+    @property
+    def end_s(self) -> float | None:
+        return self.plan.times[-1] if self.plan.times else None
+
+    def clear(self) -> None:
+        self.plan, self.previous = Plan(self.cubic), None
+
+    def insert(self, waypoint: Waypoint, now_s: float, current: Sample | None) -> bool:
+        """Queue `waypoint`; False (dropped) if its time is not after `now_s`. A waypoint at or
+        before the last queued one (or the first after the plan ended) starts a new plan,
+        blended in from what is commanded now (`current`, or the old plan)."""
+        if waypoint.time_s <= now_s:
+            return False
+        end = self.end_s
+        if end is not None and now_s < end < waypoint.time_s:
+            self.plan.append(waypoint)  # extends the plan being run
+            return True
+        old = self.plan if self.plan.points else None
+        if current is not None and (old is None or end is None or end < now_s):
+            old = Plan(self.cubic)
+            old.append(Waypoint(now_s, current.pos_m, current.quat, current.gripper))
+        self.previous, self.blend_start_s = old, now_s
+        self.plan = Plan(self.cubic)
+        self.plan.append(waypoint)
+        return True
+
+    def prune(self, now_s: float) -> None:
+        self.plan.prune(now_s)
+        if self.previous is not None:
+            if now_s >= self.blend_start_s + self.blend_s:
+                self.previous = None
+            else:
+                self.previous.prune(now_s)
+
+    def sample(self, t_s: float) -> Sample | None:
+        """The pose commanded for time `t_s` (the last waypoint's after the end), blended from
+        the previous plan for `blend_s` after a new one began; None if nothing is queued."""
+        if not self.plan.points:
+            return None
+        new = self.plan.sample(t_s)
+        w = (t_s - self.blend_start_s) / self.blend_s
+        if self.previous is None or w >= 1.0:
+            return new
+        old = self.previous.sample(t_s)
+        w = max(0.0, w)
+        quat = new.quat
+        if old.quat is not None and new.quat is not None:
+            quat = slerp(old.quat, new.quat, w)
+        return Sample((1 - w) * old.pos_m + w * new.pos_m, quat, new.gripper)

@@ -64,23 +64,25 @@ def test_ring_buffer_reads_in_order_and_counts_overruns_and_torn_records() -> No
     ring.close()
 
 
-def test_trajectory_interpolates_drops_late_waypoints_and_lets_newer_plans_override() -> None:
-    traj = Trajectory("linear")
+def test_trajectory_interpolates_drops_late_waypoints_and_blends_newer_plans_in() -> None:
+    traj = Trajectory("linear", blend_s=0.5)
     here = Sample(np.zeros(3), None, -1.0)
     assert traj.insert(Waypoint(1.0, np.array([1.0, 0, 0]), None, 1.0), now_s=0.0, current=here)
     assert traj.insert(Waypoint(2.0, np.array([1.0, 1.0, 0]), None, -1.0), 0.0, here)
-    np.testing.assert_allclose(traj.sample(0.5).pos_m, [0.5, 0, 0])  # from the anchor
-    assert traj.sample(0.5).gripper == 1.0  # stepwise: the waypoint being approached
-    np.testing.assert_allclose(traj.sample(1.5).pos_m, [1.0, 0.5, 0])
+    np.testing.assert_allclose(traj.sample(0.0).pos_m, [0, 0, 0])  # continuous from here
+    assert traj.sample(0.9).gripper == 1.0  # stepwise: the waypoint being approached
+    np.testing.assert_allclose(traj.sample(1.5).pos_m, [1.0, 0.5, 0])  # the plan, blend done
     assert traj.sample(1.5).gripper == -1.0
     np.testing.assert_allclose(traj.sample(9.0).pos_m, [1.0, 1.0, 0])  # held at the end
     # late: its time has passed on arrival -> dropped, nothing replayed
     assert not traj.insert(Waypoint(0.9, np.array([5.0, 5, 5])), now_s=1.0, current=here)
-    # a newer plan from t=1.5 replaces everything queued at or after 1.5
+    # a newer plan from t=1.5 on replaces the queued one, blended in from where the old one is
+    traj.prune(1.2)
     assert traj.insert(Waypoint(1.5, np.array([0.0, 0, 0])), now_s=1.2, current=here)
     assert traj.end_s == 1.5
-    traj.prune(1.4)
-    assert traj.sample(1.4) is not None and len(traj) == 2
+    np.testing.assert_allclose(traj.sample(1.2).pos_m, [1.0, 0.2, 0])
+    np.testing.assert_allclose(traj.sample(1.7).pos_m, [0.0, 0, 0])
+    assert 0.0 < traj.sample(1.45).pos_m[0] < 1.0  # on the way from one plan to the other
     # cubic goes through the waypoints
     cubic = Trajectory("cubic")
     for t, x in [(1.0, 0.0), (2.0, 1.0), (3.0, 4.0), (4.0, 9.0)]:
@@ -211,8 +213,9 @@ def test_nan_late_out_of_range_waypoints_and_overruns_are_refused_dropped_or_cla
     control.schedule(np.array([now - 0.1]), here[None] + [0.2, 0.0, 0.0])  # 100 ms late
     time.sleep(0.1)
     far = here + np.array([5.0, -5.0, 5.0])  # far outside the box
-    control.schedule(time.monotonic() + np.array([0.05, 0.1]), np.stack([far, far]), [3.0, 3.0])
-    time.sleep(0.1)
+    for _ in range(20):  # fed fresh for 1 s: the arm heads there until the box clips it
+        control.schedule(time.monotonic() + np.array([0.05, 0.1]), np.stack([far, far]), [3, 3])
+        time.sleep(0.05)
     burst = time.monotonic() + 0.3 + np.arange(control.config.capacity + 50) * 1e-4
     os.kill(control.pid, signal.SIGSTOP)  # the reader stalls while more than the ring holds
     control.schedule(burst, np.repeat(here[None], len(burst), 0))  # is written

@@ -1,0 +1,425 @@
+"""The control process's parts of `benchmarks/real_robot.py` (sections `control_process_*`).
+
+- timing: the control process's period error at 125 and 500 Hz, on the twin and on the UR driver
+  against the fake RTDE controller of the tests, idle and while a policy process runs inference
+  on the other core; a policy thread streams waypoints at 10 Hz all along;
+- transport: loopback overhead (round trip minus the server's inference) seen by the real
+  openpi-client in a separate process, for a zero-cost policy and the PickPlace flow MLP;
+- tracking: executed (measured) against planned (the interpolated plan) on the twin through the
+  deploy loop, linear and cubic interpolation;
+- success: a composed policy through server + client + control process in the three chunk
+  modes, next to direct evaluation on the same seeds;
+- faults: each control-path fault twice.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import multiprocessing
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from common import ROOT
+
+from robocompose.evaluation import evaluate
+from robocompose.real_robot.control import (
+    BRAKING,
+    SENT,
+    ControlConfig,
+    ControlProcess,
+)
+from robocompose.real_robot.control_faults import CONTROL_FAULTS, run_control_fault, twin_control
+from robocompose.real_robot.executor import ChunkExecutor, ExecutorConfig
+from robocompose.real_robot.process_loop import ProcessDeployLoop
+from robocompose.real_robot.safety_limits import limits_for
+from robocompose.real_robot.server import PolicyServer
+from robocompose.real_robot.serving import load_served_policy
+from robocompose.real_robot.steplog import JsonlWriter, done_seeds
+from robocompose.shipped import shipped_path
+
+sys.path.insert(0, str(ROOT))  # the fake RTDE controller lives with the tests
+SEED_START = 100_000
+
+
+def pcts(values: Any) -> dict[str, float | None]:
+    array = np.asarray(values, dtype=np.float64)
+    if array.size == 0:
+        return {"p50": None, "p99": None, "max": None}
+    return {
+        "p50": round(float(np.percentile(array, 50)), 4),
+        "p99": round(float(np.percentile(array, 99)), 4),
+        "max": round(float(array.max()), 4),
+    }
+
+
+def machine_load() -> dict[str, Any]:
+    one, five, fifteen = os.getloadavg()
+    return {"loadavg_1_5_15": [round(one, 2), round(five, 2), round(fifteen, 2)]}
+
+
+# ---- (a) period error -------------------------------------------------------------------------
+
+
+def _inference_load(cpu: int, stop: Any, ready: Any) -> None:
+    """A policy process: the flow MLP's inference in a loop on core `cpu` until `stop`."""
+    os.sched_setaffinity(0, {cpu})
+    import torch
+
+    torch.set_num_threads(1)
+    flow = load_served_policy(shipped_path("PickPlace", "flow_mlp"))
+    obs = {"state": np.full((flow.spec.n_obs_steps, 11), 0.1, dtype=np.float32), "seed": 0}
+    ready.set()
+    i = 0
+    while not stop.is_set():
+        flow.infer(obs | {"chunk_index": i})
+        i += 1
+
+
+def _stream(control: ControlProcess, stop: threading.Event) -> None:
+    """The policy side: a slow circle scheduled 10 times a second, 1 s ahead."""
+    center = control.read_state().ee_pos_m.copy()
+    while not stop.is_set():
+        now = time.monotonic()
+        times = now + 0.1 * np.arange(1, 11)
+        angle = 2 * np.pi * 0.2 * times
+        offsets = 0.02 * np.stack([np.cos(angle) - 1, np.sin(angle), np.zeros_like(angle)], 1)
+        control.schedule(times, center + offsets, -np.ones(len(times)))
+        time.sleep(0.1)
+
+
+def _timing_run(
+    arm: str, rate_hz: float, seconds: float, fake_host: str | None, fifo: bool
+) -> dict:
+    cpus = sorted(os.sched_getaffinity(0))
+    if arm == "twin":
+        factory, config = twin_control("PickPlace", rate_hz)
+    else:
+        from tests.real_robot.fake_rtde import ur_on_fake_controller
+
+        factory = functools.partial(ur_on_fake_controller, fake_host, rate_hz, {})
+        config = ControlConfig(
+            rate_hz=rate_hz, limits=limits_for("ur5e"), cpu=cpus[-1] if len(cpus) > 1 else None
+        )
+    config.fifo_priority = 50 if fifo else None
+    control = ControlProcess(factory, config)
+    stop = threading.Event()
+    try:
+        if arm == "twin":
+            control.reset_twin(SEED_START)
+        feeder = threading.Thread(target=_stream, args=(control, stop), daemon=True)
+        feeder.start()
+        time.sleep(0.5)  # settle
+        control.drain_telemetry()
+        rows = []
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            time.sleep(0.5)
+            rows.append(control.drain_telemetry())
+        stop.set()
+        feeder.join(2)
+        events = control.drain_events()
+    finally:
+        control.close()
+    telemetry = np.concatenate(rows)
+    starts = telemetry[:, 1]
+    period = 1.0 / rate_hz
+    errors_ms = 1000 * np.abs(np.diff(starts) - period)
+    late_ms = 1000 * (telemetry[:, 1] - telemetry[:, 0])
+    missed = sum(e.get("ticks", 0) for e in events if e["event"] == "control:ticks_missed")
+    return {
+        "arm": arm,
+        "rate_hz": rate_hz,
+        "ticks": len(telemetry),
+        "achieved_hz": round(float((len(starts) - 1) / (starts[-1] - starts[0])), 2),
+        "period_error_ms": pcts(errors_ms),
+        "start_late_ms": pcts(late_ms),
+        "ticks_missed": int(missed),
+        "sent_fraction": round(float(np.mean(telemetry[:, 10].astype(int) & SENT > 0)), 4),
+        "granted": control.granted,
+    }
+
+
+def timing(seconds: float = 10.0) -> dict[str, Any]:
+    from tests.real_robot.fake_rtde import FakeRTDEController
+
+    section: dict[str, Any] = {"seconds_per_row": seconds, "rows": [], **machine_load()}
+    fake = FakeRTDEController()
+    context = multiprocessing.get_context("spawn")
+    try:
+        for load in ("idle", "inference"):
+            stop, ready = context.Event(), context.Event()
+            loader = None
+            if load == "inference":
+                loader = context.Process(target=_inference_load, args=(0, stop, ready))
+                loader.start()
+                ready.wait(120)
+            try:
+                for arm in ("twin", "ur5e_fake_rtde"):
+                    # SCHED_FIFO where permitted; at 500 Hz also without it (no privileges)
+                    for rate_hz, fifo in ((125.0, True), (500.0, True), (500.0, False)):
+                        row = _timing_run(arm, rate_hz, seconds, fake.host, fifo)
+                        row |= {"load": load, "fifo_asked": fifo, **machine_load()}
+                        section["rows"].append(row)
+                        print("control timing", row, flush=True)
+            finally:
+                stop.set()
+                if loader is not None:
+                    loader.join(10)
+    finally:
+        fake.close()
+    return section
+
+
+# ---- (b) transport through openpi-client in another process ------------------------------------
+
+
+class ZeroCostPolicy:
+    """Serves the flow MLP's spec with a fixed chunk: the transport alone."""
+
+    def __init__(self, spec: Any) -> None:
+        self.spec = spec
+        self.actions = np.zeros((spec.chunk_length, spec.action_dim), dtype=np.float32)
+
+    def infer(self, obs: dict[str, Any]) -> dict[str, Any]:
+        return {"actions": self.actions}
+
+    def reset(self) -> None:
+        pass
+
+
+def _openpi_client(port: int, calls: int, n_obs: int, queue: Any) -> None:
+    import warnings
+
+    from openpi_client.websocket_client_policy import WebsocketClientPolicy
+
+    warnings.simplefilter("ignore")
+    client = WebsocketClientPolicy("127.0.0.1", port)
+    obs = {"state": np.full((n_obs, 11), 0.1, dtype=np.float64)}
+    for i in range(20):  # warm-up
+        client.infer(obs | {"seed": 0, "chunk_index": i})
+    out = []
+    for i in range(calls):
+        start = time.perf_counter()
+        reply = client.infer(obs | {"seed": 1, "chunk_index": i})
+        round_trip = 1000 * (time.perf_counter() - start)
+        out.append((round_trip, reply["server_timing"]["infer_ms"]))
+    queue.put(out)
+
+
+def transport(calls: int = 300) -> dict[str, Any]:
+    flow = load_served_policy(shipped_path("PickPlace", "flow_mlp"))
+    context = multiprocessing.get_context("spawn")
+    section: dict[str, Any] = {"calls": calls, "client": "openpi-client, separate process"}
+    for label, policy in (("zero_cost", ZeroCostPolicy(flow.spec)), ("flow_mlp", flow)):
+        queue = context.Queue()
+        with PolicyServer(policy) as server:
+            client = context.Process(
+                target=_openpi_client, args=(server.port, calls, flow.spec.n_obs_steps, queue)
+            )
+            client.start()
+            timings = queue.get(timeout=600)
+            client.join(10)
+        round_trip = [t[0] for t in timings]
+        overhead = [t[0] - t[1] for t in timings]
+        section[label] = {
+            "round_trip_ms": pcts(round_trip),
+            "infer_ms": pcts([t[1] for t in timings]),
+            "overhead_ms": pcts(overhead),
+            **machine_load(),
+        }
+        print("control transport", label, section[label], flush=True)
+    return section
+
+
+# ---- (c) tracking, (d) success: the deploy loop with a control process ------------------------
+
+
+def _episodes(
+    served: Any,
+    seeds: list[int],
+    mode: str,
+    rate_hz: float,
+    interpolation: str,
+    time_scale: float,
+    log_path: Path,
+    episode_s: float | None = None,
+    telemetry: list | None = None,
+) -> list[dict[str, Any]]:
+    """Episodes through a loopback server, client and a twin control process."""
+    from robocompose.real_robot.client import PolicyClient
+
+    task = str(served.spec.extra.get("task", "PickPlace"))
+    factory, config = twin_control(task, rate_hz, time_scale)
+    config.interpolation = interpolation
+    server = PolicyServer(served).start()
+    client = PolicyClient(f"127.0.0.1:{server.port}", timeout_s=10.0)
+    fields = {"sync": {}, "ensemble": {}, "async": {"rtc": True}}[mode]
+    executor = ChunkExecutor(
+        lambda obs: client.infer(obs)["actions"],
+        client.spec,
+        ExecutorConfig(mode=mode, rate_hz=10.0, **fields),
+    )
+    log = JsonlWriter(log_path)
+    loop = ProcessDeployLoop(
+        lambda: ControlProcess(factory, config),
+        executor,
+        log,
+        on_twin=True,
+        time_scale=time_scale,
+        client=client,
+        stop_on_success=telemetry is None,
+    )
+    loop.telemetry_sink = telemetry
+    records = []
+    try:
+        from robocompose.real_robot.process_loop import twin_facts
+
+        _, twin_episode_s = twin_facts(task)
+        for seed in seeds:
+            records.append(loop.run_episode(seed, episode_s or twin_episode_s))
+    finally:
+        executor.close()
+        loop.close()
+        client.close()
+        server.stop()
+        log.close()
+    return records
+
+
+def tracking(runs: Path, seconds: float = 6.0) -> list[dict[str, Any]]:
+    """|measured - planned| and |sent - planned| per tick on the twin, in real time."""
+    flow = load_served_policy(shipped_path("PickPlace", "flow_mlp"))
+    rows = []
+    for rate_hz in (125.0, 500.0):
+        for interpolation in ("linear", "cubic"):
+            telemetry: list[np.ndarray] = []
+            log = runs / f"control_tracking_{rate_hz:g}_{interpolation}.jsonl"
+            log.unlink(missing_ok=True)
+            _episodes(
+                flow,
+                [SEED_START, SEED_START + 1],
+                "async",
+                rate_hz,
+                interpolation,
+                1.0,
+                log,
+                episode_s=seconds,
+                telemetry=telemetry,
+            )
+            t = np.concatenate([x for x in telemetry if len(x)])
+            flags = t[:, 10].astype(int)
+            moving = (flags & SENT > 0) & (flags & BRAKING == 0) & np.all(np.isfinite(t[:, 2:5]), 1)
+            measured = np.all(np.isfinite(t[:, 11:14]), 1) & moving
+            rows.append(
+                {
+                    "rate_hz": rate_hz,
+                    "interpolation": interpolation,
+                    "ticks": int(moving.sum()),
+                    "executed_vs_planned_mm": pcts(
+                        1000 * np.linalg.norm(t[measured, 11:14] - t[measured, 2:5], axis=1)
+                    ),
+                    "sent_vs_planned_mm": pcts(
+                        1000 * np.linalg.norm(t[moving, 5:8] - t[moving, 2:5], axis=1)
+                    ),
+                    "clamped_tick_fraction": round(float(np.mean(flags[moving] & 16 > 0)), 4),
+                }
+            )
+            print("control tracking", rows[-1], flush=True)
+    return rows
+
+
+def success(
+    runs: Path, episodes: int, time_scale: float, rate_hz: float, write: Any, rate: Any
+) -> dict[str, Any]:
+    """The composed PickPlaceTwoCubes policy through server + client + control process; `rate`
+    summarises successes (the main script's Wilson interval)."""
+
+    parents = [shipped_path("PickPlaceTwoCubes", k) for k in ("flow_mlp", "flow_mlp_b")]
+    composed = load_served_policy(parents=parents, operator="convex", weights=(0.5, 0.5))
+    seeds = list(range(SEED_START, SEED_START + episodes))
+    section: dict[str, Any] = {
+        "policy": composed.spec.extra["policy"],
+        "task": composed.spec.extra["task"],
+        "episodes": episodes,
+        "seed_start": SEED_START,
+        "time_scale": time_scale,
+        "rate_hz": 10.0,
+        "control_rate_hz": rate_hz,
+        "modes": {},
+        **machine_load(),
+    }
+    direct = evaluate(
+        composed.policy,
+        seeds,
+        out=runs / "success_direct.jsonl",
+        label="convex_0.5_0.5",
+        progress=False,
+    )
+    section["direct"] = rate(direct.success.successes, episodes)
+    for mode in ("sync", "ensemble", "async"):
+        results = runs / f"control_success_{mode}_episodes.jsonl"
+        done = done_seeds(results)
+        todo = [s for s in seeds if s not in done]
+        for seed in todo:  # one at a time, written as it goes: a rerun resumes
+            (record,) = _episodes(
+                composed,
+                [seed],
+                mode,
+                rate_hz,
+                "linear",
+                time_scale,
+                runs / f"control_success_{mode}_steps.jsonl",
+            )
+            if record["aborted"]:
+                continue
+            with results.open("a") as f:
+                f.write(json.dumps(record) + "\n")
+            done[seed] = record
+        records = [done[s] for s in seeds if s in done]
+        section["modes"][mode] = rate(sum(r["success"] for r in records), len(records)) | {
+            "waited_s_per_episode": round(float(np.mean([r["waited_s"] for r in records])), 3),
+        }
+        print("control success", mode, section["modes"][mode], flush=True)
+        write(section, "control_process_success")
+    return section
+
+
+def faults(runs: Path, repeats: int) -> list[dict[str, Any]]:
+    flow = load_served_policy(shipped_path("PickPlace", "flow_mlp"))
+    rows = []
+    for fault in CONTROL_FAULTS:
+        reports = [
+            run_control_fault(fault, flow, runs, seed=SEED_START + i) for i in range(repeats)
+        ]
+        silent = [ms for r in reports for ms in r.details.get("watchdog_silent_ms", [])]
+        braking = [n for r in reports for n in r.details.get("braking_ticks", [])]
+        row = {
+            "fault": fault,
+            "injected": sum(r.injected for r in reports),
+            "commands": sum(r.commands for r in reports),
+            "commands_outside_limits": sum(len(r.outside_limits) for r in reports),
+            "hold_after_last_fresh_waypoint_ms": pcts(silent),
+            "braking_ticks": pcts(braking),
+            "resumed": all(r.commands_after_fault > 0 for r in reports),
+            "events": _summed([r.events for r in reports]),
+        }
+        if fault == "policy_killed":
+            row["control_process_exited"] = all(r.details["control_exited"] for r in reports)
+        rows.append(row)
+        print("control fault", row, flush=True)
+    return rows
+
+
+def _summed(counts: list[dict[str, int]]) -> dict[str, int]:
+    total: dict[str, int] = {}
+    for c in counts:
+        for k, v in c.items():
+            if k.startswith("control") or k in ("wait", "request_failed"):
+                total[k] = total.get(k, 0) + v
+    return total
