@@ -250,8 +250,10 @@ def _episodes(
     log_path: Path,
     episode_s: float | None = None,
     telemetry: list | None = None,
+    on_record: Any = None,
 ) -> list[dict[str, Any]]:
-    """Episodes through a loopback server, client and a twin control process."""
+    """Episodes through a loopback server, client and a twin control process; `on_record` is
+    called with each episode's record as it ends."""
     from robocompose.real_robot.client import PolicyClient
 
     task = str(served.spec.extra.get("task", "PickPlace"))
@@ -283,6 +285,8 @@ def _episodes(
         _, twin_episode_s = twin_facts(task)
         for seed in seeds:
             records.append(loop.run_episode(seed, episode_s or twin_episode_s))
+            if on_record is not None:
+                on_record(records[-1])
     finally:
         executor.close()
         loop.close()
@@ -366,21 +370,17 @@ def success(
         results = runs / f"control_success_{mode}_episodes.jsonl"
         done = done_seeds(results)
         todo = [s for s in seeds if s not in done]
-        for seed in todo:  # one at a time, written as it goes: a rerun resumes
-            (record,) = _episodes(
-                composed,
-                [seed],
-                mode,
-                rate_hz,
-                "linear",
-                time_scale,
-                runs / f"control_success_{mode}_steps.jsonl",
-            )
+
+        def keep(record: dict[str, Any], results: Path = results, done: dict = done) -> None:
             if record["aborted"]:
-                continue
-            with results.open("a") as f:
+                return
+            with results.open("a") as f:  # written as it goes: a rerun resumes
                 f.write(json.dumps(record) + "\n")
-            done[seed] = record
+            done[record["seed"]] = record
+
+        if todo:
+            steps = runs / f"control_success_{mode}_steps.jsonl"
+            _episodes(composed, todo, mode, rate_hz, "linear", time_scale, steps, on_record=keep)
         records = [done[s] for s in seeds if s in done]
         section["modes"][mode] = rate(sum(r["success"] for r in records), len(records)) | {
             "waited_s_per_episode": round(float(np.mean([r["waited_s"] for r in records])), 3),
