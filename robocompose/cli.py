@@ -450,6 +450,8 @@ def _plan(overrides: list[str]) -> None:
     finally:
         runner.close()
     print(describe(result, plans=False))
+    if not result.success:
+        raise SystemExit(1)  # every round failed (or was stopped): say so to the shell too
 
 
 def _rewards(overrides: list[str]) -> None:

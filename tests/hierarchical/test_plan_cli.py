@@ -20,19 +20,20 @@ pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed: make
 @pytest.mark.smollm2
 def test_plan_verb_smoke_run(smollm2_path, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("ROBOCOMPOSE_LLM_CACHE", str(tmp_path / "llm"))
-    main(
-        [
-            "plan",
-            "put green on red then blue on green",
-            "planner=skills",
-            "model=smollm2",
-            "repair_rounds=0",
-            "step_budget=40",
-            "corrections=false",
-            "--out",
-            str(tmp_path / "run"),
-        ]
-    )
+    with pytest.raises(SystemExit) as failed:  # 40 steps cannot stack three blocks
+        main(
+            [
+                "plan",
+                "put green on red then blue on green",
+                "planner=skills",
+                "model=smollm2",
+                "repair_rounds=0",
+                "step_budget=40",
+                "corrections=false",
+                "--out",
+                str(tmp_path / "run"),
+            ]
+        )
     printed = capsys.readouterr().out
     assert "'put green on red then blue on green' (skills planner)" in printed
     assert "round 0:\n" in printed  # the plan, shown before it runs
@@ -41,6 +42,8 @@ def test_plan_verb_smoke_run(smollm2_path, tmp_path, monkeypatch, capsys):
     record = json.loads(record_path.read_text())
     assert record["instruction"] == "put green on red then blue on green"
     assert record["model"] == "smollm2" and len(record["rounds"]) == 1
+    assert failed.value.code == 1 and not record["success"]  # a failed run fails in the shell
+    assert "failed after 1 round(s)" in printed
     first = record["rounds"][0]
     assert first["plan"] and first["traces"][0]["skill"] == first["plan"][0].split("(")[0]
     assert record["video"] and Path(record["video"]).stat().st_size > 0

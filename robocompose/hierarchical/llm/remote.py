@@ -82,7 +82,7 @@ class OpenAIBackend(LLMBackend):
         self.seed = seed
         self.schema_format = schema_format
         self.model = model or _env("ROBOCOMPOSE_LLM_MODEL") or self._only_model()
-        self.identity = f"openai:{self.base_url or 'api.openai.com'}:{self.model}"
+        self.identity = f"openai:{self.base_url or 'api.openai.com'}:{self.model}:seed={seed}"
 
     def _only_model(self) -> str:
         openai = _openai()

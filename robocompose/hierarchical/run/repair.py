@@ -8,6 +8,11 @@ the scene as it is now and the feedback says which calls already ran and which o
 A planner whose output is not a valid plan (no code, a JSON call that does not fit the
 registry) gets its problems back the same way. At most `max_rounds` repairs; every round is
 recorded with its plan, traces, outcome and the planning call's tokens and seconds.
+
+No repair prompt repeats an earlier one of the run: the same prompt would get the same answer
+(temperature 0, and the disk cache), so a report given before in the same scene says how often
+the plans since failed the same way. A plan that already failed in the same scene is not run
+again: its round is "repeated_plan" and the next prompt says what it repeated.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from robocompose.hierarchical.base import Completion, Plan, Planner, SkillTrace, StepwisePlan
+from robocompose.hierarchical.planners.prompts import scene_summary
 from robocompose.hierarchical.run.plan_executor import ExecutionResult, PlanExecutor
 
 MAX_ROUNDS = 5
@@ -32,7 +38,7 @@ class Round:
 
     index: int
     plan: str | list[str] | None  # the program, or the skill calls as text; None when invalid
-    outcome: str  # "invalid_plan" or an ExecutionResult outcome
+    outcome: str  # "invalid_plan", "repeated_plan" or an ExecutionResult outcome
     error: str | None
     feedback: str | None  # what this round's planning call was told (None in round 0)
     traces: list[SkillTrace] = field(default_factory=list)
@@ -138,6 +144,28 @@ def summarize(result: ExecutionResult) -> str:
     return "\n".join(lines)
 
 
+def _new_prompt(feedback: str | None, scene: str, asked: set[tuple[str, str]]) -> str | None:
+    """`feedback`, told that it repeats when this scene was already planned with it: the same
+    prompt gets the same answer (temperature 0, and the disk cache), so it must change to reach
+    the model. `asked` holds every (feedback, scene) planned with so far."""
+    text, repeats = feedback, 0
+    while (text or "", scene) in asked:
+        repeats += 1
+        text = (
+            f"{feedback}\nThe plans since this report was first given failed the same way "
+            f"({repeats} time(s)): answer differently."
+        )
+    asked.add((text or "", scene))
+    return text
+
+
+def _repeat_feedback(first: int, feedback: str) -> str:
+    return (
+        f"{feedback}\nYour answer repeated the plan of round {first} exactly, which failed as "
+        "above: answer differently."
+    )
+
+
 def _invalid_feedback(problems: tuple[str, ...]) -> str:
     listed = "\n".join(f"  {p}" for p in problems[:MAX_FEEDBACK_CALLS])
     return f"The previous answer was not a valid plan:\n{listed}\nAnswer again, as asked."
@@ -186,12 +214,18 @@ def run_with_repair(
         raise ValueError(f"`max_rounds` must be in [0, {MAX_ROUNDS}]. Got {max_rounds}.")
     rounds: list[Round] = []
     feedback: str | None = None
+    asked: set[tuple[str, str]] = set()  # (feedback, scene) of every planning call
+    failed: dict[tuple[str, str], tuple[int, str]] = {}  # (plan, scene) -> (round, its report)
     for index in range(max_rounds + 1):
         start = time.perf_counter()
+        world_summary = executor.world.snapshot()
+        scene = scene_summary(world_summary)  # as the planner's prompt shows it
         if index == 0 and first_plan is not None:
             plan: Plan = FixedPlan(first_plan if isinstance(first_plan, str) else tuple(first_plan))
+            asked.add(("", scene))
         else:
-            plan = planner.plan(instruction, executor.world.snapshot(), feedback)
+            feedback = _new_prompt(feedback, scene, asked)
+            plan = planner.plan(instruction, world_summary, feedback)
         if not plan.ok:
             rounds.append(
                 Round(
@@ -207,6 +241,23 @@ def run_with_repair(
             feedback = _invalid_feedback(tuple(plan.problems))
             continue
         body = plan.body
+        key = (json.dumps(_plan_text(body)), scene)
+        if plan.kind != "steps" and key in failed:  # SayCan chooses as it runs: no repeats
+            first, report = failed[key]
+            rounds.append(
+                Round(
+                    index,
+                    _plan_text(body),
+                    "repeated_plan",
+                    f"the same plan as round {first} in the same scene, where it failed: "
+                    f"{rounds[first].error}",
+                    feedback,
+                    planning=planning_stats(plan),
+                    seconds=time.perf_counter() - start,
+                )
+            )
+            feedback = _repeat_feedback(first, report)
+            continue
         if on_plan is not None:
             on_plan(index, _plan_text(body))
         result = executor.run_plan(body)
@@ -226,5 +277,6 @@ def run_with_repair(
         if result.outcome in ENDS:
             break
         feedback = summarize(result)
+        failed.setdefault(key, (index, feedback))
     success = bool(rounds) and rounds[-1].outcome == "success"
     return RepairRecord(instruction, rounds, success)

@@ -21,7 +21,8 @@ import numpy as np
 import pytest
 
 from robocompose.hierarchical.llm import LLMConfig, make_backend
-from robocompose.hierarchical.llm.cache import CachedLLM
+from robocompose.hierarchical.llm.cache import CachedLLM, backend_identity
+from robocompose.hierarchical.llm.remote import OpenAIBackend
 
 SKILL_SCHEMA = {
     "type": "object",
@@ -211,8 +212,19 @@ def test_cache_hit_returns_the_stored_completion(cached_smollm2):
     assert (cached_smollm2.hits, cached_smollm2.misses) == (1, 1)
     cached_smollm2.chat(ASK, max_tokens=17)  # any setting in the key is a new entry
     cached_smollm2.chat(ASK, max_tokens=16, grammar=SKILL_GRAMMAR)
-    assert (cached_smollm2.hits, cached_smollm2.misses) == (1, 3)
-    assert len(list(cached_smollm2.folder.rglob("*.json"))) == 3
+    cached_smollm2.chat(ASK, max_tokens=16, temperature=0.5)
+    cached_smollm2.chat(ASK, max_tokens=16, stop=["."])
+    cached_smollm2.chat([{"role": "system", "content": "Be brief."}, ASK[-1]], max_tokens=16)
+    cached_smollm2.chat([*ASK, {"role": "assistant", "content": "Red"}], max_tokens=16)
+    assert (cached_smollm2.hits, cached_smollm2.misses) == (1, 7)
+    assert len(list(cached_smollm2.folder.rglob("*.json"))) == 7
+
+
+def test_the_remote_sampling_seed_is_part_of_the_cache_key():
+    pytest.importorskip("openai", reason="the openai client is not installed: make setup-all")
+    url = f"http://127.0.0.1:{free_port()}/v1"  # nothing is asked of it: the model is named
+    seeds = [OpenAIBackend("m", base_url=url, seed=s) for s in (0, 1, None)]
+    assert len({backend_identity(b) for b in seeds}) == 3
 
 
 @pytest.mark.smollm2

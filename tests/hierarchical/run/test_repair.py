@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import pytest
 
+from robocompose.hierarchical.base import SkillCall
 from robocompose.hierarchical.llm.cache import CachedLLM
-from robocompose.hierarchical.planners.skills import SkillPlanner, SkillPlannerConfig
+from robocompose.hierarchical.planners.prompts import scene_summary
+from robocompose.hierarchical.planners.skills import SkillPlan, SkillPlanner, SkillPlannerConfig
 from robocompose.hierarchical.run.plan_executor import PlanExecutor
 from robocompose.hierarchical.run.repair import run_with_repair, summarize
 from robocompose.hierarchical.skills.scripted import build_registry
@@ -69,6 +71,52 @@ def test_refused_plan_goes_back_and_repairs_continue_from_the_state(smollm2, tmp
     if second.traces and third.traces:  # round 2 starts where round 1 left the world
         assert third.traces[0].state_before["objects"] == second.traces[-1].state_after["objects"]
     assert record.to_json()["rounds"][1]["plan"] == second.plan
+
+
+class _DeafPlanner:
+    """A planner that ignores the feedback: the same plan whatever it is told (what a model at
+    temperature 0 gives for the same prompt). It records what it was told."""
+
+    def __init__(self, plan: SkillPlan) -> None:
+        self.answer, self.told = plan, []
+
+    def plan(self, instruction, world_summary, feedback=None) -> SkillPlan:
+        self.told.append(feedback)
+        return self.answer
+
+
+def test_a_repeated_plan_is_reported_not_run_and_every_prompt_is_new():
+    world = make_world(STACK)
+    wrong = SkillCall("place", {"obj": "red_block", "target": "blue_block"})  # holds nothing
+    planner = _DeafPlanner(SkillPlan((wrong,)))
+    record = run_with_repair(
+        STACK.instruction, planner, PlanExecutor(world, build_registry(world)), max_rounds=3
+    )
+    first, *repeats = record.rounds
+    assert first.outcome not in ("success", "repeated_plan")
+    assert [r.outcome for r in repeats] == ["repeated_plan"] * 3 and not record.success
+    assert all(not r.traces for r in repeats)  # not run again
+    assert repeats[0].error.startswith("the same plan as round 0 in the same scene")
+    assert "repeated the plan of round 0" in planner.told[2]
+    assert len(set(planner.told)) == 4  # no prompt asked twice: each reaches the model
+
+
+@pytest.mark.smollm2
+def test_repair_prompts_reach_the_model_and_no_plan_runs_twice_in_a_scene(smollm2, tmp_path):
+    """The skill planner on SmolLM2 repeats itself within 4 rounds here; before, round 3's prompt
+    was round 2's, answered from the disk cache, and its plan ran again."""
+    world = make_world(STACK)
+    registry = build_registry(world)
+    ran = []
+    record = run_with_repair(
+        STACK.instruction,
+        SkillPlanner(CachedLLM(smollm2, tmp_path), registry),
+        PlanExecutor(world, registry),
+        max_rounds=3,
+        on_plan=lambda i, plan: ran.append((str(plan), scene_summary(world.snapshot()))),
+    )
+    assert [r.planning["cached"] for r in record.rounds] == [0] * len(record.rounds)
+    assert len(set(ran)) == len(ran), record.to_json()
 
 
 @pytest.mark.qwen
