@@ -325,3 +325,12 @@ def test_deploy_with_control_process_runs_episodes_on_the_twin_and_logs_its_even
     assert any(e["event"] == "control:resume" for step in steps for e in step["events"])
     with pytest.raises(ValueError, match="`control` must be 'loop' or 'process'"):
         DeployConfig(policy=config.policy, control="thread")
+
+
+def test_timing_check_reports_the_period_error_and_what_the_process_was_granted() -> None:
+    from robocompose.real_robot.timing_check import main
+
+    result = main(["--rate", "125", "--seconds", "1", "--no-fifo"])
+    assert result["ticks"] > 60 and result["rate_hz"] == 125.0
+    assert set(result["period_error_ms"]) == {"p50", "p99", "max"}
+    assert result["granted"]["fifo"] is False and isinstance(result["meets_goal"], bool)
