@@ -19,7 +19,6 @@ import json
 import multiprocessing
 import os
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -41,21 +40,11 @@ from robocompose.real_robot.safety_limits import limits_for
 from robocompose.real_robot.server import PolicyServer
 from robocompose.real_robot.serving import load_served_policy
 from robocompose.real_robot.steplog import JsonlWriter, done_seeds
+from robocompose.real_robot.timing_check import inference_loop, measure, percentiles
 from robocompose.shipped import shipped_path
 
 sys.path.insert(0, str(ROOT))  # the fake RTDE controller lives with the tests
 SEED_START = 100_000
-
-
-def pcts(values: Any) -> dict[str, float | None]:
-    array = np.asarray(values, dtype=np.float64)
-    if array.size == 0:
-        return {"p50": None, "p99": None, "max": None}
-    return {
-        "p50": round(float(np.percentile(array, 50)), 4),
-        "p99": round(float(np.percentile(array, 99)), 4),
-        "max": round(float(array.max()), 4),
-    }
 
 
 def machine_load() -> dict[str, Any]:
@@ -64,33 +53,6 @@ def machine_load() -> dict[str, Any]:
 
 
 # ---- (a) period error -------------------------------------------------------------------------
-
-
-def _inference_load(cpu: int, stop: Any, ready: Any) -> None:
-    """A policy process: the flow MLP's inference in a loop on core `cpu` until `stop`."""
-    os.sched_setaffinity(0, {cpu})
-    import torch
-
-    torch.set_num_threads(1)
-    flow = load_served_policy(shipped_path("PickPlace", "flow_mlp"))
-    obs = {"state": np.full((flow.spec.n_obs_steps, 11), 0.1, dtype=np.float32), "seed": 0}
-    ready.set()
-    i = 0
-    while not stop.is_set():
-        flow.infer(obs | {"chunk_index": i})
-        i += 1
-
-
-def _stream(control: ControlProcess, stop: threading.Event) -> None:
-    """The policy side: a slow circle scheduled 10 times a second, 1 s ahead."""
-    center = control.read_state().ee_pos_m.copy()
-    while not stop.is_set():
-        now = time.monotonic()
-        times = now + 0.1 * np.arange(1, 11)
-        angle = 2 * np.pi * 0.2 * times
-        offsets = 0.02 * np.stack([np.cos(angle) - 1, np.sin(angle), np.zeros_like(angle)], 1)
-        control.schedule(times, center + offsets, -np.ones(len(times)))
-        time.sleep(0.1)
 
 
 def _timing_run(
@@ -108,41 +70,10 @@ def _timing_run(
         )
     config.fifo_priority = 50 if fifo else None
     control = ControlProcess(factory, config)
-    stop = threading.Event()
     try:
-        if arm == "twin":
-            control.reset_twin(SEED_START)
-        feeder = threading.Thread(target=_stream, args=(control, stop), daemon=True)
-        feeder.start()
-        time.sleep(0.5)  # settle
-        control.drain_telemetry()
-        rows = []
-        end = time.monotonic() + seconds
-        while time.monotonic() < end:
-            time.sleep(0.5)
-            rows.append(control.drain_telemetry())
-        stop.set()
-        feeder.join(2)
-        events = control.drain_events()
+        return {"arm": arm, **measure(control, seconds, twin=arm == "twin")}
     finally:
         control.close()
-    telemetry = np.concatenate(rows)
-    starts = telemetry[:, 1]
-    period = 1.0 / rate_hz
-    errors_ms = 1000 * np.abs(np.diff(starts) - period)
-    late_ms = 1000 * (telemetry[:, 1] - telemetry[:, 0])
-    missed = sum(e.get("ticks", 0) for e in events if e["event"] == "control:ticks_missed")
-    return {
-        "arm": arm,
-        "rate_hz": rate_hz,
-        "ticks": len(telemetry),
-        "achieved_hz": round(float((len(starts) - 1) / (starts[-1] - starts[0])), 2),
-        "period_error_ms": pcts(errors_ms),
-        "start_late_ms": pcts(late_ms),
-        "ticks_missed": int(missed),
-        "sent_fraction": round(float(np.mean(telemetry[:, 10].astype(int) & SENT > 0)), 4),
-        "granted": control.granted,
-    }
 
 
 def timing(seconds: float = 10.0) -> dict[str, Any]:
@@ -156,7 +87,8 @@ def timing(seconds: float = 10.0) -> dict[str, Any]:
             stop, ready = context.Event(), context.Event()
             loader = None
             if load == "inference":
-                loader = context.Process(target=_inference_load, args=(0, stop, ready))
+                flow = str(shipped_path("PickPlace", "flow_mlp"))
+                loader = context.Process(target=inference_loop, args=(flow, 0, stop, ready))
                 loader.start()
                 ready.wait(120)
             try:
@@ -228,9 +160,9 @@ def transport(calls: int = 300) -> dict[str, Any]:
         round_trip = [t[0] for t in timings]
         overhead = [t[0] - t[1] for t in timings]
         section[label] = {
-            "round_trip_ms": pcts(round_trip),
-            "infer_ms": pcts([t[1] for t in timings]),
-            "overhead_ms": pcts(overhead),
+            "round_trip_ms": percentiles(round_trip),
+            "infer_ms": percentiles([t[1] for t in timings]),
+            "overhead_ms": percentiles(overhead),
             **machine_load(),
         }
         print("control transport", label, section[label], flush=True)
@@ -325,10 +257,10 @@ def tracking(runs: Path, seconds: float = 6.0) -> list[dict[str, Any]]:
                     "rate_hz": rate_hz,
                     "interpolation": interpolation,
                     "ticks": int(moving.sum()),
-                    "executed_vs_planned_mm": pcts(
+                    "executed_vs_planned_mm": percentiles(
                         1000 * np.linalg.norm(t[measured, 11:14] - t[measured, 2:5], axis=1)
                     ),
-                    "sent_vs_planned_mm": pcts(
+                    "sent_vs_planned_mm": percentiles(
                         1000 * np.linalg.norm(t[moving, 5:8] - t[moving, 2:5], axis=1)
                     ),
                     "clamped_tick_fraction": round(float(np.mean(flags[moving] & 16 > 0)), 4),
@@ -404,8 +336,8 @@ def faults(runs: Path, repeats: int) -> list[dict[str, Any]]:
             "injected": sum(r.injected for r in reports),
             "commands": sum(r.commands for r in reports),
             "commands_outside_limits": sum(len(r.outside_limits) for r in reports),
-            "hold_after_last_fresh_waypoint_ms": pcts(silent),
-            "braking_ticks": pcts(braking),
+            "hold_after_last_fresh_waypoint_ms": percentiles(silent),
+            "braking_ticks": percentiles(braking),
             "resumed": all(r.commands_after_fault > 0 for r in reports),
             "events": _summed([r.events for r in reports]),
         }
