@@ -56,7 +56,7 @@ MODEL_NAMES = (*PACKAGED, *JOINED)
 DEFAULT_MODEL = "qwen2.5-coder-1.5b"
 
 
-class ModelError(RuntimeError):
+class ModelError(ValueError):
     """A model that cannot be found, joined or trusted; the message says what to do."""
 
 

@@ -4,6 +4,8 @@ scenes, the scripted baselines, and the LLM filling a template (real local model
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
 
 import mujoco
 import numpy as np
@@ -205,3 +207,15 @@ def test_qwen_writes_the_lift_reward_and_the_mpc_carries_it_out(qwen):
         "release": False,
     }
     assert result.success
+
+
+def test_a_missing_model_file_is_one_line(tmp_path):
+    missing = tmp_path / "missing.gguf"
+    run = subprocess.run(
+        [sys.executable, "-m", "robocompose.cli", "rewards", f"model={missing}"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode != 0 and "Traceback" not in run.stderr
+    assert run.stderr.strip() == f"robocompose rewards: error: model file {missing} does not exist."
