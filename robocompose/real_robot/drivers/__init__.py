@@ -4,12 +4,15 @@
 (`pip install 'robocompose[arms]'`) and are imported only when their driver is built. Every
 real-arm driver commands position only: the tool keeps the orientation it had at connect.
 
-| robot | class | SDK (PyPI) | units on the wire |
-|---|---|---|---|
-| twin | `robocompose.real_robot.twin.TwinArm` | - (MuJoCo) | m |
-| ur5e | `drivers.ur.URDriver` | ur-rtde | m, axis-angle rad |
-| xarm6 | `drivers.xarm.XArmDriver` | xarm-python-sdk | mm, deg |
-| franka | `drivers.franka.FrankaDriver` | franky-control | m, quaternion |
+| robot | class | SDK (PyPI) | units on the wire | control process rate |
+|---|---|---|---|---|
+| twin | `robocompose.real_robot.twin.TwinArm` | - (MuJoCo) | m | 500 Hz |
+| ur5e | `drivers.ur.URDriver` | ur-rtde | m, axis-angle rad | 500 Hz |
+| xarm6 | `drivers.xarm.XArmDriver` | xarm-python-sdk | mm, deg | 250 Hz |
+| franka | `drivers.franka.FrankaDriver` | franky-control | m, quaternion | 100 Hz |
+
+The rates and what each arm does when its control process dies are `control.DEFAULT_RATES_HZ`
+and `control.ARM_TIMEOUTS`.
 """
 
 from __future__ import annotations
