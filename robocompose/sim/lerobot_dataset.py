@@ -15,10 +15,13 @@ Layout (LeRobot's `LeRobotDataset`, codebase_version "v3.0")::
                             frame_index, episode_index, index, task_index
     videos/<key>/chunk-XXX/file-YYY.mp4        a video feature's frames, episodes back to back
 
-Our obs keys map to feature names as LeRobot names them: `state` <-> `observation.state`, another
-low-dim key `k` <-> `observation.k`, an image key `k` (H, W, 3) uint8 <-> the video feature
-`observation.images.k`; `actions` <-> `action`, `rewards` <-> `next.reward`. Reading strips the
-prefixes the same way, so a LeRobot dataset's `observation.images.top` is obs key `top`.
+Our obs keys map to feature names as LeRobot names them (`feature_names`): the robot's own state
+is `observation.state`, so `proprio` is that and `state` (object poses too) is
+`observation.environment_state` beside it, or `observation.state` alone; another low-dim key
+`k` is `observation.k`, an image key `k` (H, W, 3) uint8 the video feature
+`observation.images.k`; `actions` is `action`, `rewards` `next.reward`. info.json keeps the
+mapping (`robocompose.obs_features`); a dataset without it is read by the inverse rule
+(`obs_key_of_feature`), so a LeRobot dataset's `observation.images.top` is obs key `top`.
 
 The writer puts each episode in its own data file and its own video file per key (v3.0 allows any
 split of episodes into files; the episodes table says where each one is) and rewrites the meta
@@ -78,15 +81,29 @@ def is_lerobot_folder(path: str | os.PathLike[str]) -> bool:
     return os.path.isdir(path)
 
 
-def feature_name(obs_key: str, is_image: bool) -> str:
-    """Our obs key as LeRobot names its feature."""
-    if is_image:
-        return IMAGE_PREFIX + obs_key
-    return OBS_PREFIX + obs_key
+def feature_names(obs: Mapping[str, np.ndarray]) -> dict[str, str]:
+    """{our obs key: LeRobot feature name} for an episode's obs (see the module docstring)."""
+    names = {}
+    for key, value in obs.items():
+        if value.dtype == np.uint8:
+            names[key] = IMAGE_PREFIX + key
+        elif key == "proprio" or (key == "state" and "proprio" not in obs):
+            names[key] = OBS_PREFIX + "state"
+        elif key == "state":
+            names[key] = OBS_PREFIX + "environment_state"
+        else:
+            names[key] = OBS_PREFIX + key
+    return names
 
 
-def obs_key_of(feature: str) -> str | None:
-    """The obs key a LeRobot feature is read as; None for a feature that is no observation."""
+def obs_key_of_feature(feature: str, features: Sequence[str]) -> str | None:
+    """The obs key a LeRobot feature is read as, `feature_names` inverted: observation.state
+    is `proprio` beside observation.environment_state (which is `state`), else `state`; other
+    features lose their prefix. None for a feature that is no observation."""
+    if feature == OBS_PREFIX + "environment_state":
+        return "state"
+    if feature == OBS_PREFIX + "state":
+        return "proprio" if OBS_PREFIX + "environment_state" in features else "state"
     for prefix in (IMAGE_PREFIX, OBS_PREFIX):
         if feature.startswith(prefix):
             return feature[len(prefix) :]
@@ -168,8 +185,12 @@ class LeRobotFolder:
         return [k for k, f in self.features.items() if f.get("dtype") == "video"]
 
     def obs_features(self) -> dict[str, str]:
-        """{obs key: feature name} of every observation feature."""
-        keys = {obs_key_of(name): name for name in self.features}
+        """{obs key: feature name} of every observation feature: as robocompose wrote them,
+        else the feature names without their prefix."""
+        stored = self.info.get("robocompose", {}).get("obs_features")
+        if stored:
+            return {key: feature for feature, key in stored.items()}
+        keys = {obs_key_of_feature(name, list(self.features)): name for name in self.features}
         return {k: name for k, name in keys.items() if k is not None}
 
     def env_args(self) -> dict[str, Any]:
@@ -277,7 +298,10 @@ class LeRobotFolder:
 def _column_array(column: pa.ChunkedArray, name: str) -> np.ndarray:
     """A parquet column as (N,) or (N, D): list columns stacked, scalars as they are."""
     column = column.combine_chunks()
-    if pa.types.is_fixed_size_list(column.type) or pa.types.is_list(column.type):
+    if pa.types.is_fixed_size_list(column.type):
+        values = column.flatten().to_numpy(zero_copy_only=False)
+        return values.reshape(len(column), column.type.list_size)
+    if pa.types.is_list(column.type):
         values = column.to_pylist()
         try:
             return np.asarray(values)
@@ -397,6 +421,7 @@ class LeRobotWriter:
             raise ValueError(f"`env_kwargs` must be JSON-serialisable. Got {env_kwargs!r}.") from e
         self.fps, self.task = fps, task or env_name
         self.features: dict[str, dict[str, Any]] | None = None
+        self.names: dict[str, str] = {}  # our obs key -> feature name
         self.tasks: list[str] = []
         self.vocabulary: list[dict[str, Any]] = []
         self.rows: list[dict[str, Any]] = []  # the episodes table
@@ -423,6 +448,7 @@ class LeRobotWriter:
                     f"episodes of {self.env_args[key]!r}. Write to a new folder."
                 )
         self.features = folder.features
+        self.names = folder.obs_features()
         self.fps = folder.fps
         self.tasks = folder.tasks
         self.vocabulary = stored.get("skill_vocabulary", [])
@@ -453,9 +479,14 @@ class LeRobotWriter:
             raise DatasetError(
                 f"`skills` must have one label per step. Got {len(skills)} != {steps} ({where})."
             )
-        features = self._features_of(obs, actions, skills is not None)
+        names = feature_names(obs)
+        if self.features is not None and names != self.names:
+            raise DatasetError(
+                f"obs keys {sorted(obs)} must match the dataset's {sorted(self.names)} ({where})."
+            )
+        features = self._features_of(obs, names, actions, skills is not None)
         if self.features is None:
-            self.features = features
+            self.features, self.names = features, names
         elif _signature(features) != _signature(self.features):
             raise DatasetError(
                 f"features {_signature(features)} must match the dataset's "
@@ -468,7 +499,7 @@ class LeRobotWriter:
         columns: dict[str, pa.Array] = {}
         for key, value in obs.items():
             if value.dtype != np.uint8:
-                columns[feature_name(key, False)] = _list_array(value.reshape(steps, -1))
+                columns[names[key]] = _list_array(value.reshape(steps, -1))
         columns[ACTION] = _list_array(actions)
         columns[REWARD] = pa.array(rewards, pa.float32())
         if skill_index is not None:
@@ -493,7 +524,7 @@ class LeRobotWriter:
         with interrupt_deferred():  # Ctrl-C waits: an episode is written and counted whole
             for key, value in obs.items():
                 if value.dtype == np.uint8:
-                    video = feature_name(key, True)
+                    video = names[key]
                     path = self.root / VIDEO_PATH.format(video_key=video, **file)
                     _atomic(path, lambda p, v=value: encode_video(p, v, self.fps))
                     row |= {
@@ -502,7 +533,7 @@ class LeRobotWriter:
                         f"videos/{video}/from_timestamp": 0.0,
                         f"videos/{video}/to_timestamp": steps / self.fps,
                     }
-            row |= _episode_stats(obs, actions, rewards)
+            row |= _episode_stats(obs, names, actions, rewards)
             row |= {f"robocompose/{k}": v for k, v in dict(attrs or {}).items()}
             table = pa.table(columns)
             _atomic(self.root / DATA_PATH.format(**file), lambda p: pq.write_table(table, p))
@@ -512,7 +543,11 @@ class LeRobotWriter:
         return f"episode_{index}"
 
     def _features_of(
-        self, obs: Mapping[str, np.ndarray], actions: np.ndarray, with_skills: bool
+        self,
+        obs: Mapping[str, np.ndarray],
+        names: Mapping[str, str],
+        actions: np.ndarray,
+        with_skills: bool,
     ) -> dict[str, dict[str, Any]]:
         features: dict[str, dict[str, Any]] = {}
         for key, value in sorted(obs.items()):
@@ -520,7 +555,7 @@ class LeRobotWriter:
                 raise DatasetError(f"obs keys must not contain '.' or '/'. Got {key!r}.")
             if value.dtype == np.uint8 and value.ndim == 4 and value.shape[-1] == 3:
                 h, w = value.shape[1:3]
-                features[feature_name(key, True)] = {
+                features[names[key]] = {
                     "dtype": "video",
                     "shape": [h, w, 3],
                     "names": ["height", "width", "channels"],
@@ -541,7 +576,7 @@ class LeRobotWriter:
                 )
             else:
                 size = int(np.prod(value.shape[1:]))
-                features[feature_name(key, False)] = _vector_feature(size)
+                features[names[key]] = _vector_feature(size)
         features[ACTION] = _vector_feature(actions.shape[1])
         features[REWARD] = {"dtype": "float32", "shape": [1], "names": None}
         if with_skills:
@@ -602,7 +637,11 @@ class LeRobotWriter:
             "data_path": DATA_PATH,
             "video_path": VIDEO_PATH if video_keys else None,
             "features": self.features,
-            "robocompose": {"env_args": self.env_args, "skill_vocabulary": self.vocabulary},
+            "robocompose": {
+                "env_args": self.env_args,
+                "skill_vocabulary": self.vocabulary,
+                "obs_features": {feature: key for key, feature in self.names.items()},
+            },
         }
         _atomic(self.root / INFO, lambda p: p.write_text(json.dumps(info, indent=4)))
 
@@ -669,16 +708,19 @@ def _attrs_of(row: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _episode_stats(
-    obs: Mapping[str, np.ndarray], actions: np.ndarray, rewards: np.ndarray
+    obs: Mapping[str, np.ndarray],
+    names: Mapping[str, str],
+    actions: np.ndarray,
+    rewards: np.ndarray,
 ) -> dict[str, Any]:
     """Per-episode `stats/<feature>/<stat>` columns: per dimension for vectors, per channel in
     [0, 1] for videos (LeRobot's layout), each flattened to a list."""
     arrays: dict[str, np.ndarray] = {ACTION: actions, REWARD: rewards.reshape(-1, 1)}
     for key, value in obs.items():
         if value.dtype == np.uint8:
-            arrays[feature_name(key, True)] = value.reshape(-1, 3) / 255.0
+            arrays[names[key]] = value.reshape(-1, 3) / 255.0
         else:
-            arrays[feature_name(key, False)] = value.reshape(len(value), -1)
+            arrays[names[key]] = value.reshape(len(value), -1)
     row: dict[str, Any] = {}
     for name, x in arrays.items():
         x = x.astype(np.float64)

@@ -198,3 +198,16 @@ def test_we_load_what_lerobots_writer_makes(tmp_path):
     languages = [vocabulary[e.skills[0]]["language"] for e in back]
     assert languages == ["push the T", "pick the cube"]
     assert read_env_args(tmp_path / "theirs")["env_name"] is None
+
+
+def test_proprio_is_the_robot_state_and_state_the_environment_state(tmp_path):
+    e = _episodes(1, image=False)[0]
+    obs = {"state": e["obs"]["state"], "proprio": e["obs"]["state"][:, :2].copy()}
+    with LeRobotWriter(tmp_path / "ds", ENV) as writer:
+        writer.add_episode(obs, e["actions"], e["rewards"])
+    features = json.loads((tmp_path / "ds/meta/info.json").read_text())["features"]
+    assert features["observation.state"]["shape"] == [2]
+    assert features["observation.environment_state"]["shape"] == [5]
+    back = load_demos(tmp_path / "ds", ["state", "proprio"])[0]
+    np.testing.assert_array_equal(back.obs["proprio"], obs["proprio"])
+    np.testing.assert_array_equal(back.obs["state"], obs["state"])
