@@ -13,7 +13,7 @@ import math
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -49,6 +49,7 @@ class _Fold:
     to_outputs: list[torch.Tensor]
     x_x0: float
     x_eps: float
+    steps: dict[float, list[torch.Tensor]] = field(default_factory=dict)  # see `euler_step`
 
 
 class ComposedDenoiser(Denoiser):
@@ -222,14 +223,13 @@ class ComposedDenoiser(Denoiser):
         x_eps = sum(ci * f.r * f.a for ci, f in zip(c, folds, strict=True))
         return _Fold(scales, to_outputs, x_x0, x_eps)
 
-    def _folded_call(self, x: torch.Tensor, sigma: float) -> DenoiserOutput | None:
-        """The operator on the stacked parents' outputs with every adapter an `Affine`: the
-        same arithmetic as adapters then `Operator.combine`, in one matmul per stack."""
+    def _folded(self, sigma: float) -> _Fold | None:
         if sigma not in self._folds:
             self._folds[sigma] = self._fold(sigma)
-        fold = self._folds[sigma]
-        if fold is None:
-            return None
+        return self._folds[sigma]
+
+    def _stack_networks(self, x: torch.Tensor, sigma: float, fold: _Fold) -> list[torch.Tensor]:
+        """Each stack's network outputs (K_s, B, H, A) on its parents' scaled inputs."""
         times = self.times
 
         def network(j: int) -> torch.Tensor:
@@ -241,13 +241,40 @@ class ComposedDenoiser(Denoiser):
             with timer:
                 return stack.outputs(x * fold.scales[j], sigma)
 
+        return self._run(range(len(self.stacks)), network)  # type: ignore[arg-type]
+
+    def _folded_call(self, x: torch.Tensor, sigma: float) -> DenoiserOutput | None:
+        """The operator on the stacked parents' outputs with every adapter an `Affine`: the
+        same arithmetic as adapters then `Operator.combine`, in one matmul per stack."""
+        fold = self._folded(sigma)
+        if fold is None:
+            return None
         both = None  # rows: x0_hat, eps_hat, flattened
-        for j, out in enumerate(self._run(range(len(self.stacks)), network)):  # type: ignore[arg-type]
+        for j, out in enumerate(self._stack_networks(x, sigma, fold)):
             part = torch.mm(fold.to_outputs[j], out.flatten(1))
             both = part if both is None else both.add_(part)
         assert both is not None
         x0, eps = both.view(2, *x.shape).unbind(0)
-        return DenoiserOutput(x0.add_(x, alpha=fold.x_x0), eps.add_(x, alpha=fold.x_eps))
+        return DenoiserOutput(x0.add(x, alpha=fold.x_x0), eps.add(x, alpha=fold.x_eps))
+
+    def euler_step(self, x: torch.Tensor, sigma: float, sigma_next: float) -> torch.Tensor | None:
+        """x' = x0_hat + sigma_next eps_hat with the fold's rows combined first: one matmul-add
+        per stack on the network outputs instead of the operator's outputs and then the step
+        (`sample_euler` takes it; a chunk at batch 1 spends as much on those small ops as on
+        the networks of two MLP parents). None where the operator does not fold."""
+        fold = self._folded(sigma) if self._foldable else None
+        if fold is None:
+            return None
+        rows = fold.steps.get(sigma_next)
+        if rows is None:  # each stack's outputs -> x' (1, K_s), kept by the next level
+            rows = [(m[0] + sigma_next * m[1])[None] for m in fold.to_outputs]
+            fold.steps[sigma_next] = rows
+        flat = x.reshape(1, -1)
+        a = fold.x_x0 + sigma_next * fold.x_eps
+        for row, out in zip(rows, self._stack_networks(x, sigma, fold), strict=True):
+            flat = torch.addmm(flat, row, out.flatten(1), beta=a)
+            a = 1.0
+        return flat.view(x.shape)
 
     def __call__(self, x: torch.Tensor, sigma: float) -> DenoiserOutput:
         if self._foldable:

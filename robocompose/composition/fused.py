@@ -327,16 +327,23 @@ class BoundStack:
         parents: Sequence[NetworkDenoiser],
         conds: Tensor,
         indices: Sequence[int] | None = None,
+        tables: dict[tuple[float, ...], Tensor] | None = None,
     ) -> None:
+        """`tables`: where the parents' timestep tables are kept by grid (they depend on
+        neither the observation nor x, so a policy keeps them across chunks)."""
         self.net, self.parents, self.conds = net, list(parents), conds
         self.indices = list(indices) if indices is not None else list(range(len(parents)))
         self.prepared: dict[float, Tensor] = {}
+        self._tables = tables if tables is not None else {}
 
     def prepare(self, sigmas: Sequence[float]) -> None:
         """Every parent's conditioning at every level of the grid, in one call."""
         levels = evaluated_levels(sigmas)
-        timesteps = [[p.net_timestep(s) for s in levels] for p in self.parents]
-        table = torch.tensor(timesteps, dtype=self.conds.dtype, device=self.conds.device)
+        table = self._tables.get(tuple(levels))
+        if table is None:
+            timesteps = [[p.net_timestep(s) for s in levels] for p in self.parents]
+            table = torch.tensor(timesteps, dtype=self.conds.dtype, device=self.conds.device)
+            self._tables[tuple(levels)] = table
         b = self.conds.shape[1]
         stacked = self.net.conditioning(
             table.repeat_interleave(b, dim=1), self.conds.repeat(1, len(levels), 1)

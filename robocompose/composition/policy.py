@@ -143,6 +143,7 @@ class ComposedPolicy:
         self._groups = stack_groups(parents) if fuse else None
         self._placed_for: tuple[torch.device, torch.dtype] | None = None
         self._probes: list[torch.nn.Parameter] | None = None
+        self._sigmas: list[float] | None = None
         self._place()
         # what each parent costs per chunk, over every chunk this policy infers
         parallel = self._executor is not None and (self._groups is None or len(self._groups) > 1)
@@ -209,6 +210,7 @@ class ComposedPolicy:
             self._maps = action_maps(self.parents, allow, dtype, device)
             self._stacks = None
             self._folds: dict = {}  # the fused stacks' folded operator by sigma (see there)
+            self._tables: dict = {}  # each stack's timestep tables by grid (see BoundStack)
             if self._groups is not None:
                 self._stacks = [
                     (group, stack_networks([self.parents[i].net for i in group]).eval())
@@ -234,9 +236,13 @@ class ComposedPolicy:
         if stacks is not None:
             bound_stacks = [
                 BoundStack(
-                    net, [bound[i] for i in group], torch.stack([conds[i] for i in group]), group
+                    net,
+                    [bound[i] for i in group],
+                    torch.stack([conds[i] for i in group]),
+                    group,
+                    tables=self._tables.setdefault(j, {}),
                 )
-                for group, net in stacks
+                for j, (group, net) in enumerate(stacks)
             ]
         denoiser = ComposedDenoiser(
             bound,
@@ -252,6 +258,13 @@ class ComposedPolicy:
         return denoiser
 
     def sigmas(self, denoiser: ComposedDenoiser) -> list[float]:
+        """The configured grid (`_grid`), worked out on the first chunk and kept: it depends on
+        the parents and the settings, never on an observation."""
+        if self._sigmas is None:
+            self._sigmas = self._grid(denoiser)
+        return self._sigmas
+
+    def _grid(self, denoiser: ComposedDenoiser) -> list[float]:
         """The configured grid: the composed denoiser's choice among the parents' grids
         ("reference"), one parent's own ("parent<i>"), or Karras; a Karras grid also where the
         method or sampler needs a finite sigma_max and the reference choice starts at inf."""
@@ -309,7 +322,7 @@ class ComposedPolicy:
         if self.operator is None:
             return None
         unbound = [p.denoiser_for(None) for p in self.parents]  # the nets are never called
-        return self.sigmas(ComposedDenoiser(unbound, self.operator, self.starts))
+        return self._grid(ComposedDenoiser(unbound, self.operator, self.starts))
 
     def fingerprint(self) -> str:
         """Hashes everything that changes actions: the parents, the settings and the resolved

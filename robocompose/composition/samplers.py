@@ -56,10 +56,18 @@ def _check_sigmas(sigmas: Sequence[float]) -> None:
 def sample_euler(
     denoise: DenoiseFn, noise: torch.Tensor, sigmas: Sequence[float], *, generator: Rng = None
 ) -> torch.Tensor:
-    """Deterministic Euler (= DDIM with eta 0) from unit `noise` (B, H, A) down `sigmas` to 0."""
+    """Deterministic Euler (= DDIM with eta 0) from unit `noise` (B, H, A) down `sigmas` to 0.
+
+    A denoiser with an `euler_step(x, sigma, sigma_next)` takes the step itself (the composed
+    one folds it into its operator); where that returns None the step is taken here."""
     _check_sigmas(sigmas)
     x = initial_noise_to_x(noise, sigmas[0])
+    own_step = getattr(denoise, "euler_step", None)
     for sigma, sigma_next in zip(sigmas[:-1], sigmas[1:], strict=True):
+        stepped = own_step(x, sigma, sigma_next) if own_step is not None else None
+        if stepped is not None:
+            x = stepped
+            continue
         out = denoise(x, sigma)
         x = out.x0_hat if sigma_next == 0.0 else out.x0_hat + sigma_next * out.eps_hat
     return x
