@@ -442,16 +442,43 @@ def _plan(overrides: list[str]) -> None:
     config = load_verb_config("plan", overrides)
     runner = Runner(config)
     print(f"{runner.item.task}: {runner.item.instruction!r} ({config.planner} planner)")
+    reader = None
     if config.corrections:
-        read_lines_into(sys.stdin, runner.queue)
+        reader = read_lines_into(sys.stdin, runner.queue)
         print('type a correction and Enter while it runs ("a bit more to the left", "stop")')
+
+    def show(i: int, plan: str | list[str]) -> None:
+        print(f"\nround {i}:\n{show_plan(plan)}", flush=True)
+
     try:
-        result = runner.run(lambda i, plan: print(f"\nround {i}:\n{show_plan(plan)}", flush=True))
+        result = runner.run(show)
+        while result.outcome in ("asked", "declined"):  # nothing moved: ask the person
+            print(f"\n{result.message}\nyour answer (end the input to stop):", flush=True)
+            answer = _read_answer(runner.queue, reader)
+            if not answer:
+                break
+            result = runner.answer(answer, show)
     finally:
         runner.close()
     print(describe(result, plans=False))
     if not result.success:
         raise SystemExit(1)  # every round failed (or was stopped): say so to the shell too
+
+
+def _read_answer(queue: Any, reader: Any) -> str | None:
+    """The next line typed on stdin: from the corrections queue while its reader runs, else
+    read directly; None at the end of the input."""
+    if reader is None:
+        line = sys.stdin.readline()
+        return line.strip() or None
+    while True:
+        waiting = queue.poll()
+        if waiting is not None:
+            return waiting[1]
+        if not reader.is_alive():
+            waiting = queue.poll()
+            return waiting[1] if waiting is not None else None
+        time.sleep(0.05)
 
 
 def _rewards(overrides: list[str]) -> None:

@@ -11,8 +11,13 @@
 The scene is one of the long-horizon tasks' items: task=Stack (stack three blocks in a named
 order) or task=SortBins (blocks into the bins of their colour), and `phrasing` picks which item
 (its instruction, scene and seed); a typed `instruction` replaces the text, `order` the Stack
-order the success check wants. The planner (code | skills | saycan) talks to a local GGUF model
-or an OpenAI-compatible endpoint, and failures are repaired up to `repair_rounds` times.
+order the success check wants. The planner (goal | code | skills | saycan) talks to a local GGUF
+model or an OpenAI-compatible endpoint, and failures are repaired up to `repair_rounds` times.
+
+The goal planner (the default) may ask back or refuse instead of moving: the run then ends with
+`result.outcome` "asked" or "declined" and `result.message` says why; `runner.answer(text)`
+plans again with the answer (an option picked by number, or words added to the instruction).
+Its run succeeds when the goal it solved holds (the env's own check when no goal was solved).
 """
 
 from __future__ import annotations
@@ -40,7 +45,7 @@ from robocompose.hierarchical.tasks import (
 )
 from robocompose.jobs import TaskConfig
 
-PLANNERS = ("code", "skills", "saycan")
+PLANNERS = ("goal", "code", "skills", "saycan")
 LONG_TASKS = {env: task for task, env in TASK_ENVS.items()}  # "Stack" -> "stack_three"
 BACKENDS = ("local", "openai")
 
@@ -54,13 +59,14 @@ class PlanConfig:
     phrasing: int = 0  # which of the task's items: its scene, seed and default instruction
     order: list[str] = field(default_factory=list)  # stack_three: bottom to top ([] -> item's)
     seed: int | None = None  # the scene's seed (None -> the item's)
-    planner: str = "code"  # code | skills | saycan
+    planner: str = "goal"  # goal | code | skills | saycan
     backend: str = "local"  # local (GGUF via llama.cpp) | openai (any compatible endpoint)
     model: str = ""  # local: qwen2.5-coder-1.5b (default) | smollm2 | a .gguf path
     base_url: str = ""  # openai: "" -> $ROBOCOMPOSE_LLM_BASE_URL or $OPENAI_BASE_URL
     n_threads: int = 2  # local: CPU threads (1 is faster on a busy machine)
     llm_cache: bool = True  # completions cached on disk: reruns are cheap and identical
     repair_rounds: int = 2
+    check: bool = True  # check every plan before motion (false: to measure what it saves)
     skills: dict[str, str] = field(default_factory=dict)  # e.g. {place_in: policy:<ckpt>}
     # correction logs of earlier runs: their corrected plans join the prompt (code and skills)
     correction_logs: list[str] = field(default_factory=list)
@@ -93,8 +99,10 @@ class PlanConfig:
             raise ValueError(f"`step_budget` must be >= 1. Got {self.step_budget}.")
         if self.backend == "local" and self.base_url:
             raise ValueError("`base_url` applies to backend=openai only.")
-        if self.correction_logs and self.planner == "saycan":
-            raise ValueError("`correction_logs` apply to planner=code or skills, not saycan.")
+        if self.correction_logs and self.planner not in ("code", "skills"):
+            raise ValueError(
+                f"`correction_logs` apply to planner=code or skills, not {self.planner}."
+            )
         if self.correction_examples < 1:
             raise ValueError(f"`correction_examples` must be >= 1. Got {self.correction_examples}.")
 
@@ -162,15 +170,21 @@ class SayCanRounds:
 def make_planner(kind: str, llm: LLMBackend, registry: Any, world: Any) -> Planner:
     """The planner named `kind` (one of `PLANNERS`)."""
     _choice("planner", kind, PLANNERS)
+    from robocompose.hierarchical.llm import LocalLLM
+
+    local = isinstance(getattr(llm, "backend", llm), LocalLLM)  # behind the cache or not
+    if kind == "goal":
+        from robocompose.hierarchical.planners.goal import GoalPlanner, GoalPlannerConfig
+
+        config = GoalPlannerConfig(constrain="grammar" if local else "none")
+        return GoalPlanner(llm, registry, world, config)
     if kind == "code":
         from robocompose.hierarchical.planners.code import CodePlanner
 
         return CodePlanner(llm, registry)
     if kind == "skills":
-        from robocompose.hierarchical.llm import LocalLLM
         from robocompose.hierarchical.planners.skills import SkillPlanner, SkillPlannerConfig
 
-        local = isinstance(getattr(llm, "backend", llm), LocalLLM)  # behind the cache or not
         constrain = "grammar" if local else "json_schema"
         return SkillPlanner(llm, registry, SkillPlannerConfig(constrain=constrain))
     from robocompose.hierarchical.planners.saycan import SayCanPlanner
@@ -191,6 +205,19 @@ class RunResult:
     @property
     def success(self) -> bool:
         return self.record.success
+
+    @property
+    def outcome(self) -> str:
+        """ "success", "failed", or "asked" / "declined" (the planner held back: nothing moved)."""
+        if self.record.held_back is not None:
+            return self.record.rounds[-1].outcome
+        return "success" if self.success else "failed"
+
+    @property
+    def message(self) -> str | None:
+        """The question asked or the reason declined, else None."""
+        held = self.record.held_back
+        return getattr(held, "message", None) if held is not None else None
 
 
 class Runner:
@@ -224,8 +251,22 @@ class Runner:
         log = CorrectionLog(self.out / "corrections.jsonl", context)
         corrections = Corrections(self.queue, log, self.llm)
         self.executor = PlanExecutor(
-            self.world, self.registry, corrections=corrections, frame_every=1 if config.video else 0
+            self.world,
+            self.registry,
+            task_check=self._task_check,
+            corrections=corrections,
+            check=config.check,
+            frame_every=1 if config.video else 0,
         )
+        self.instruction = self.item.instruction
+        self.last: RunResult | None = None
+
+    def _task_check(self, world: Any) -> bool:
+        """The goal planner's solved goal holds; the env's own check otherwise."""
+        goal_planner = getattr(self.planner, "reached", None)
+        if goal_planner is not None and getattr(self.planner, "goal", None) is not None:
+            return bool(goal_planner(world))
+        return world.success()
 
     def correct(self, text: str) -> None:
         """A language correction for the running plan ("a bit more to the left", "stop")."""
@@ -236,7 +277,7 @@ class Runner:
         plan)` sees each plan before it runs."""
         start = time.perf_counter()
         record = run_with_repair(
-            self.item.instruction,
+            self.instruction,
             self.planner,
             self.executor,
             max_rounds=self.config.repair_rounds,
@@ -255,7 +296,26 @@ class Runner:
             **record.to_json(),
         }
         path.write_text(json.dumps(payload, indent=1, default=str))
-        return RunResult(record, path, video, self.out / "corrections.jsonl", self.item)
+        self.last = RunResult(record, path, video, self.out / "corrections.jsonl", self.item)
+        return self.last
+
+    def answer(
+        self, text: str, on_plan: Callable[[int, str | list[str]], None] | None = None
+    ) -> RunResult:
+        """Plan again after the planner asked or declined: `text` picks one of the question's
+        options ("2", "the first") without an LLM call, or else joins the instruction."""
+        from robocompose.hierarchical.goal.solver import choose
+
+        held = self.last.record.held_back if self.last is not None else None
+        if held is None:
+            raise ValueError("there is no question to answer: the last run did not ask.")
+        question = getattr(held, "question", None)
+        picked = choose(question, text) if question is not None else None
+        if picked is not None:
+            self.planner.choose(self.instruction, picked, held.constraints)
+        else:
+            self.instruction = f"{self.instruction.rstrip('.')}; {text.strip()}"
+        return self.run(on_plan)
 
     def close(self) -> None:
         self.executor.close()

@@ -120,6 +120,15 @@ class GoalPlanner:
         self.grammar = gbnf(self.scene) if self.config.constrain == "grammar" else None
         self._goal: tuple[str, Goal, str] | None = None  # (instruction, goal, constraints)
 
+    @property
+    def goal(self) -> Goal | None:
+        """The goal solved for the current instruction (None before one is)."""
+        return None if self._goal is None else self._goal[1]
+
+    def reached(self, world: Any) -> bool:
+        """The solved goal's facts hold in `world` (False before a goal is solved)."""
+        return self.goal is not None and goal_facts(self.goal) <= world.facts()
+
     def reset_goal(self) -> None:
         """Forget the solved goal: the next plan asks the LLM again."""
         self._goal = None

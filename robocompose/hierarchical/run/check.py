@@ -38,15 +38,21 @@ class CheckResult:
     index: int | None = None  # 0-based index of the violating call
     unchecked_from: int | None = None  # first call the facts could not follow
     final: State | None = None  # the facts after the checked calls
+    problem: str | None = None  # a program's dry run failing otherwise (a refused call, an error)
 
     def feedback(self) -> str:
         """What the planner is told when the check catches its plan."""
-        if self.violation is None:
-            return "The plan passed the check before motion."
-        return (
-            f"The plan was checked before the robot moved, and call {self.index + 1}, "
-            f"{self.violation}. Nothing moved; give a plan whose every call's needs hold."
-        )
+        if self.violation is not None:
+            return (
+                f"The plan was checked before the robot moved, and call {self.index + 1}, "
+                f"{self.violation}. Nothing moved; give a plan whose every call's needs hold."
+            )
+        if self.problem is not None:
+            return (
+                f"The program was dry-run before the robot moved and failed: {self.problem}. "
+                "Nothing moved."
+            )
+        return "The plan passed the check before motion."
 
 
 def declared_operators(registry: Mapping[str, Any]) -> tuple[Operator, ...]:
@@ -140,7 +146,14 @@ def dry_run(code: str, facts: State, registry: Any, world: Any, limits: Any = No
         for q in getattr(registry, "queries", {}).values()
     ]
     api = SandboxAPI.from_skills(registry, execute, perception)
-    run_program(code, api, limits) if limits is not None else run_program(code, api)
+    program = run_program(code, api, limits)
     if found:
         return found[0]
+    if not symbolic.lost and not program.refused:
+        refused = [c for c in program.calls if not c.executed and c.name in registry]
+        problem = f"{refused[0].name} was refused: {refused[0].error}" if refused else None
+        if problem is None and not program.ok:
+            problem = program.error
+        if problem is not None:
+            return CheckResult(False, count[0], final=symbolic.facts, problem=problem)
     return CheckResult(True, count[0], unchecked_from=count[1], final=symbolic.facts)

@@ -8,6 +8,11 @@ correction interrupts the running skill and restarts it with new arguments, edit
 the plan, skips the skill, or stops the robot where it is (`corrections.py`). A correction
 waiting when a call is announced (`on_call` sees each call before it runs) applies to that call
 before it moves: a person who sees a wrong step coming says so in time.
+
+Before the robot moves, every plan is checked (`check.py`): a skill list's calls, or a
+program's dry run in the sandbox, go through the skills' declared preconditions and effects
+from the world's facts; SayCan's calls are checked one by one as they are chosen. A plan the
+check catches ends with the outcome "caught" and the failed fact as its error, and nothing moved.
 """
 
 from __future__ import annotations
@@ -27,6 +32,13 @@ from robocompose.hierarchical.base import (
     StepwisePlan,
     as_calls,
 )
+from robocompose.hierarchical.goal.facts import Scene
+from robocompose.hierarchical.run.check import (
+    CheckResult,
+    check_calls,
+    declared_operators,
+    dry_run,
+)
 from robocompose.hierarchical.run.corrections import (
     CorrectionEdit,
     CorrectionLog,
@@ -42,7 +54,7 @@ from robocompose.hierarchical.sandbox import ApiFunction, SandboxAPI, SandboxLim
 
 HOLD_STEPS = 5  # control steps commanding the current pose after a stop: the arm settles
 MAX_RESTARTS = 5  # corrections that may restart one call before it counts as failed
-OUTCOMES = ("success", "task_failed", "skill_failed", "refused", "error", "stopped")
+OUTCOMES = ("success", "task_failed", "skill_failed", "refused", "error", "stopped", "caught")
 
 
 class Interrupted(Exception):
@@ -93,6 +105,7 @@ class PlanExecutor:
         corrections: the queue a person's corrections arrive on (None: no corrections).
         frame_every: film one frame every this many control steps (0: no video).
         limits: the sandbox's budgets for programs.
+        check: check every plan before motion (the skills' declared operators on the facts).
 
     `on_call(call)`, when set, is told each call before it runs (a watcher may correct it).
     """
@@ -106,6 +119,7 @@ class PlanExecutor:
         corrections: Corrections | None = None,
         frame_every: int = 0,
         limits: SandboxLimits | None = None,
+        check: bool = True,
     ) -> None:
         if frame_every < 0:
             raise ValueError(f"`frame_every` must be >= 0. Got {frame_every}.")
@@ -114,6 +128,8 @@ class PlanExecutor:
         self.corrections = corrections
         self.frame_every = frame_every
         self.limits = limits or SandboxLimits()
+        self.check = check
+        self.last_check: CheckResult | None = None
         self.frames: list[np.ndarray] = []
         self._steps = 0
         self._remaining: list[SkillCall] = []
@@ -132,7 +148,12 @@ class PlanExecutor:
 
     # -- the kinds of plan --------------------------------------------------------------------
     def run_plan(self, plan: str | Sequence[Any] | StepwisePlan) -> ExecutionResult:
-        """A program (str) through the sandbox, a stepwise plan, or a list of skill calls."""
+        """A program (str) through the sandbox, a stepwise plan, or a list of skill calls;
+        checked before motion first (a stepwise plan: each call as it is chosen)."""
+        if self.check and not isinstance(plan, StepwisePlan):
+            caught = self._precheck(plan)
+            if caught is not None:
+                return caught
         if isinstance(plan, str):
             return self.run_program(plan)
         if isinstance(plan, StepwisePlan):
@@ -153,10 +174,33 @@ class PlanExecutor:
                 if call is None:
                     return
                 plan.chosen.append(call)
+                if self.check:
+                    found = self._check([call])
+                    if not found.ok:
+                        raise CallFailed("caught", found.feedback())
                 self.call(call, traces)
                 history.append(call)
 
         return self._guarded(body, traces, start)
+
+    def _check(self, plan: str | Sequence[Any]) -> CheckResult:
+        facts = self.world.facts()
+        if isinstance(plan, str):
+            found = dry_run(plan, facts, self.registry, self.world, self.limits)
+        else:
+            operators = declared_operators(self.registry)
+            found = check_calls(as_calls(plan), facts, operators, Scene.of(self.world))
+        self.last_check = found
+        return found
+
+    def _precheck(self, plan: str | Sequence[Any]) -> ExecutionResult | None:
+        """The result of a plan the check catches (nothing moved), or None to run it."""
+        start = time.perf_counter()
+        found = self._check(plan)
+        if found.ok:
+            return None
+        self._begin([], in_program=isinstance(plan, str))
+        return self._result([], "caught", found.feedback(), start)
 
     def run_calls(self, calls: Sequence[SkillCall]) -> ExecutionResult:
         """Run a skill list in order until it ends, a call fails, or a stop arrives."""

@@ -13,6 +13,12 @@ No repair prompt repeats an earlier one of the run: the same prompt would get th
 (temperature 0, and the disk cache), so a report given before in the same scene says how often
 the plans since failed the same way. A plan that already failed in the same scene is not run
 again: its round is "repeated_plan" and the next prompt says what it repeated.
+
+Every plan is checked before motion (the executor's check): a plan caught there is a round
+with the outcome "caught" whose feedback names the failed fact, and nothing moved. A planner
+may also answer with a question ("ask") or a refusal ("refuse", the goal planner): the loop
+ends there with the outcome "asked" or "declined", no call run, and the record keeps the plan
+(`held_back`) so a caller can show the question and plan again with the answer.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ from robocompose.hierarchical.run.plan_executor import ExecutionResult, PlanExec
 MAX_ROUNDS = 5
 MAX_FEEDBACK_CALLS = 6  # the last calls shown to the LLM: enough context, a short prompt
 ENDS = ("success", "stopped")  # outcomes that end the loop
+HELD_BACK = {"ask": "asked", "refuse": "declined"}  # plan kinds that end the loop unrun
 
 
 @dataclass
@@ -54,6 +61,16 @@ class RepairRecord:
     instruction: str
     rounds: list[Round]
     success: bool
+    held_back: Plan | None = None  # the plan that asked or refused instead of moving
+
+    @property
+    def caught(self) -> int:
+        """Rounds whose plan the check before motion caught."""
+        return sum(r.outcome == "caught" for r in self.rounds)
+
+    @property
+    def llm_calls(self) -> int:
+        return sum(r.planning.get("llm_calls", 0) for r in self.rounds)
 
     @property
     def valid_first_plan(self) -> bool:
@@ -80,7 +97,14 @@ class RepairRecord:
             }
             for r in self.rounds
         ]
-        record = {"instruction": self.instruction, "success": self.success, "rounds": rounds}
+        record = {
+            "instruction": self.instruction,
+            "success": self.success,
+            "caught_before_motion": self.caught,
+            "llm_calls": self.llm_calls,
+            "held_back": None if self.held_back is None else _held_back(self.held_back),
+            "rounds": rounds,
+        }
         return json.loads(json.dumps(record, default=_plain))
 
 
@@ -99,6 +123,14 @@ class FixedPlan(Plan):
     @property
     def body(self) -> str | tuple[Any, ...]:
         return self.given
+
+
+def _held_back(plan: Plan) -> dict[str, Any]:
+    return {
+        "kind": plan.kind,
+        "message": getattr(plan, "message", ""),
+        "constraints": getattr(plan, "constraints", ""),
+    }
 
 
 def _plain(value: Any) -> Any:
@@ -240,6 +272,19 @@ def run_with_repair(
             )
             feedback = _invalid_feedback(tuple(plan.problems))
             continue
+        if plan.kind in HELD_BACK:
+            rounds.append(
+                Round(
+                    index,
+                    None,
+                    HELD_BACK[plan.kind],
+                    getattr(plan, "message", "") or None,
+                    feedback,
+                    planning=planning_stats(plan),
+                    seconds=time.perf_counter() - start,
+                )
+            )
+            return RepairRecord(instruction, rounds, False, held_back=plan)
         body = plan.body
         key = (json.dumps(_plan_text(body)), scene)
         if plan.kind != "steps" and key in failed:  # SayCan chooses as it runs: no repeats
