@@ -40,7 +40,8 @@ from robocompose.real_robot.steplog import JsonlWriter, step_line
 from robocompose.real_robot.twin import TwinArm, ee_target_from_action
 from robocompose.sim.tasks import get_task
 
-PLAN_TICKS = 64  # at most this many of the chunks' future ticks are scheduled per policy tick
+PLAN_TICKS = 64
+STATE_HZ = 100.0  # at most this many of the chunks' future ticks are scheduled per policy tick
 
 
 def build_driver(robot: str, host: str, options: dict[str, Any], rate_hz: float) -> Arm:
@@ -254,6 +255,9 @@ def control_config(
         cpu=cpus[-1] if len(cpus) > 1 else None,
         fifo_priority=50,
         obs_dim=obs_dim,
+        # the twin's observation every tick; a real arm's state (several reads on some SDKs) at
+        # about STATE_HZ, plenty for a 10-50 Hz policy
+        publish_every=1 if obs_dim else max(1, round(rate_hz / STATE_HZ)),
     )
 
 

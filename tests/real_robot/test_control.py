@@ -8,6 +8,7 @@ import functools
 import json
 import os
 import signal
+import struct
 import time
 
 import numpy as np
@@ -334,3 +335,34 @@ def test_timing_check_reports_the_period_error_and_what_the_process_was_granted(
     assert result["ticks"] > 60 and result["rate_hz"] == 125.0
     assert set(result["period_error_ms"]) == {"p50", "p99", "max"}
     assert result["granted"]["fifo"] is False and isinstance(result["meets_goal"], bool)
+
+
+def test_xarm_in_a_control_process_streams_servo_cartesian_inside_the_box() -> None:
+    pytest.importorskip("xarm.wrapper", reason="xarm-python-sdk (extra `arms`) not installed")
+    from robocompose.real_robot.process_loop import build_driver
+    from tests.real_robot.test_drivers import FakeXArmController
+
+    try:
+        controller = FakeXArmController()  # threads of this process answer the child over TCP
+    except PermissionError:
+        pytest.skip("binding port 502 needs root; the fake xArm controller cannot listen")
+    rate = 250.0
+    config = ControlConfig(rate_hz=rate, limits=limits_for("xarm6"), publish_every=25)
+    process = ControlProcess(
+        functools.partial(build_driver, "xarm6", controller.host, {}, rate), config
+    )
+    try:
+        stream(process, np.array([0.03, 0.0, 0.0]), 0.4)
+        rows, _ = rows_and_events(process)
+    finally:
+        process.close()
+        controller.close()
+    poses = np.array(
+        [struct.unpack("<9f", p[:36])[:3] for p in controller.calls("MOVE_SERVO_CART")]
+    )
+    assert len(poses) > 0.3 * rate * 0.4  # streamed at the servo rate, generously
+    low = 1000 * np.array(config.limits.workspace_low_m)
+    high = 1000 * np.array(config.limits.workspace_high_m)
+    assert np.all(poses >= low - 1e-3) and np.all(poses <= high + 1e-3)
+    assert poses[:, 0].max() > 300.0 + 10.0  # it moved toward the plan (mm)
+    assert limit_violations(received_from_telemetry(rows), config.limits, 1 / rate) == []
