@@ -366,3 +366,28 @@ def test_xarm_in_a_control_process_streams_servo_cartesian_inside_the_box() -> N
     assert np.all(poses >= low - 1e-3) and np.all(poses <= high + 1e-3)
     assert poses[:, 0].max() > 300.0 + 10.0  # it moved toward the plan (mm)
     assert limit_violations(received_from_telemetry(rows), config.limits, 1 / rate) == []
+
+
+def test_franka_in_a_control_process_feeds_franky_motions_at_its_rate(tmp_path, monkeypatch):
+    pytest.importorskip("franky", reason="franky-control (extra `arms`) not installed")
+    from tests.real_robot.fake_franky import franka_on_fake_robot
+    from tests.real_robot.fake_rtde import CALL_LOG_ENV, read_call_log
+
+    calls = tmp_path / "calls.jsonl"
+    monkeypatch.setenv(CALL_LOG_ENV, str(calls))
+    rate = 100.0
+    config = ControlConfig(rate_hz=rate, limits=limits_for("franka"))
+    process = ControlProcess(functools.partial(franka_on_fake_robot, rate, {}), config)
+    try:
+        stream(process, np.array([0.03, 0.0, 0.0]), 0.5)
+        time.sleep(0.5)  # watchdog: brake, then a stop motion
+    finally:
+        process.close()
+    log = read_call_log(str(calls))
+    moves = [c for c in log if c[2] == "CartesianMotion"]
+    assert len(moves) > 0.3 * rate * 0.5 and all(c[4] for c in moves)  # asynchronous takeovers
+    poses = np.array([c[3] for c in moves])
+    low, high = np.array(config.limits.workspace_low_m), np.array(config.limits.workspace_high_m)
+    assert np.all(poses >= low - 1e-9) and np.all(poses <= high + 1e-9)
+    assert poses[:, 0].max() > 0.41  # moved toward the plan
+    assert any(c[2] == "CartesianStopMotion" for c in log)  # the hold

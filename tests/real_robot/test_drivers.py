@@ -345,55 +345,7 @@ def test_ur_unreachable_controller_raises_with_the_real_sdk() -> None:
 @pytest.fixture
 def franky(monkeypatch):
     franky = pytest.importorskip("franky", reason="franky-control (extra `arms`) not installed")
-
-    class FakeRobot:
-        def __init__(self, fci_hostname, relative_dynamics_factor=1.0, realtime_config=None):
-            self.motions: list = []
-            self.pose = franky.Affine(np.array([0.4, 0.0, 0.4]), np.array([1.0, 0.0, 0.0, 0.0]))
-            self.q = np.array([0.0, -0.78, 0.0, -2.36, 0.0, 1.57, 0.78])
-            self.factor, self.realtime_config = relative_dynamics_factor, realtime_config
-            self.stops = 0
-            FakeRobot.last = self
-
-        @property
-        def current_cartesian_state(self):
-            return franky.CartesianState(franky.RobotPose(self.pose))
-
-        @property
-        def current_joint_state(self):
-            return franky.JointState(self.q)
-
-        def move(self, motion, asynchronous=False, limit_rate=False, cutoff_frequency=100.0):
-            self.motions.append((motion, asynchronous))
-
-        def stop(self) -> None:
-            self.stops += 1
-
-        def recover_from_errors(self) -> bool:
-            return True
-
-    class FakeGripper:
-        def __init__(self, fci_hostname) -> None:
-            self.calls: list[tuple] = []
-            FakeGripper.last = self
-
-        @property
-        def width(self) -> float:
-            return 0.02
-
-        @property
-        def max_width(self) -> float:
-            return 0.08
-
-        def move_async(self, width, speed):
-            self.calls.append(("move", width, speed))
-
-        def grasp_async(self, width, speed, force, epsilon_inner=0.005, epsilon_outer=0.005):
-            self.calls.append(("grasp", width, speed, force, epsilon_outer))
-
-        def stop(self) -> bool:
-            self.calls.append(("stop",))
-            return True
+    from tests.real_robot.fake_franky import FakeGripper, FakeRobot
 
     assert_speaks(FakeRobot, franky.Robot)
     assert_speaks(FakeGripper, franky.Gripper)
