@@ -14,8 +14,8 @@ asked (a feasible item asked back or refused). Variants:
 - paraphrase: greedy, then the solved goal said back in words ("green on red, blue on green")
   and scored against the request by the model (log p(" yes") vs log p(" no")); "no" -> ask.
 
-Rows go to benchmarks/results/goal_rewrite/<split>_<model>.jsonl as items end (a rerun
-resumes); the summary to benchmarks/results/goal_rewrite.json.
+Rows go to benchmarks/results/goal_rewrite/<split>_<model>_<prompt version>.jsonl as items
+end (a rerun resumes); the summary to benchmarks/results/goal_rewrite.json.
 
     python benchmarks/goal_rewrite.py --split dev [--model qwen2.5-coder-1.5b] [--families ...]
     python benchmarks/goal_rewrite.py --summarize
@@ -168,7 +168,8 @@ def main() -> None:
     args = parser.parse_args()
     if not args.summarize:
         llm = make_backend("local", model=args.model, n_threads=args.n_threads, cache=False)
-        path = OUT_DIR / f"{args.split}_{args.model.replace('.', '_')}.jsonl"
+        slug = f"{args.split}_{args.model.replace('.', '_')}_{goal_prompt.PROMPT_VERSION}"
+        path = OUT_DIR / f"{slug}.jsonl"
         path.parent.mkdir(parents=True, exist_ok=True)
         done = _done(path)
         for item in family_items(args.split, args.families.split(",")):
