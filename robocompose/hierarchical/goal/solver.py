@@ -148,8 +148,8 @@ def _refuse_early(statements: Sequence[Statement], scene: Scene, now: Config) ->
             )
         if s.kind == "unsupported":
             return Refusal(
-                "the skills cannot do that: they pick blocks up and put them on blocks, on the "
-                "table" + (" or into bins" if scene.bins else ""),
+                "the skills only pick blocks up and put them on blocks, on the table"
+                + (" or into bins" if scene.bins else ""),
                 "unsupported",
                 (str(s),),
             )
@@ -261,10 +261,12 @@ def solve(program: Program, now: State, scene: Scene, operators: Sequence[Operat
 
 
 def _named(statements: Sequence[Statement], scene: Scene) -> set[str]:
-    """Blocks the statements place: their arguments, or for sort and all-on-table every block
-    but the excepted ones."""
+    """Blocks the statements place: the arguments of positive ones, or for sort and
+    all-on-table every block but the excepted ones (a negated statement places nothing)."""
     named: set[str] = set()
     for s in statements:
+        if s.negated:
+            continue
         if s.kind in QUANTIFIERS:
             named |= {b for b in scene.blocks if b not in s.args}
         else:
