@@ -19,6 +19,7 @@ import functools
 import importlib
 import os
 import signal
+import sys
 import threading
 import time
 from collections import Counter
@@ -105,6 +106,16 @@ class ProcessDeployLoop:
     def install_sigint_handler(self) -> None:
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGINT, lambda *_: self.estop())
+
+    def start_keyboard_listener(self) -> None:
+        """Enter on stdin engages the e-stop (a daemon thread; ends at end of file)."""
+
+        def listen() -> None:
+            for _ in sys.stdin:
+                self.estop()
+                return
+
+        threading.Thread(target=listen, name="estop-keyboard", daemon=True).start()
 
     def observe(self) -> tuple[dict, bool | None, float]:
         if self.on_twin:
@@ -303,7 +314,9 @@ def run_in_control_process(config: Any, link: Any, todo: list[int], done: dict[i
             time_scale=time_scale,
             client=link.client,
         )
-        loop.install_sigint_handler()
+        loop.install_sigint_handler()  # Ctrl-C: the e-stop flag, read at the next servo tick
+        if not config.on_twin and sys.stdin.isatty():
+            loop.start_keyboard_listener()  # Enter: the same
         log.write({"kind": "control_process", "rate_hz": rate_hz, **loop.control.granted})
         if config.on_twin:
             loop.control.reset_twin(config.seed_start)
