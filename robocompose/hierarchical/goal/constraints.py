@@ -16,6 +16,7 @@ The LLM writes statements close to the request's words, joined by "; " (one line
     tower                                    every block of the scene in one stack
     stay(red)                                red stays on what it rests on now
     swap(red, blue)                          red takes blue's place and blue red's
+    reverse                                  every stack of two or more blocks upside down
     sort  /  sort except green               every block (but green) into the bin of its colour
     all on table  /  all on table except red every block (but red) on the table
     if on(red, blue) then on(green, red) else on(green, blue)     a condition on the scene now;
@@ -64,7 +65,7 @@ STATEMENTS: dict[str, tuple[str, ...]] = {
     "top_down": ("blocks",),
     "absent": ("word",),
 }
-KEYWORDS = ("tower", "unclear", "unsupported")
+KEYWORDS = ("tower", "reverse", "unclear", "unsupported")
 QUANTIFIERS = ("sort", "all on table")  # each may take " except <blocks>"
 MAX_WORD = 16
 ANY_BIN = "any_bin"
@@ -332,6 +333,10 @@ def _holds(s: Statement, c: Config, now: Config | None) -> bool:
         return all(sup.get(b) == TABLE for b in c.scene.blocks if b not in a)
     if s.kind == "stay":
         return now is not None and sup.get(a[0]) == now.support.get(a[0])
+    if s.kind == "reverse":
+        return now is not None and all(
+            sup.get(block) == below for block, below in reversed_stacks(now).items()
+        )
     if s.kind == "swap":
         return now is not None and all(
             sup.get(block) == below for block, below in swapped(now, a[0], a[1]).items()
@@ -347,4 +352,21 @@ def swapped(now: Config, x: str, y: str) -> dict[str, str]:
     for block, below in now.support.items():
         if block in trade or below in trade:
             out[trade.get(block, block)] = trade.get(below, below)
+    return out
+
+
+def reversed_stacks(now: Config) -> dict[str, str]:
+    """What the blocks of every stack of two or more rest on once it is upside down (the new
+    bottom block takes the old bottom block's place: the table or its bin)."""
+    out = {}
+    for block in now.scene.blocks:
+        if block not in now.support or now.rests_on_block(block) or now.on_it(block) is None:
+            continue
+        pile = [block]
+        while (above := now.on_it(pile[-1])) is not None:
+            pile.append(above)
+        below = now.support[block]
+        for upper in reversed(pile):
+            out[upper] = below
+            below = upper
     return out

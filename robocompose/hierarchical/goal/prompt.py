@@ -10,10 +10,13 @@ request follow in the last message. Edit `INSTRUCTIONS` and `EXAMPLES` to tune t
 
 from __future__ import annotations
 
-from robocompose.hierarchical.base import Message
-from robocompose.hierarchical.goal.facts import Scene
+from collections.abc import Iterable
 
-PROMPT_VERSION = "goal-v1"
+from robocompose.hierarchical.base import Message
+from robocompose.hierarchical.goal.facts import TABLE, Scene, stacks_of, supports
+from robocompose.hierarchical.goal.strips import Fact
+
+PROMPT_VERSION = "goal-v2"
 
 INSTRUCTIONS = """\
 You turn a request to a robot arm into constraints on how the blocks must end up. Do not plan \
@@ -41,6 +44,16 @@ Join statements with "; ". Blocks are named by their colour."""
 EXAMPLES: tuple[tuple[str, str, str], ...] = (
     ("blocks: yellow, white, cyan", "set the cyan cube on the white one", "on(cyan, white)"),
     (
+        "blocks: orange, purple, white",
+        "lower the purple block onto the orange block",
+        "on(purple, orange)",
+    ),
+    (
+        "blocks: cyan, yellow, white",
+        "a two-block stack: yellow at the base, white above it",
+        "on(white, yellow)",
+    ),
+    (
         "blocks: orange, purple, yellow",
         "move yellow onto orange, then purple onto yellow",
         "on(yellow, orange); on(purple, yellow)",
@@ -57,13 +70,29 @@ EXAMPLES: tuple[tuple[str, str, str], ...] = (
     ),
     (
         "blocks: purple, cyan, yellow",
-        "a tower listed top first: cyan, yellow, purple",
-        "top_down(cyan, yellow, purple)",
+        "a tower listed top first: cyan, purple, yellow",
+        "top_down(cyan, purple, yellow)",
+    ),
+    (
+        "blocks: white, orange, cyan",
+        "from top to bottom the pile should be orange, cyan, white",
+        "top_down(orange, cyan, white)",
     ),
     (
         "blocks: yellow, purple, white",
         "going upward the stack is white, purple, yellow",
         "bottom_up(white, purple, yellow)",
+    ),
+    (
+        "blocks: white, purple, yellow",
+        "stack yellow on purple on white",
+        "bottom_up(white, purple, yellow)",
+    ),
+    (
+        "blocks: white, purple, orange",
+        "take the stack down and build it again with purple at the bottom, orange in the middle "
+        "and white on top",
+        "bottom_up(purple, orange, white)",
     ),
     (
         "blocks: orange, white, cyan",
@@ -76,35 +105,75 @@ EXAMPLES: tuple[tuple[str, str, str], ...] = (
         "in(cyan, white_bin); not in(orange, any_bin)",
     ),
     (
-        "blocks: purple, white, yellow",
-        "if purple is sitting on white, put yellow on purple, otherwise put yellow on white",
-        "if on(purple, white) then on(yellow, purple) else on(yellow, white)",
+        "blocks: white, cyan; bins: white_bin, cyan_bin, orange_bin",
+        "white block to the orange bin, cyan block to the white bin",
+        "in(white, orange_bin); in(cyan, white_bin)",
+    ),
+    (
+        "blocks: orange, white; bins: white_bin, cyan_bin, orange_bin",
+        "drop every block into the bin of the same colour; one bin stays empty",
+        "sort",
     ),
     (
         "blocks: yellow, orange; bins: yellow_bin, orange_bin",
         "tidy everything into matching bins except the orange one",
         "sort except orange",
     ),
+    (
+        "blocks: white, purple, cyan; bins: white_bin, purple_bin, cyan_bin",
+        "do not touch the purple block and sort the others",
+        "sort except purple",
+    ),
+    (
+        "blocks: purple, white, yellow",
+        "if purple is sitting on white, put yellow on purple, otherwise put yellow on white",
+        "if on(purple, white) then on(yellow, purple) else on(yellow, white)",
+    ),
+    (
+        "blocks: cyan, white; bins: cyan_bin, white_bin, yellow_bin",
+        "if the cyan block is in the white bin, move it to the cyan bin; otherwise put the white "
+        "block in the yellow bin",
+        "if in(cyan, white_bin) then in(cyan, cyan_bin) else in(white, yellow_bin)",
+    ),
     ("blocks: white, cyan", "exchange the positions of cyan and white", "swap(cyan, white)"),
     ("blocks: orange, yellow, cyan", "put the pink block on the orange block", "absent(pink)"),
+    (
+        "blocks: white, orange; bins: white_bin, orange_bin",
+        "put the orange block in the purple bin",
+        "absent(purple)",
+    ),
     ("blocks: cyan, purple", "line the blocks up from left to right", "unsupported"),
 )
 
 
-def scene_line(scene: Scene) -> str:
+def scene_line(scene: Scene, now: Iterable[Fact] = ()) -> str:
+    """ "blocks: red, green; bins: red_bin; now: green on red, red in red_bin" (`now`: the
+    facts, listed stack by stack from the bottom; left out when not given)."""
     blocks = ", ".join(b.removesuffix("_block") for b in scene.blocks)
-    return f"blocks: {blocks}" + (f"; bins: {', '.join(scene.bins)}" if scene.bins else "")
+    line = f"blocks: {blocks}" + (f"; bins: {', '.join(scene.bins)}" if scene.bins else "")
+    support = supports(now)
+    if not support:
+        return line
+    parts = []
+    for base, *pile in stacks_of(support):
+        names = [b.removesuffix("_block") for b in pile]
+        parts.append(f"{names[0]} {'on the table' if base == TABLE else 'in ' + base}")
+        parts += [f"{upper} on {lower}" for lower, upper in zip(names, names[1:], strict=False)]
+    held = [f[1].removesuffix("_block") for f in now if f[0] == "holding"]
+    parts += [f"{h} held" for h in held]
+    return f"{line}; now: {', '.join(parts)}"
 
 
 def _shot(scene: str, request: str) -> str:
     return f"Scene: {scene}\nRequest: {request}\nConstraints:"
 
 
-def messages(scene: Scene, request: str) -> list[Message]:
-    """System text and examples (fixed), then the scene and the request."""
+def messages(scene: Scene, request: str, now: Iterable[Fact] = ()) -> list[Message]:
+    """System text and examples (fixed), then the scene (with the facts `now`) and the
+    request."""
     out: list[Message] = [{"role": "system", "content": INSTRUCTIONS}]
     for shot_scene, shot_request, answer in EXAMPLES:
         out.append({"role": "user", "content": _shot(shot_scene, shot_request)})
         out.append({"role": "assistant", "content": answer})
-    out.append({"role": "user", "content": _shot(scene_line(scene), request)})
+    out.append({"role": "user", "content": _shot(scene_line(scene, now), request)})
     return out

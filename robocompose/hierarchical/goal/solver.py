@@ -26,6 +26,7 @@ from robocompose.hierarchical.goal.constraints import (
     Program,
     Statement,
     holds,
+    reversed_stacks,
     swapped,
 )
 from robocompose.hierarchical.goal.facts import TABLE, Scene, state_of, supports
@@ -175,6 +176,10 @@ def _refuse_early(statements: Sequence[Statement], scene: Scene, now: Config) ->
                     "absent",
                     (str(s),),
                 )
+        if s.kind == "reverse" and not reversed_stacks(now):
+            return Refusal(
+                "no blocks are stacked: there is no stack to turn over", "unsupported", (str(s),)
+            )
         if s.kind == "swap" and not s.negated:
             change = swapped(now, *s.args)
             if all(now.support.get(b) == below for b, below in change.items()):
@@ -186,6 +191,19 @@ def _refuse_early(statements: Sequence[Statement], scene: Scene, now: Config) ->
                     (str(s),),
                 )
     return None
+
+
+def _specific_first(statements: tuple[Statement, ...]) -> tuple[Statement, ...]:
+    """A block another statement speaks of is left out of sort / all on table: "sort; not
+    in(orange, any_bin)" means sort the others."""
+    named = {a for s in statements if s.kind not in QUANTIFIERS for a in s.args}
+    out = []
+    for s in statements:
+        if s.kind in QUANTIFIERS:
+            extra = tuple(sorted(named - set(s.args)))
+            s = Statement(s.kind, s.args + extra, s.negated)
+        out.append(s)
+    return tuple(out)
 
 
 def _same_tower(statements: Sequence[Statement]) -> tuple[str, ...]:
@@ -219,7 +237,7 @@ def solve(program: Program, now: State, scene: Scene, operators: Sequence[Operat
     """The goal the constraints pin down from the facts `now`, or why there is none."""
     held = next((f[1] for f in now if f[0] == "holding"), None)
     current = Config(supports(now), scene, held)
-    statements = program.goal_statements(current)
+    statements = _specific_first(program.goal_statements(current))
     early = _refuse_early(statements, scene, current)
     if early is not None:
         return early

@@ -144,14 +144,17 @@ class GoalPlanner:
         if self._goal is not None and self._goal[0] == instruction:
             _, goal, text = self._goal
             return self.calls_to(goal, facts, text)
-        text, completions, problem = self.rewrite(instruction)
+        text, completions, problem = self.rewrite(instruction, facts)
         if problem is not None:
             return GoalPlan(constraints=text, completions=completions, problems=(problem,))
         return self.decide(instruction, text, facts, completions)
 
-    def rewrite(self, instruction: str) -> tuple[str, tuple[Completion, ...], str | None]:
-        """The LLM's constraint text, its completions, and a parse problem if it has one."""
-        chat = messages(self.scene, instruction)
+    def rewrite(
+        self, instruction: str, facts: State = frozenset()
+    ) -> tuple[str, tuple[Completion, ...], str | None]:
+        """The LLM's constraint text, its completions, and a parse problem if it has one; the
+        prompt shows the scene as `facts` say it is now."""
+        chat = messages(self.scene, instruction, facts)
         completions: list[Completion] = []
         for _ in range(MAX_REWRITES):
             completion = self.llm.chat(

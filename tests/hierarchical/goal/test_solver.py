@@ -180,3 +180,29 @@ def test_fast_downward_finds_a_plan_as_short_as_pyperplan():
     slow = find_plan(start, goal, OPS, STACK, engine="pyperplan")
     assert fast is not None and slow is not None and len(fast) == len(slow) == 6
     assert goal <= _run(fast, start)
+
+
+def test_reverse_turns_every_stack_upside_down():
+    goal = _solve("reverse", TOWER)
+    assert isinstance(goal, Goal) and dict(goal.config.support) == _tower(("blue", "green", "red"))
+    in_bin = {"red_block": "blue_bin", "green_block": "red_block", "blue_block": TABLE}
+    goal = _solve("reverse", in_bin, BINS)  # the new bottom block takes the bin
+    assert isinstance(goal, Goal)
+    assert goal.config.support == {**in_bin, "green_block": "blue_bin", "red_block": "green_block"}
+    assert isinstance(_solve("reverse", FLAT), Refusal)
+
+
+def test_a_block_named_elsewhere_is_left_out_of_sort():
+    goal = _solve("sort; not in(green, any_bin)", FLAT, BINS)
+    assert isinstance(goal, Goal) and goal.config.support["green_block"] == TABLE
+    assert goal.config.support["red_block"] == "red_bin"
+    goal = _solve("all on table; on(blue, red)", TOWER)
+    assert isinstance(goal, Goal) and goal.config.support["blue_block"] == "red_block"
+
+
+def test_the_prompt_shows_the_scene_now():
+    from robocompose.hierarchical.goal.prompt import messages
+
+    last = messages(BINS, "flip it", state_of(TOWER, BINS))[-1]["content"]
+    assert "now: red on the table, green on red, blue on green" in last
+    assert messages(BINS, "flip it")[-1]["content"].count("now:") == 0
