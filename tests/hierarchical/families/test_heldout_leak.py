@@ -27,8 +27,19 @@ def _leaks(text: str) -> list[str]:
 
 def _statements(answer: str) -> frozenset[str]:
     """A few-shot answer's constraints as a set: `"on(a, b); in(c, d_bin)"` -> its statements
-    with `_block` dropped, so they compare with gold facts written the same way."""
-    return frozenset(s.strip() for s in answer.replace("_block", "").split(";") if s.strip())
+    with `_block` dropped, lists (`bottom_up`, `top_down`) as their `on` pairs, so they compare
+    with gold facts written the same way."""
+    out = set()
+    for s in answer.replace("_block", "").split(";"):
+        s = s.strip()
+        listed = re.fullmatch(r"(bottom_up|top_down)\((.*)\)", s)
+        if listed:
+            names = [n.strip() for n in listed.group(2).split(",")]
+            names = names if listed.group(1) == "bottom_up" else names[::-1]
+            out |= {f"on({up}, {low})" for low, up in zip(names, names[1:], strict=False)}
+        elif s:
+            out.add(s)
+    return frozenset(out)
 
 
 def _gold_statements(item) -> frozenset[str]:
@@ -110,3 +121,5 @@ def test_the_check_sees_a_leak():
     assert _leaks(f"Examples:\n# task: {item.instruction.upper()}\n") == [item.key]
     tower = next(i for i in HELDOUT if i.family == "tower_two")
     assert _statements("; ".join(sorted(_gold_statements(tower)))) in GOALS
+    three = next(i for i in HELDOUT if i.family == "tower_three")
+    assert _statements(f"top_down({', '.join(three.scene.blocks[2::-1])})") in GOALS
