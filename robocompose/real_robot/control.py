@@ -30,7 +30,7 @@ import os
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -125,7 +125,6 @@ class ControlConfig:
     fifo_priority: int | None = None
     publish_every: int = 1
     obs_dim: int = 0
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not (np.isfinite(self.rate_hz) and 1.0 <= self.rate_hz <= 1000.0):
