@@ -145,9 +145,20 @@ def _openpi_client(port: int, calls: int, n_obs: int, queue: Any) -> None:
 
 
 def transport(calls: int = 300) -> dict[str, Any]:
+    """The server's inference on one torch thread: with two, torch's worker threads keep
+    spinning after each call and starve the server's event loop of the core it needs to send
+    the reply (several ms here)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
     flow = load_served_policy(shipped_path("PickPlace", "flow_mlp"))
     context = multiprocessing.get_context("spawn")
-    section: dict[str, Any] = {"calls": calls, "client": "openpi-client, separate process"}
+    section: dict[str, Any] = {
+        "calls": calls,
+        "client": "openpi-client, separate process",
+        "server_torch_threads": 1,
+    }
     for label, policy in (("zero_cost", ZeroCostPolicy(flow.spec)), ("flow_mlp", flow)):
         queue = context.Queue()
         with PolicyServer(policy) as server:
@@ -166,6 +177,7 @@ def transport(calls: int = 300) -> dict[str, Any]:
             **machine_load(),
         }
         print("control transport", label, section[label], flush=True)
+    torch.set_num_threads(threads)
     return section
 
 
