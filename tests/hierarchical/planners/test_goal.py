@@ -1,0 +1,154 @@
+"""The goal planner: constraints -> goal -> calls that run in MuJoCo; questions and refusals
+move nothing; a failed call is repaired from the observed facts without another LLM call; and
+with the real local model, requests in words become the right tower (or a question)."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from robocompose.hierarchical.planners.goal import GoalPlan, GoalPlanner
+from robocompose.hierarchical.run.plan_executor import PlanExecutor
+from robocompose.hierarchical.run.repair import run_with_repair
+from robocompose.hierarchical.skills.scripted import build_registry
+from robocompose.hierarchical.tasks import long_horizon_tasks, make_world
+from robocompose.hierarchical.world import FaultHook, SimWorld
+
+STACK = long_horizon_tasks(["stack_three"])[0]
+TOWER = [("on", "green_block", "red_block"), ("on", "blue_block", "green_block")]
+
+
+def _setup(text: str, arrange=None, task="Stack", instruction="do it"):
+    """A goal planner without an LLM (llm=None: any LLM call would fail the test) whose goal
+    is decided from `text`, the constraints a model would have written for `instruction`."""
+    world = make_world(STACK) if task == "Stack" else _sort_world()
+    if arrange:
+        world.arrange(arrange)
+    registry = build_registry(world)
+    planner = GoalPlanner(None, registry, world)
+    decided = planner.decide(instruction, text, world.facts())
+    return world, registry, planner, decided
+
+
+class _Answered:
+    """The goal planner's answer to one request, given again as every round's plan."""
+
+    def __init__(self, plan: GoalPlan) -> None:
+        self.answer = plan
+
+    def plan(self, instruction, world_summary, feedback=None) -> GoalPlan:
+        return self.answer
+
+
+def _sort_world() -> SimWorld:
+    world = SimWorld("SortBins", {"blocks": ("red", "blue"), "bins": ("red", "green", "blue")})
+    world.reset(7)
+    return world
+
+
+def _run(world, registry, planner, instruction, max_rounds=0, answered=None):
+    executor = PlanExecutor(world, registry, task_check=planner.reached)
+    return run_with_repair(instruction, answered or planner, executor, max_rounds=max_rounds)
+
+
+def test_a_rebuilt_tower_runs_in_mujoco_and_the_goal_holds():
+    world, registry, planner, _ = _setup("top_down(red, green, blue)", TOWER, instruction="flip")
+    record = _run(world, registry, planner, "flip")
+    assert record.success and record.caught == 0 and record.llm_calls == 0
+    assert planner.reached(world)
+    assert world.on_top_of("green_block") == "blue_block"
+    assert world.on_top_of("red_block") == "green_block"
+
+
+def test_sorting_with_a_distractor_bin_runs_in_mujoco():
+    world, registry, planner, _ = _setup("sort", task="SortBins", instruction="sort")
+    record = _run(world, registry, planner, "sort")
+    assert record.success and world.in_bin("red_block") == "red_bin"
+    assert world.in_bin("blue_block") == "blue_bin"
+
+
+@pytest.mark.parametrize(
+    ("answer", "outcome"),
+    [
+        ("absent(purple)", "declined"),
+        ("on(red, red)", "declined"),
+        ("on(red, blue); on(blue, red)", "declined"),
+        ("unsupported", "declined"),
+        ("tower; bottom(red)", "asked"),
+        ("unclear", "asked"),
+    ],
+)
+def test_impossible_or_ambiguous_requests_move_nothing(answer, outcome):
+    world, registry, planner, decided = _setup(answer)
+    record = _run(world, registry, planner, "do it", 2, _Answered(decided))
+    assert record.rounds[-1].outcome == outcome and len(record.rounds) == 1
+    assert world.steps == 0 and not record.rounds[0].traces  # not one robot step
+    assert isinstance(record.held_back, GoalPlan) and record.held_back.message
+
+
+def test_a_failed_call_is_repaired_from_the_facts_without_the_llm():
+    world, registry, planner, _ = _setup("on(green, red); on(blue, green)", instruction="stack")
+    world.add_hook(FaultHook("slip", at_call=1, at_step=3))  # green falls out of the hand
+    record = _run(world, registry, planner, "stack", max_rounds=2)
+    assert record.rounds[0].outcome == "skill_failed"
+    assert record.success and len(record.rounds) == 2  # re-planned from the facts alone
+    assert record.llm_calls == 0  # (the planner has no LLM: a call would have failed)
+
+
+def test_choosing_an_option_plans_without_the_llm():
+    world, registry, planner, plan = _setup("tower; bottom(red)")
+    assert plan.kind == "ask" and len(plan.question.options) == 2
+    chosen = planner.choose("a tower on red", plan.question.options[1])
+    assert chosen.kind == "calls" and not chosen.completions
+    assert chosen.goal.config.support["blue_block"] == "red_block"
+
+
+def test_put_down_spots_are_free_and_outside_the_bins():
+    world, registry, planner, plan = _setup("all on table", TOWER, instruction="unstack")
+    spots = [(c.args["x"], c.args["y"]) for c in plan.calls if c.skill == "place_at"]
+    assert len(spots) == 2 and spots[0] != spots[1]
+    record = _run(world, registry, planner, "unstack")
+    assert record.success and all(world.on_top_of(b) == "table" for b in world.objects())
+
+
+# -- the real local model ------------------------------------------------------------------------
+@pytest.mark.qwen
+@pytest.mark.parametrize(
+    ("request_", "support"),
+    [
+        ("put green on red then blue on green", {"green_block": "red_block",
+                                                 "blue_block": "green_block"}),
+        ("stack the red block on the blue block", {"red_block": "blue_block"}),
+    ],
+)  # fmt: skip
+def test_qwen_states_the_goal_and_the_plan_reaches_it(qwen, request_, support):
+    world = make_world(STACK)
+    registry = build_registry(world)
+    planner = GoalPlanner(qwen, registry, world)
+    plan = planner.plan(request_, world.snapshot())
+    assert plan.kind == "calls", plan.message
+    assert all(plan.goal.config.support[b] == below for b, below in support.items())
+    assert len(plan.completions) == 1 and plan.completions[0].completion_tokens < 30
+
+
+@pytest.mark.qwen
+def test_the_plan_verb_asks_back_and_reads_the_answer_from_stdin(qwen, tmp_path, monkeypatch):
+    from robocompose.hierarchical.api import PlanConfig, Runner
+
+    config = PlanConfig(instruction="put the purple block on the red block", repair_rounds=0,
+                        video=False, corrections=False, out=str(tmp_path))  # fmt: skip
+    runner = Runner(config, qwen)
+    try:
+        first = runner.run()
+        assert first.outcome in ("asked", "declined") and "purple" in first.message
+        assert runner.world.steps == 0
+        monkeypatch.setattr("sys.stdin", io.StringIO("use the blue block instead\n"))
+        from robocompose.cli import _read_answer
+
+        answer = _read_answer(runner.queue, None)
+        second = runner.answer(answer)
+        assert "use the blue block instead" in runner.instruction
+        assert second.outcome in ("success", "asked", "declined")
+    finally:
+        runner.close()
