@@ -16,7 +16,7 @@ from robocompose.hierarchical.base import Message
 from robocompose.hierarchical.goal.facts import TABLE, Scene, stacks_of, supports
 from robocompose.hierarchical.goal.strips import Fact
 
-PROMPT_VERSION = "goal-v2"
+PROMPT_VERSION = "goal-v3"
 
 INSTRUCTIONS = """\
 You turn a request to a robot arm into constraints on how the blocks must end up. Do not plan \
@@ -28,7 +28,7 @@ bottom(a) / top(a) / middle(a): a tower's base, top block, a block between two o
 clear(a): nothing on a. stay(a): a stays where it is.
 bottom_up(a, b, c): a list from the bottom up. top_down(c, b, a): a list from the top down.
 tower: all blocks of the scene in one stack.
-swap(a, b): a and b trade places.
+swap(a, b): a and b trade places. reverse: every stack turned upside down.
 sort: every block into the bin of its colour. sort except a: all but a.
 all on table: every block on the table. all on table except a.
 not ...: the relation must not hold, e.g. not in(a, any_bin).
@@ -38,111 +38,160 @@ absent(word): the request names a thing the scene does not have.
 unclear: the request does not say how the blocks should end up.
 unsupported: the request asks for something else than putting blocks on blocks, on the table \
 or in bins (lining up, throwing, pushing over, ...).
-Join statements with "; ". Blocks are named by their colour."""
+Join statements with "; ". Blocks are named by their colour. The scene says where each block \
+is now."""
 
-# (scene, request, constraints): scene is "blocks: ...; bins: ..."
+# (scene, request, constraints): scene is the planner's scene line (blocks; bins; now: where
+# each block is), as `scene_line` writes it
 EXAMPLES: tuple[tuple[str, str, str], ...] = (
-    ("blocks: yellow, white, cyan", "set the cyan cube on the white one", "on(cyan, white)"),
     (
-        "blocks: orange, purple, white",
+        "blocks: yellow, white, cyan; now: yellow on the table, white on the table, cyan on the "
+        "table",
+        "set the cyan cube on the white one",
+        "on(cyan, white)",
+    ),
+    (
+        "blocks: orange, purple, white; now: orange on the table, purple on the table, white on "
+        "the table",
         "lower the purple block onto the orange block",
         "on(purple, orange)",
     ),
     (
-        "blocks: cyan, yellow, white",
+        "blocks: cyan, yellow, white; now: cyan on the table, yellow on the table, white on the "
+        "table",
         "a two-block stack: yellow at the base, white above it",
         "on(white, yellow)",
     ),
     (
-        "blocks: orange, purple, yellow",
+        "blocks: orange, purple, yellow; now: orange on the table, purple on the table, yellow on "
+        "the table",
         "move yellow onto orange, then purple onto yellow",
         "on(yellow, orange); on(purple, yellow)",
     ),
     (
-        "blocks: white, yellow, purple",
+        "blocks: white, yellow, purple; now: white on the table, yellow on the table, purple on "
+        "the table",
         "the purple block should carry the white block, and yellow goes under purple",
         "on(white, purple); under(yellow, purple)",
     ),
     (
-        "blocks: cyan, orange, white",
+        "blocks: cyan, orange, white; now: cyan on the table, orange on the table, white on the "
+        "table",
         "make a pile with white highest, orange lowest and cyan between them",
         "top(white); bottom(orange); middle(cyan)",
     ),
     (
-        "blocks: purple, cyan, yellow",
+        "blocks: purple, cyan, yellow; now: purple on the table, cyan on the table, yellow on the "
+        "table",
         "a tower listed top first: cyan, purple, yellow",
         "top_down(cyan, purple, yellow)",
     ),
     (
-        "blocks: white, orange, cyan",
+        "blocks: white, orange, cyan; now: white on the table, orange on the table, cyan on the "
+        "table",
         "from top to bottom the pile should be orange, cyan, white",
         "top_down(orange, cyan, white)",
     ),
     (
-        "blocks: yellow, purple, white",
+        "blocks: yellow, purple, white; now: yellow on the table, purple on the table, white on "
+        "the table",
         "going upward the stack is white, purple, yellow",
         "bottom_up(white, purple, yellow)",
     ),
     (
-        "blocks: white, purple, yellow",
+        "blocks: white, purple, yellow; now: white on the table, purple on the table, yellow on "
+        "the table",
         "stack yellow on purple on white",
         "bottom_up(white, purple, yellow)",
     ),
     (
-        "blocks: white, purple, orange",
+        "blocks: white, purple, orange; now: white on the table, orange on white, purple on orange",
         "take the stack down and build it again with purple at the bottom, orange in the middle "
         "and white on top",
         "bottom_up(purple, orange, white)",
     ),
     (
-        "blocks: orange, white, cyan",
+        "blocks: purple, yellow, white; now: purple on the table, yellow on purple, white on "
+        "yellow",
+        "put the stack upside down",
+        "reverse",
+    ),
+    (
+        "blocks: orange, white, cyan; now: orange on the table, white on orange, cyan on white",
+        "trade the top block and the bottom block",
+        "swap(cyan, orange)",
+    ),
+    (
+        "blocks: orange, white, cyan; now: orange on the table, white on the table, cyan on the "
+        "table",
         "one tower of all three, orange as the base and cyan as the top",
         "tower; bottom(orange); top(cyan)",
     ),
     (
-        "blocks: cyan, orange; bins: cyan_bin, orange_bin, white_bin",
+        "blocks: cyan, orange; bins: cyan_bin, orange_bin, white_bin; now: cyan on the table, "
+        "orange on the table",
         "cyan into the white bin, and keep orange out of the bins",
         "in(cyan, white_bin); not in(orange, any_bin)",
     ),
     (
-        "blocks: white, cyan; bins: white_bin, cyan_bin, orange_bin",
+        "blocks: white, cyan; bins: white_bin, cyan_bin, orange_bin; now: white on the table, cyan"
+        " on the table",
         "white block to the orange bin, cyan block to the white bin",
         "in(white, orange_bin); in(cyan, white_bin)",
     ),
     (
-        "blocks: orange, white; bins: white_bin, cyan_bin, orange_bin",
+        "blocks: orange, white; bins: white_bin, cyan_bin, orange_bin; now: orange on the table, "
+        "white on the table",
         "drop every block into the bin of the same colour; one bin stays empty",
         "sort",
     ),
     (
-        "blocks: yellow, orange; bins: yellow_bin, orange_bin",
+        "blocks: yellow, orange; bins: yellow_bin, orange_bin; now: yellow on the table, orange on"
+        " the table",
         "tidy everything into matching bins except the orange one",
         "sort except orange",
     ),
     (
-        "blocks: white, purple, cyan; bins: white_bin, purple_bin, cyan_bin",
+        "blocks: white, purple, cyan; bins: white_bin, purple_bin, cyan_bin; now: white on the "
+        "table, purple on the table, cyan on the table",
         "do not touch the purple block and sort the others",
         "sort except purple",
     ),
     (
-        "blocks: purple, white, yellow",
+        "blocks: purple, white, yellow; now: white on the table, purple on white, yellow on the "
+        "table",
         "if purple is sitting on white, put yellow on purple, otherwise put yellow on white",
         "if on(purple, white) then on(yellow, purple) else on(yellow, white)",
     ),
     (
-        "blocks: cyan, white; bins: cyan_bin, white_bin, yellow_bin",
+        "blocks: cyan, white; bins: cyan_bin, white_bin, yellow_bin; now: cyan in white_bin, white"
+        " on the table",
         "if the cyan block is in the white bin, move it to the cyan bin; otherwise put the white "
         "block in the yellow bin",
         "if in(cyan, white_bin) then in(cyan, cyan_bin) else in(white, yellow_bin)",
     ),
-    ("blocks: white, cyan", "exchange the positions of cyan and white", "swap(cyan, white)"),
-    ("blocks: orange, yellow, cyan", "put the pink block on the orange block", "absent(pink)"),
     (
-        "blocks: white, orange; bins: white_bin, orange_bin",
+        "blocks: white, cyan; now: white on the table, cyan on white",
+        "exchange the positions of cyan and white",
+        "swap(cyan, white)",
+    ),
+    (
+        "blocks: orange, yellow, cyan; now: orange on the table, yellow on the table, cyan on the "
+        "table",
+        "put the pink block on the orange block",
+        "absent(pink)",
+    ),
+    (
+        "blocks: white, orange; bins: white_bin, orange_bin; now: white on the table, orange on "
+        "the table",
         "put the orange block in the purple bin",
         "absent(purple)",
     ),
-    ("blocks: cyan, purple", "line the blocks up from left to right", "unsupported"),
+    (
+        "blocks: cyan, purple; now: cyan on the table, purple on the table",
+        "line the blocks up from left to right",
+        "unsupported",
+    ),
 )
 
 
