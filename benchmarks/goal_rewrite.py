@@ -58,14 +58,16 @@ def example_orders(count: int) -> list[tuple[tuple[str, str, str], ...]]:
     return orders[:count]
 
 
-def messages_with(examples: Sequence[tuple[str, str, str]], scene: Scene, request: str):
+def messages_with(
+    examples: Sequence[tuple[str, str, str]], scene: Scene, request: str, now: Any
+) -> list[Message]:
     """The goal prompt with its examples in the given order (the planner's text otherwise)."""
     out: list[Message] = [{"role": "system", "content": goal_prompt.INSTRUCTIONS}]
     for shot_scene, shot_request, answer in examples:
         out.append({"role": "user", "content": goal_prompt._shot(shot_scene, shot_request)})
         out.append({"role": "assistant", "content": answer})
     out.append(
-        {"role": "user", "content": goal_prompt._shot(goal_prompt.scene_line(scene), request)}
+        {"role": "user", "content": goal_prompt._shot(goal_prompt.scene_line(scene, now), request)}
     )
     return out
 
@@ -102,7 +104,7 @@ def item_row(llm: Any, item: Any, args: argparse.Namespace) -> dict[str, Any]:
     outcomes, texts, seconds = [], [], []
     for examples in example_orders(args.orders):
         start = time.perf_counter()
-        reply = llm.chat(messages_with(examples, planner.scene, item.instruction),
+        reply = llm.chat(messages_with(examples, planner.scene, item.instruction, facts),
                          max_tokens=64, grammar=planner.grammar)  # fmt: skip
         seconds.append(round(time.perf_counter() - start, 3))
         texts.append(reply.text.strip().splitlines()[0] if reply.text.strip() else "")
