@@ -27,8 +27,8 @@ class TrainConfig:
     # its skill's language tokens as the obs key `skill_tokens` (robocompose.sim.skill_labels)
     skill_windows: bool = False
     policy: PolicyConfig = field(default_factory=PolicyConfig)
-    # the env of a dataset whose own (`env_args.env_name`) is not registered, e.g. a file of
-    # another suite: `task=<preset>` records that task in the checkpoint
+    # the env of a dataset whose own (`env_args.env_name`) is not registered (a file of another
+    # suite): `task=<preset>` records that task in the checkpoint
     task: TaskConfig | None = None
     steps: int = 10_000
     batch_size: int = 256
