@@ -4,9 +4,10 @@ Common random numbers: every candidate runs the same episode seeds (and the runn
 episode's sampling noise from its seed), so differences between candidates are paired.
 
 Candidates are weight vectors of the composition and, beside them, each parent alone on its own
-sampler (`NativeParent`, listed first so that a tie goes to the parent): what a search returns
-has the best success on the search seeds of all of them, so it is never below the better parent
-there, by construction.
+sampler (`NativeParent`, listed first so that a tie goes to the parent). Whatever a method
+pruned, its winner ends against every parent alone on all the search seeds, and the better
+parent is returned unless the winner beats it there: what a search returns is never below the
+better parent on the search seeds, by construction.
 
 - `grid_search`: every weight on a simplex lattice (step 0.1 for K=2, as the GPC paper), on all
   seeds.
@@ -232,6 +233,23 @@ def _best(candidates: Sequence[Candidate]) -> Candidate:
     return max(candidates, key=lambda c: (c.rate, c.mean_score))
 
 
+def _against_parents(
+    evaluate: Evaluator, pool: Sequence[Candidate], winner: Candidate, seeds: Sequence[int]
+) -> Candidate:
+    """The winner against each parent alone, all on every seed: the best parent alone is
+    returned unless the winner's success there is higher (mean score breaking a tie). Halving
+    or racing may have dropped a parent on a noisy first slice; this makes what a search
+    returns never below its better parent on the search seeds, whatever the method pruned."""
+    natives = [c for c in pool if isinstance(c.key, NativeParent)]
+    if not natives:
+        return winner
+    for c in natives:
+        if c.episodes < len(seeds):
+            _score(c, evaluate(c.key, seeds))
+    best = _best(natives)
+    return best if (best.rate, best.mean_score) >= (winner.rate, winner.mean_score) else winner
+
+
 def _pool(candidates: Sequence[Key]) -> list[Candidate]:
     return [Candidate(k if isinstance(k, NativeParent) else tuple(k)) for k in candidates]
 
@@ -245,8 +263,9 @@ def grid_search(
     pool = _pool(candidates)
     for c in tqdm(pool, desc="grid search", disable=not progress):
         _score(c, evaluate(c.key, seeds))
+    winner = _against_parents(evaluate, pool, _best(pool), seeds)
     spent = sum(c.episodes for c in pool)
-    return SearchResult("grid", pool, _best(pool).key, spent, len(seeds))
+    return SearchResult("grid", pool, winner.key, spent, len(seeds))
 
 
 def successive_halving(
@@ -273,9 +292,10 @@ def successive_halving(
         alive = alive[: max(1, math.ceil(len(alive) / eta))]
         n = len(seeds) if len(alive) == 1 else min(len(seeds), 2 * n)
     bar.close()
+    winner = _against_parents(evaluate, pool, alive[0], seeds)
     spent = sum(c.episodes for c in pool)
     return SearchResult(
-        "successive_halving", pool, alive[0].key, spent, len(seeds), {"rounds": rounds}
+        "successive_halving", pool, winner.key, spent, len(seeds), {"rounds": rounds}
     )
 
 
@@ -337,6 +357,7 @@ def racing(
     winner = _best(alive)
     if winner.episodes < len(seeds):  # the winner ends on every seed, as in the grid
         _score(winner, evaluate(winner.key, seeds))
+    winner = _against_parents(evaluate, pool, winner, seeds)
     spent = sum(c.episodes for c in pool)
     return SearchResult("racing", pool, winner.key, spent, len(seeds), {"rounds": rounds})
 

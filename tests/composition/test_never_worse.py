@@ -64,6 +64,32 @@ def test_a_search_returns_the_better_parent_when_no_composition_beats_it(search)
     assert sorted(r["kind"] for r in rows["candidates"])[-2:] == ["parent_native"] * 2
 
 
+@pytest.mark.parametrize("method", ["halving", "racing"])
+def test_a_parent_pruned_on_a_noisy_first_slice_still_wins_in_the_end(method: str) -> None:
+    """Parent B fails its first 20 seeds and solves the rest (90% on all 200), the
+    compositions solve 60%: halving and racing drop B early, and the final check against
+    every parent alone on all the seeds brings it back."""
+
+    def run(key, seeds):
+        if key == NativeParent(1, 2):
+            return [{"seed": s, "success": s >= 20, "score": float(s >= 20)} for s in seeds]
+        p = 0.2 if isinstance(key, NativeParent) else 0.6
+        return _records(p, seeds)
+
+    candidates = [*native_parents(2), *simplex_grid(2, 0.25)]
+    seeds = list(range(200))
+    if method == "halving":
+        found = successive_halving(run, candidates, seeds, 10, progress=False)
+        pruned = found.extra["rounds"][1]["alive"]
+    else:
+        found = racing(run, candidates, seeds, 20, progress=False)
+        pruned = None
+    assert pruned is None or "parent1_native" not in pruned
+    assert found.choice == NativeParent(1, 2)
+    b = next(c for c in found.candidates if c.key == NativeParent(1, 2))
+    assert b.episodes == 200 and b.rate == 0.9
+
+
 def test_a_tie_goes_to_the_parent_alone() -> None:
     candidates = [*native_parents(2), *simplex_grid(2, 0.5)]
     tie = grid_search(_evaluator({0: 0.6, 1: 0.2}, composed=0.6), candidates, range(50), False)
