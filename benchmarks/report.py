@@ -119,6 +119,32 @@ def cost_table() -> str:
     return "\n".join(lines)
 
 
+def families_table(model: str = "qwen2.5-coder-1.5b") -> str:
+    """Per family and planner on the held-out split (benchmarks/results/hierarchical.json)."""
+    results = _read("hierarchical.json")
+    families, planners = results["families"][model], ("goal", "skills", "code", "saycan")
+    shown = [p for p in planners if p in families]
+    lines = [
+        "| family | " + " | ".join(shown) + " |",
+        "|---|" + "---|" * len(shown),
+    ]
+    for family in families[shown[0]]:
+        cells = [families[p].get(family, {}).get("success", {}).get("text", "not run")
+                 for p in shown]  # fmt: skip
+        lines.append(f"| {family} | " + " | ".join(cells) + " |")
+    outcome = results["outcomes"][model]
+    for name in ("right", "wrong", "asked_or_refused"):
+        cells = [outcome[p][name]["text"] for p in shown]
+        lines.append(f"| all feasible: {name.replace('_', ' ')} | " + " | ".join(cells) + " |")
+    refusals = results["refusals"][model]
+    cells = [
+        f"{refusals[p]['refused_or_asked']['text']}, {refusals[p]['robot_calls']} robot calls"
+        for p in shown
+    ]
+    lines.append("| infeasible: refused or asked | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     print("## Shipped checkpoints (benchmarks/results/policies.json)\n")
     print(policies_table())
@@ -128,6 +154,8 @@ def main() -> None:
     print(fresh_table())
     print("\n## Composition, P2 latency and P3 search cost\n")
     print(cost_table())
+    print("\n## Planning: task families, held-out split (benchmarks/results/hierarchical.json)\n")
+    print(families_table())
 
 
 if __name__ == "__main__":
