@@ -139,8 +139,20 @@ def _names(scene: Scene) -> str:
     return text + (f" and bins {', '.join(scene.bins)}" if scene.bins else "")
 
 
+def _in_scene(word: str, scene: Scene) -> bool:
+    """`word` names a block or bin of the scene (a colour, "red_block", "red_bin")."""
+    names = {*scene.blocks, *scene.bins}
+    return word in names | {n.rsplit("_", 1)[0] for n in names}
+
+
 def _refuse_early(statements: Sequence[Statement], scene: Scene, now: Config) -> Outcome | None:
     for s in statements:
+        if s.kind == "absent" and _in_scene(s.args[0], scene):  # the model slipped: ask
+            return Question(
+                f"I could not tell what you want done with {s.args[0]}. The scene has "
+                f"{_names(scene)}; how should they end up?",
+                kind="unclear",
+            )
         if s.kind == "absent":
             return Refusal(
                 f"there is no {s.args[0]} in the scene (it has {_names(scene)})",

@@ -194,3 +194,28 @@ def describe(operators: Iterable[Operator]) -> str:
             f"{op.skill}({args}) [{op.variant}]: needs {pre}; then {add}; no longer {gone}"
         )
     return "\n".join(lines)
+
+
+def summary(operators: Sequence[Operator]) -> str:
+    """One skill's operators in a sentence, in its argument names: "Needs hand_empty,
+    clear(obj), and on_table(obj) or on(obj, below) or in(obj, bin). Then holding(obj)." (the
+    prompt listing of the code and skill planners)."""
+
+    def named(op: Operator, facts: tuple[Fact, ...]) -> list[str]:
+        names = {term: arg for arg, term in op.args}
+        return [show(tuple(names.get(t, t).lstrip("?") for t in f)) for f in facts]
+
+    def part(lists: list[list[str]]) -> str:
+        common = [f for f in lists[0] if all(f in other for other in lists)]
+        rest = [[f for f in facts if f not in common] for facts in lists]
+        alternatives = list(dict.fromkeys(", ".join(r) for r in rest if r))
+        text = ", ".join(common)
+        if alternatives:
+            text += (", and " if text else "") + " or ".join(alternatives)
+        return text
+
+    if not operators:
+        return ""
+    needs = part([named(op, op.pre) for op in operators])
+    then = part([named(op, op.add) for op in operators])
+    return f"Needs {needs}. Then {then}."

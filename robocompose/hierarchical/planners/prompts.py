@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from robocompose.hierarchical.base import Message, Param, Skill
+from robocompose.hierarchical.goal.strips import summary
 from robocompose.hierarchical.sandbox.names import MODULES, SAFE_BUILTINS
 
 Registry = Mapping[str, Skill] | Iterable[Skill]
@@ -60,10 +61,14 @@ def _signature(name: str, params: Sequence[Param], returns: str = "") -> str:
     return f"{name}({args})" + (f" -> {returns}" if returns else "")
 
 
-def _listing(name: str, description: str, params: Sequence[Param], returns: str = "") -> str:
+def _listing(
+    name: str, description: str, params: Sequence[Param], returns: str = "", declared: str = ""
+) -> str:
     doc = description.strip().rstrip(".") + "."
     if params:
         doc += " " + ". ".join(param_doc(p) for p in params) + "."
+    if declared:  # the skill's declared preconditions and effects (`goal.strips.summary`)
+        doc += " " + declared
     return f'def {_signature(name, params, returns)}:\n    """{doc}"""'
 
 
@@ -73,7 +78,7 @@ def api_listing(skills: Sequence[Skill], queries: Iterable[Any] = ()) -> str:
     `queries` are perception functions with `name`, `description`, `params` and `returns`
     (the registry's `Query`)."""
     lines = ["# Skills: each call moves the robot."]
-    lines += [_listing(s.name, s.description, s.params) for s in skills]
+    lines += [_listing(s.name, s.description, s.params, "", summary(s.operators)) for s in skills]
     queries = list(queries)
     if queries:
         lines.append("# Perception: each call reads the scene and moves nothing.")

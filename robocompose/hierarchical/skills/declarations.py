@@ -97,9 +97,9 @@ PLACE_IN = (
     _pick_from(
         "place_in",
         "from_bin",
-        ((N, "bin"), ("?to", "bin")),
-        ("in", B, N),
-        (("empty", N),),
+        (("?from", "bin"), ("?to", "bin")),
+        ("in", B, "?from"),
+        (("empty", "?from"),),
         _INTO,
         (("empty", "?to"),),
     ),

@@ -206,3 +206,8 @@ def test_the_prompt_shows_the_scene_now():
     last = messages(BINS, "flip it", state_of(TOWER, BINS))[-1]["content"]
     assert "now: red on the table, green on red, blue on green" in last
     assert messages(BINS, "flip it")[-1]["content"].count("now:") == 0
+
+
+def test_absent_naming_a_block_of_the_scene_asks_instead_of_refusing():
+    question = _solve("absent(red)", FLAT)
+    assert isinstance(question, Question) and question.kind == "unclear" and "red" in question.text

@@ -119,7 +119,7 @@ def test_put_down_spots_are_free_and_outside_the_bins():
     [
         ("put green on red then blue on green", {"green_block": "red_block",
                                                  "blue_block": "green_block"}),
-        ("stack the red block on the blue block", {"red_block": "blue_block"}),
+        ("place the red block onto the blue one", {"red_block": "blue_block"}),
     ],
 )  # fmt: skip
 def test_qwen_states_the_goal_and_the_plan_reaches_it(qwen, request_, support):
