@@ -23,6 +23,22 @@ P2 latency, per task pair: composed (K=2) chunk latency / the slower parent's, b
     `ratio_vs_slower_parent_same_sampler` is the composition's cost on equal footing, and
     `latency_ratio_same_sampler` its worst task at batch 1 or 16. `per_parent` has each parent's
     ms per chunk (native and same-sampler, image parents included) and the setting of each.
+    Against the floor (`ratio_to_floor`, headline `latency_ratio_to_floor`, the worst task at
+    batch 1 or 16): the floor is what a composed chunk cannot do without in its execution mode
+    (eager): the parents' observation encoders, their networks as the composition runs them
+    (its stacked groups, conditioning for every step in one call) and an Euler update, timed in
+    the same rounds as the composition; the load average is recorded with each batch.
+P1 also records the candidate the search's rule picks over every parent alone and every
+    composition tried (`chosen_candidate`, a tie going to the parent), paired against the better
+    parent on the fresh seeds; `never_worse` (per task and headline): its interval's upper bound
+    is >= 0.
+Vertex gap (`--part vertex`, per task `vertex_gap`): each parent's vertex of the convex
+    composition against the parent on its own sampler, paired on fresh seeds, and the path a
+    vertex ran on before (the pair's grid) where that grid is the other parent's.
+Selector (`--part selector`, per task `selector`): how each of its scores ranks (the executed
+    chunk's rank among the candidates, successful vs failed native episodes: AUC, 0.5 is
+    chance), then the selector on fresh seeds against the better parent and the per-seed oracle
+    (`oracle_gap_closed` = (selector - better) / (oracle - better); headline: mean over tasks).
 P3 search cost, per task: the full grid (11 weights x N seeds) against successive halving
     replayed over random orders of the same seed list (every episode is cached, so the replays
     are free): mean episodes halving spends / grid episodes, and how often it lands within 2
