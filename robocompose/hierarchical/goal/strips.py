@@ -8,7 +8,7 @@ its preconditions and its add and delete lists. From those declarations alone co
     ground(operators, objects)        every applicable instance in a scene (the planning domain)
     step(state, skill, args, ops)     one call run symbolically: the next state, or the fact that
                                       failed (the plan check before motion)
-    describe(operators)               the prompt listing of what each skill needs and does
+    summary(operators)                what a skill needs and does, for the prompt listings
 
 Every variable of an operator stands for a different object. A skill that declares no operator
 (move_to, open_gripper, ...) cannot be followed symbolically: `step` says so (`Opaque`).
@@ -117,7 +117,6 @@ class Violation:
     skill: str
     args: dict[str, Any]
     fact: Fact
-    negated: bool = False  # the call needs `fact` false (unused by STRIPS, kept for goals)
 
     def __str__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.args.items())
@@ -180,20 +179,6 @@ def step(
     if best is None:
         return Violation(skill, dict(args), ("valid_arguments", skill))
     return Violation(skill, dict(args), best[1])
-
-
-def describe(operators: Iterable[Operator]) -> str:
-    """One line per operator: `skill(args) [variant]: needs ...; then ...`. For prompts."""
-    lines = []
-    for op in operators:
-        args = ", ".join(f"{a}={t.lstrip('?')}" for a, t in op.args)
-        pre = ", ".join(show(f).replace("?", "") for f in op.pre)
-        add = ", ".join(show(f).replace("?", "") for f in op.add)
-        gone = ", ".join(show(f).replace("?", "") for f in op.delete)
-        lines.append(
-            f"{op.skill}({args}) [{op.variant}]: needs {pre}; then {add}; no longer {gone}"
-        )
-    return "\n".join(lines)
 
 
 def summary(operators: Sequence[Operator]) -> str:

@@ -15,30 +15,47 @@ from __future__ import annotations
 
 from robocompose.hierarchical.goal.strips import Operator
 
-B, T, N = "?obj", "?below", "?bin"  # the held block, the block under it, a bin
+B, T, N = "?obj", "?below", "?bin"  # the block acted on, the block under it, a bin
+Where = tuple[tuple[tuple[str, str], ...], tuple[str, ...], tuple[tuple[str, ...], ...]]
+# where a block can be picked from: (extra variables, its location fact, what that frees)
+FROM: dict[str, Where] = {
+    "from_table": ((), ("on_table", B), ()),
+    "from_block": (((T, "block"),), ("on", B, T), (("clear", T),)),
+    "from_bin": (((N, "bin"),), ("in", B, N), (("empty", N),)),
+}
 
 
-def _pick_from(
-    skill: str, variant: str, extra: tuple[tuple[str, str], ...], where, freed, after=(), needs=()
-) -> Operator:
-    """A pick (or the pick half of place_in) of ?obj from `where`."""
-    args = (("obj", B),) if skill == "pick" else (("obj", B), ("bin", "?to"))
+def _pick(variant: str) -> Operator:
+    """pick(obj) from one kind of place: the hand must be empty and nothing on the block."""
+    extra, where, freed = FROM[variant]
     return Operator(
-        skill,
+        "pick",
         variant,
         ((B, "block"), *extra),
-        args,
-        (("hand_empty",), ("clear", B), where, *needs),
-        (("holding", B), *freed) if not after else (*freed, *after),
-        (("hand_empty",), where) if not after else (where, *needs),
+        (("obj", B),),
+        (("hand_empty",), ("clear", B), where),
+        (("holding", B), *freed),
+        (("hand_empty",), where),
     )
 
 
-PICK = (
-    _pick_from("pick", "from_table", (), ("on_table", B), ()),
-    _pick_from("pick", "from_block", ((T, "block"),), ("on", B, T), (("clear", T),)),
-    _pick_from("pick", "from_bin", ((N, "bin"),), ("in", B, N), (("empty", N),)),
-)
+def _place_in(variant: str) -> Operator:
+    """place_in(obj, bin) = pick from one kind of place, then into the empty bin ?to."""
+    extra, where, freed = FROM[variant]
+    if variant == "from_bin":  # the bin it leaves is not the argument `bin`
+        extra, where, freed = ((("?from", "bin"),), ("in", B, "?from"), (("empty", "?from"),))
+    return Operator(
+        "place_in",
+        variant,
+        ((B, "block"), *extra, ("?to", "bin")),
+        (("obj", B), ("bin", "?to")),
+        (("hand_empty",), ("clear", B), where, ("empty", "?to")),
+        (*freed, ("in", B, "?to"), ("hand_empty",)),
+        (where, ("empty", "?to")),
+    )
+
+
+PICK = tuple(_pick(variant) for variant in FROM)
 
 PLACE = (
     Operator(
@@ -73,43 +90,16 @@ PLACE_AT = (
     ),
 )
 
-_INTO = (("in", B, "?to"), ("hand_empty",))  # place_in's end: ?obj in ?to, hand empty
 # the held variant last: when none applies, a pick variant's failure says why best
 PLACE_IN = (
-    _pick_from(
-        "place_in",
-        "from_table",
-        (("?to", "bin"),),
-        ("on_table", B),
-        (),
-        _INTO,
-        (("empty", "?to"),),
-    ),
-    _pick_from(
-        "place_in",
-        "from_block",
-        ((T, "block"), ("?to", "bin")),
-        ("on", B, T),
-        (("clear", T),),
-        _INTO,
-        (("empty", "?to"),),
-    ),
-    _pick_from(
-        "place_in",
-        "from_bin",
-        (("?from", "bin"), ("?to", "bin")),
-        ("in", B, "?from"),
-        (("empty", "?from"),),
-        _INTO,
-        (("empty", "?to"),),
-    ),
+    *(_place_in(variant) for variant in FROM),
     Operator(
         "place_in",
         "held",
         ((B, "block"), ("?to", "bin")),
         (("obj", B), ("bin", "?to")),
         (("holding", B), ("empty", "?to")),
-        _INTO,
+        (("in", B, "?to"), ("hand_empty",)),
         (("holding", B), ("empty", "?to")),
     ),
 )
