@@ -262,16 +262,18 @@ CAUGHT_OUTCOMES = ("precondition_failed", "caught", "check_failed")
 def family_episode(llm: RecordingLLM, item: FamilyItem, planner: str, rounds: int) -> dict:
     """One family item planned and run; the gold is checked on the world as the run left it.
 
-    The executor's task check is "every call ran" for every planner: no planner is told the
-    gold, so repair rounds follow failed calls only."""
+    No planner is told the gold. The executor's task check is the planner's own: the goal
+    planner's solved goal holds (as `robocompose plan` runs it), for the others "every call
+    ran", so their repair rounds follow failed calls only."""
     world = make_family_world(item, step_budget=STEP_BUDGET)
     registry = build_registry(world)
-    executor = PlanExecutor(world, registry, task_check=lambda w: True)
+    chosen = make_planner(planner, llm, registry, world)
+    reached = getattr(chosen, "reached", None)
+    check = (lambda w: reached(w)) if reached is not None else (lambda w: True)
+    executor = PlanExecutor(world, registry, task_check=check)
     llm.calls = []
     start = time.perf_counter()
-    record = run_with_repair(
-        item.instruction, make_planner(planner, llm, registry, world), executor, max_rounds=rounds
-    )
+    record = run_with_repair(item.instruction, chosen, executor, max_rounds=rounds)
     seconds = time.perf_counter() - start
     missing = unmet(world, item.goal) if item.feasible else []
     world.close()
@@ -349,7 +351,8 @@ def summarize_families(out_dir: Path) -> dict[str, Any]:
         )
         out["items"].setdefault(model, {})[planner] = {
             "feasible": len(feasible), "infeasible": len(infeasible),
-            "subset": rows[0].get("subset", "all"),
+            "per_family": dict(Counter(r["family"] for r in rows)),
+            "repair_rounds": sorted({r["repair_rounds"] for r in rows}),
         }  # fmt: skip
     return out
 
