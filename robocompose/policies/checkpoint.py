@@ -65,6 +65,10 @@ def read_checkpoint_config(folder: str | os.PathLike[str]) -> dict[str, Any]:
         document = json.loads(path.read_text())
     except json.JSONDecodeError as e:
         raise CheckpointError(f"{path}: not valid JSON ({e}).") from e
+    if isinstance(document, dict) and "type" in document and "policy" not in document:
+        from robocompose.policies.lerobot import checkpoint_document  # a LeRobot policy folder
+
+        document = checkpoint_document(folder)
     for key in ("policy", "normalizers"):
         if key not in document:
             raise CheckpointError(f"{path}: missing field `{key}`.")
@@ -78,6 +82,10 @@ def load_policy(
 ) -> GenerativePolicy:
     """Load a checkpoint; with `expected`, every config field must match (errors name them)."""
     document = read_checkpoint_config(folder)
+    if document.get("metadata", {}).get("format") == "lerobot":
+        from robocompose.policies.lerobot import load_lerobot_policy
+
+        return load_lerobot_policy(folder)
     try:
         config = PolicyConfig.from_dict(document["policy"])
     except (TypeError, ValueError) as e:

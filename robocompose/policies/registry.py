@@ -26,7 +26,11 @@ if TYPE_CHECKING:
     from robocompose.policies.base import GenerativePolicy
     from robocompose.policies.normalizer import AffineNormalizer
 
-FAMILY_MODULES = ("robocompose.policies.diffusion", "robocompose.policies.flow")
+FAMILY_MODULES = (
+    "robocompose.policies.diffusion",
+    "robocompose.policies.flow",
+    "robocompose.policies.lerobot",  # LeRobot diffusion checkpoints (loaded, never trained)
+)
 # families whose module needs an optional extra: imported when first named, so looking up a
 # built-in family never imports that extra (name -> (module, extra))
 OPTIONAL_FAMILY_MODULES = {"flow_jax": ("robocompose.policies.jax_flow", "jax")}
