@@ -209,13 +209,19 @@ def planning_stats(plan: Plan) -> dict[str, Any]:
     if isinstance(plan, StepwisePlan):
         return {"llm_calls": len(plan.chosen) + 1, "seconds": round(plan.seconds, 3)}
     completions = plan.completions
-    return {
+    stats = {
         "llm_calls": len(completions),
         "cached": sum(bool(c.cached) for c in completions),
         "prompt_tokens": sum(c.prompt_tokens for c in completions),
         "completion_tokens": sum(c.completion_tokens for c in completions),
         "seconds": round(sum(c.seconds for c in completions), 3),
     }
+    goal = getattr(plan, "goal", None)  # the goal planner: what the LLM said, what it solved
+    if getattr(plan, "constraints", ""):
+        stats["constraints"] = plan.constraints
+    if goal is not None:
+        stats["goal"] = goal.described()
+    return stats
 
 
 def _plan_text(body: str | Sequence[Any] | StepwisePlan) -> str | list[str]:

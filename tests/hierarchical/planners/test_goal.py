@@ -56,6 +56,7 @@ def test_a_rebuilt_tower_runs_in_mujoco_and_the_goal_holds():
     world, registry, planner, _ = _setup("top_down(red, green, blue)", TOWER, instruction="flip")
     record = _run(world, registry, planner, "flip")
     assert record.success and record.caught == 0 and record.llm_calls == 0
+    assert record.rounds[0].planning["constraints"] == "top_down(red, green, blue)"
     assert planner.reached(world)
     assert world.on_top_of("green_block") == "blue_block"
     assert world.on_top_of("red_block") == "green_block"
