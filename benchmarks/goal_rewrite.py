@@ -166,6 +166,7 @@ def main() -> None:
     parser.add_argument("--n-threads", type=int, default=2)
     parser.add_argument("--orders", type=int, default=3)
     parser.add_argument("--families", default=",".join(FAMILIES))
+    parser.add_argument("--per-family", type=int, default=0, help="first N of each (0: all)")
     parser.add_argument("--summarize", action="store_true")
     args = parser.parse_args()
     if not args.summarize:
@@ -175,7 +176,7 @@ def main() -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         done = _done(path)
         for item in family_items(args.split, args.families.split(",")):
-            if item.key in done:
+            if item.key in done or (args.per_family and item.index >= args.per_family):
                 continue
             row = {"key": item.key, "family": item.family, "feasible": item.feasible,
                    "instruction": item.instruction, **item_row(llm, item, args)}  # fmt: skip
