@@ -211,3 +211,9 @@ def test_the_prompt_shows_the_scene_now():
 def test_absent_naming_a_block_of_the_scene_asks_instead_of_refusing():
     question = _solve("absent(red)", FLAT)
     assert isinstance(question, Question) and question.kind == "unclear" and "red" in question.text
+
+
+def test_a_goal_no_call_can_reach_is_refused_as_unreachable():
+    falling = state_of(FLAT, STACK) - {("on_table", "red_block")}  # red has no place: mid-air
+    refusal = solve(parse("on(red, blue)", STACK), falling, STACK, OPS)
+    assert isinstance(refusal, Refusal) and refusal.kind == "unreachable"

@@ -5,6 +5,7 @@ with the real local model, requests in words become the right tower (or a questi
 from __future__ import annotations
 
 import io
+import itertools
 
 import pytest
 
@@ -60,6 +61,24 @@ def test_a_rebuilt_tower_runs_in_mujoco_and_the_goal_holds():
     assert planner.reached(world)
     assert world.on_top_of("green_block") == "blue_block"
     assert world.on_top_of("red_block") == "green_block"
+
+
+@pytest.mark.parametrize("order", list(itertools.permutations(("red", "green", "blue"))))
+@pytest.mark.parametrize("start", [None, TOWER], ids=["flat", "rebuild"])
+def test_every_tower_is_built_in_mujoco(order, start):
+    text = f"bottom_up({', '.join(order)})"
+    world, registry, planner, _ = _setup(text, start, instruction="tower")
+    record = _run(world, registry, planner, "tower")
+    assert record.success and record.caught == 0
+    for lower, upper in itertools.pairwise(order):
+        assert world.on_top_of(f"{upper}_block") == f"{lower}_block"
+
+
+def test_a_swap_runs_in_mujoco():
+    world, registry, planner, _ = _setup("swap(red, blue)", TOWER, instruction="swap")
+    record = _run(world, registry, planner, "swap")
+    assert record.success and world.on_top_of("red_block") == "green_block"
+    assert world.on_top_of("green_block") == "blue_block"
 
 
 def test_sorting_with_a_distractor_bin_runs_in_mujoco():
