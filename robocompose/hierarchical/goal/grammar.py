@@ -4,7 +4,8 @@
 
 Built from the same tables the parser reads (`goal.constraints`), so what the grammar admits
 the parser accepts: blocks are the scene's colour words, bins its bin names (and `in`, `sort`
-exist only when it has bins), `absent(...)` takes one short lowercase word. The text is one line
+exist only when it has bins), `absent(...)` takes one short lowercase word that is not the colour of
+one of the scene's blocks. The text is one line
 of at most `MAX_ITEMS` statements, so a model cannot run on to its token limit.
 """
 
@@ -38,6 +39,39 @@ def _repeat(rule: str, sep: str, lo: int, hi: int) -> str:
     return f"{head} {tail}".strip()
 
 
+LETTERS = "abcdefghijklmnopqrstuvwxyz"
+
+
+def _word_rules(excluded: set[str]) -> list[str]:
+    """`word`: 1 to MAX_WORD lowercase letters, but none of `excluded` (the scene's block
+    colours: `absent(red)` in a scene with a red block cannot be sampled). A rule per prefix of
+    an excluded word; any other letter leaves the trie and runs free."""
+    rules, names = [], {"": "word"}
+
+    def name(prefix: str) -> str:
+        return names.setdefault(prefix, f"word-{prefix}")
+
+    def free(length: int) -> str:
+        return " ".join(["[a-z]?"] * max(0, MAX_WORD - length))
+
+    pending = [""]
+    while pending:
+        prefix = pending.pop()
+        nexts = sorted({w[len(prefix)] for w in excluded if w.startswith(prefix) and w != prefix})
+        alts = []
+        for c in nexts:
+            if len(prefix) + 1 < MAX_WORD:
+                alts.append(f'"{c}" {name(prefix + c)}')
+                pending.append(prefix + c)
+        others = "".join(c for c in LETTERS if c not in nexts)
+        if others:
+            alts.append(f"[{others}] {free(len(prefix) + 1)}".rstrip())
+        body = " | ".join(alts)
+        may_end = prefix != "" and prefix not in excluded
+        rules.append(f"{name(prefix)} ::= ({body})?" if may_end else f"{name(prefix)} ::= {body}")
+    return rules
+
+
 def gbnf(scene: Scene) -> str:
     """The grammar of constraint text over `scene`'s blocks and bins."""
     words = [b.removesuffix("_block") for b in scene.blocks]
@@ -62,7 +96,6 @@ def gbnf(scene: Scene) -> str:
         if q == "sort" and not scene.bins:
             continue
         stmt_alts.append(f'"{q}" (" except " except)?')
-    letter = "[a-z]"
     lines = [
         f"root ::= {_repeat('item', '; ', 1, MAX_ITEMS)}",
         'item ::= statement | "if " ("not "? relation) " then " branch (" else " branch)?',
@@ -73,7 +106,7 @@ def gbnf(scene: Scene) -> str:
         'support ::= block | "table"',
         f"blocks ::= {_repeat('block', ', ', 2, MAX_LIST)}",
         f"except ::= {_repeat('block', ', ', 1, MAX_LIST - 1)}",
-        f"word ::= {letter} {' '.join([letter + '?'] * (MAX_WORD - 1))}",
+        *_word_rules({b.rsplit("_", 1)[0] for b in scene.blocks}),
     ]
     if scene.bins:
         lines.append(f"bin ::= {_alts([*scene.bins, ANY_BIN])}")

@@ -15,6 +15,7 @@ statements that cannot hold together is named.
 
 from __future__ import annotations
 
+import itertools
 from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -140,9 +141,8 @@ def _names(scene: Scene) -> str:
 
 
 def _in_scene(word: str, scene: Scene) -> bool:
-    """`word` names a block or bin of the scene (a colour, "red_block", "red_bin")."""
-    names = {*scene.blocks, *scene.bins}
-    return word in names | {n.rsplit("_", 1)[0] for n in names}
+    """`word` names a block of the scene ("red" or "red_block")."""
+    return word in {*scene.blocks, *(b.rsplit("_", 1)[0] for b in scene.blocks)}
 
 
 def _refuse_early(statements: Sequence[Statement], scene: Scene, now: Config) -> Outcome | None:
@@ -205,6 +205,27 @@ def _refuse_early(statements: Sequence[Statement], scene: Scene, now: Config) ->
     return None
 
 
+def _chained(statements: tuple[Statement, ...]) -> tuple[Statement, ...]:
+    """Lists that continue each other are one tower: bottom_up(red, blue) and
+    bottom_up(blue, white) (or a top_down list read upward) -> bottom_up(red, blue, white)."""
+    lists = [
+        list(s.args if s.kind == "bottom_up" else s.args[::-1])
+        for s in statements
+        if s.kind in ("bottom_up", "top_down") and not s.negated
+    ]
+    merged = True
+    while merged:
+        merged = False
+        for a, b in itertools.permutations(range(len(lists)), 2):
+            if lists[a][-1] == lists[b][0] and not set(lists[a][:-1]) & set(lists[b]):
+                lists[a] = lists[a] + lists[b][1:]
+                del lists[b]
+                merged = True
+                break
+    rest = [s for s in statements if s.kind not in ("bottom_up", "top_down") or s.negated]
+    return (*rest, *(Statement("bottom_up", tuple(chain)) for chain in lists))
+
+
 def _specific_first(statements: tuple[Statement, ...]) -> tuple[Statement, ...]:
     """A block another statement speaks of is left out of sort / all on table: "sort; not
     in(orange, any_bin)" means sort the others."""
@@ -249,7 +270,7 @@ def solve(program: Program, now: State, scene: Scene, operators: Sequence[Operat
     """The goal the constraints pin down from the facts `now`, or why there is none."""
     held = next((f[1] for f in now if f[0] == "holding"), None)
     current = Config(supports(now), scene, held)
-    statements = _specific_first(program.goal_statements(current))
+    statements = _specific_first(_chained(program.goal_statements(current)))
     early = _refuse_early(statements, scene, current)
     if early is not None:
         return early

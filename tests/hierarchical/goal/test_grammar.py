@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from robocompose.hierarchical.goal.constraints import ConstraintSyntaxError, parse
+from robocompose.hierarchical.goal.constraints import Conditional, ConstraintSyntaxError, parse
 from robocompose.hierarchical.goal.facts import Scene
 from robocompose.hierarchical.goal.grammar import gbnf
 
@@ -63,9 +63,10 @@ def _sample(rules: dict, rng: random.Random, item=("token", "root")) -> str:
         return "".join(_sample(rules, rng, x) for x in rng.choice(value))
     if value.startswith('"'):
         return value[1:-1].replace('\\"', '"')
+    if value == "[a-z]":
+        return chr(rng.randint(ord("a"), ord("z")))
     if value.startswith("["):
-        low, high = value[1], value[3]
-        return chr(rng.randint(ord(low), ord(high)))
+        return rng.choice(value[1:-1])
     return "".join(_sample(rules, rng, x) for x in rng.choice(rules[value]))
 
 
@@ -78,8 +79,18 @@ def test_everything_the_grammar_produces_parses(scene):
         text = _sample(rules, rng)
         program = parse(text, scene)  # raises on any text the parser would refuse
         assert str(program) == text  # and reads back the same
-        seen.add(text.split("(")[0].split(" ")[0])
+        for item in program.items:
+            seen |= {"if"} if isinstance(item, Conditional) else {item.kind}
+            seen |= {"not"} if getattr(item, "negated", False) else set()
     assert {"on", "if", "not", "swap", "tower"} <= seen  # the sampler reaches the whole language
+
+
+def test_absent_cannot_name_a_block_of_the_scene():
+    rules = _rules(gbnf(SCENES[0]))
+    rng = random.Random(1)
+    words = {_sample(rules, rng, ("token", "word")) for _ in range(3000)}
+    assert not words & {"red", "green", "blue"}
+    assert any(w.startswith(("re", "gr", "bl")) for w in words)  # near misses stay possible
 
 
 def test_the_grammar_names_only_the_scene():

@@ -217,3 +217,10 @@ def test_a_goal_no_call_can_reach_is_refused_as_unreachable():
     falling = state_of(FLAT, STACK) - {("on_table", "red_block")}  # red has no place: mid-air
     refusal = solve(parse("on(red, blue)", STACK), falling, STACK, OPS)
     assert isinstance(refusal, Refusal) and refusal.kind == "unreachable"
+
+
+def test_lists_that_continue_each_other_make_one_tower():
+    goal = _solve("bottom_up(green, blue); bottom_up(red, green)", FLAT)
+    assert isinstance(goal, Goal) and dict(goal.config.support) == _tower(("red", "green", "blue"))
+    goal = _solve("top_down(blue, green); bottom_up(red, green)", FLAT)
+    assert isinstance(goal, Goal) and dict(goal.config.support) == _tower(("red", "green", "blue"))
