@@ -139,10 +139,20 @@ def task_result(
 
 
 def chosen_candidate(
-    task: str, found: Any, parents: list, names: list[str], better: str, on_fresh: Any, fresh
+    task: str,
+    found: Any,
+    parents: list,
+    names: list[str],
+    better: str,
+    on_fresh: Any,
+    fresh,
+    out_dir: Path | None = None,
+    tag: str = "",
 ) -> dict[str, Any]:
     """What the search returns (a parent alone, or the convex weights) on the fresh seeds,
-    paired against the better parent there: the same policy scores 0 on every seed."""
+    paired against the better parent there: the same policy scores 0 on every seed.
+    `out_dir`: where the composition's fresh episodes go (default the task's fresh/), its file
+    named with the prefix `tag` (for a folder that several pairs share)."""
     row: dict[str, Any] = {"kind": found.chosen_kind, "weights": list(found.chosen)}
     if isinstance(found.choice, NativeParent):
         name = names[found.choice.index]
@@ -159,9 +169,9 @@ def chosen_candidate(
             },
         }
     policy = compose(parents, "convex", found.choice)
-    label = candidate_label("convex", found.choice)
+    label = tag + candidate_label("convex", found.choice)
     better_policy = parents[names.index(better)]
-    return row | against_better(task, policy, label, better_policy, better, fresh)
+    return row | against_better(task, policy, label, better_policy, better, fresh, out_dir)
 
 
 def trials(convex_weights) -> dict[str, tuple[str, tuple[float, ...]]]:
@@ -174,10 +184,17 @@ def trials(convex_weights) -> dict[str, tuple[str, tuple[float, ...]]]:
 
 
 def against_better(
-    task: str, policy: Any, label: str, better: Any, better_name: str, fresh: list[int]
+    task: str,
+    policy: Any,
+    label: str,
+    better: Any,
+    better_name: str,
+    fresh: list[int],
+    out_dir: Path | None = None,
 ) -> dict[str, Any]:
     """`policy` on the fresh seeds, paired seed by seed against the better parent."""
-    pair = compare(policy, better, fresh, out_dir=OUT / task / "fresh", labels=(label, better_name))
+    folder = out_dir or OUT / task / "fresh"
+    pair = compare(policy, better, fresh, out_dir=folder, labels=(label, better_name))
     print(f"{task} fresh {label} - {better_name}: {pair.paired.format()}", flush=True)
     return {**pair.results[0].row(), "minus_better_parent": paired_row(pair)}
 

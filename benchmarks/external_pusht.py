@@ -36,6 +36,7 @@ import h5py
 import numpy as np
 from common import CHECKPOINTS, RESULTS, ROOT, resume_records, task_preset, update_results
 from composition import vertex_gap
+from external import chosen_candidate
 
 from robocompose.compare import compare
 from robocompose.composition.api import candidate_label, compose, search
@@ -140,8 +141,15 @@ def policies(
             row[f"vs_{name}"] = versus.to_dict() | {"formatted": versus.paired.format()}
             print(f"{key} - {name}: {versus.paired.format()}", flush=True)
         composed[key] = row
+    rows = {n: r.row() for n, r in zip(pair, on_fresh.results, strict=True)}
+    better = max(pair, key=lambda n: (rows[n]["success"], rows[n]["mean_score"]))
+    chosen = chosen_candidate(
+        TASK, found, parents, list(pair), better, on_fresh, fresh, OUT / "fresh", tag
+    )
     return {
         "parents": list(pair),
+        "chosen_candidate": chosen,
+        "never_worse": chosen["minus_better_parent"]["ci95"][1] >= 0,
         "fresh_seeds": {"start": fresh[0], "episodes": len(fresh)},
         "search_seeds": {"start": search_seeds[0], "episodes": len(search_seeds)},
         "fresh": {n: r.row() for n, r in zip(pair, on_fresh.results, strict=True)},
