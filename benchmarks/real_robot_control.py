@@ -349,6 +349,9 @@ def faults(runs: Path, repeats: int) -> list[dict[str, Any]]:
             "commands": sum(r.commands for r in reports),
             "commands_outside_limits": sum(len(r.outside_limits) for r in reports),
             "hold_after_last_fresh_waypoint_ms": percentiles(silent),
+            "hold_after_last_command_ms": percentiles(
+                [h for r in reports for h in r.hold_latency_ms]
+            ),
             "braking_ticks": percentiles(braking),
             "resumed": all(r.commands_after_fault > 0 for r in reports),
             "events": _summed([r.events for r in reports]),
@@ -364,6 +367,6 @@ def _summed(counts: list[dict[str, int]]) -> dict[str, int]:
     total: dict[str, int] = {}
     for c in counts:
         for k, v in c.items():
-            if k.startswith("control") or k in ("wait", "request_failed"):
+            if k.startswith(("control", "safety:")) or k in ("wait", "request_failed"):
                 total[k] = total.get(k, 0) + v
     return total
