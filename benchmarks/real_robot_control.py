@@ -350,6 +350,8 @@ def faults(runs: Path, repeats: int) -> list[dict[str, Any]]:
             "commands_outside_limits": sum(len(r.outside_limits) for r in reports),
             "hold_after_last_fresh_waypoint_ms": percentiles(silent),
             "hold_after_last_command_ms": percentiles(
+                [ms for r in reports for ms in r.hold_latency_ms]
+            ),
                 [h for r in reports for h in r.hold_latency_ms]
             ),
             "braking_ticks": percentiles(braking),
