@@ -352,8 +352,6 @@ def faults(runs: Path, repeats: int) -> list[dict[str, Any]]:
             "hold_after_last_command_ms": percentiles(
                 [ms for r in reports for ms in r.hold_latency_ms]
             ),
-                [h for r in reports for h in r.hold_latency_ms]
-            ),
             "braking_ticks": percentiles(braking),
             "resumed": all(r.commands_after_fault > 0 for r in reports),
             "events": _summed([r.events for r in reports]),
