@@ -43,7 +43,7 @@ class DemoConfig:
 
 def run_demo(config: DemoConfig) -> dict:
     from robocompose.composition.api import candidate_label, chosen_policy, compose, load, search
-    from robocompose.composition.weight_search import plot_search
+    from robocompose.composition.weight_search import NativeParent, plot_search
     from robocompose.evaluation import evaluate
     from robocompose.records import rate_of
 
@@ -60,13 +60,14 @@ def run_demo(config: DemoConfig) -> dict:
     }
 
     rows = []
-    for name, parent in zip(names, parents, strict=True):
+    for i, (name, parent) in enumerate(zip(names, parents, strict=True)):
         print(f"evaluating parent {name} on {len(seeds)} seeds ...", flush=True)
+        native = NativeParent(i, len(parents)).label  # the search's file for it: reused there
         result = evaluate(
             parent,
             seeds,
-            out=out / "episodes" / f"{name}.jsonl",
-            label=name,
+            out=out / "episodes" / f"{native}.jsonl",
+            label=native,
             **settings,
         )
         rows.append({"label": name, **result.row()})

@@ -14,7 +14,9 @@ def test_demo_writes_its_table_plot_video_and_record(tmp_path, capsys) -> None:
     record = run_demo(config)
     labels = [r["label"] for r in record["rows"]]
     assert labels[:2] == ["Stack_diffusion_mlp", "Stack_flow_mlp"]
-    assert labels[2].startswith("GPC convex (") and labels[3] == "product of experts (1, 1)"
+    # the search's choice: the convex weights, or a parent alone when none beat it
+    assert labels[2].startswith(("GPC convex (", "parent alone ("))
+    assert labels[3] == "product of experts (1, 1)"
     assert all(r["episodes"] == 4 for r in record["rows"])
     folder = tmp_path / "Stack"
     assert (folder / "search.png").stat().st_size > 1000
@@ -22,6 +24,7 @@ def test_demo_writes_its_table_plot_video_and_record(tmp_path, capsys) -> None:
     assert json.loads((folder / "demo.json").read_text())["rows"] == record["rows"]
     printed = capsys.readouterr().out
     assert "| product of experts (1, 1) |" in printed and "- best parent:" in printed
+    assert f"the search's choice ({record['won']}): " in printed
 
     assert record["video"] == str(folder / "videos" / "seed_100000.mp4")
     assert "| Stack_flow_mlp | " in printed and " (n=4)" not in printed  # episodes: own column
