@@ -28,6 +28,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -233,7 +234,9 @@ def main() -> None:
     parser.add_argument("--processes", type=int, default=5)
     parser.add_argument("--plans-per-process", type=int, default=3)
     parser.add_argument("--model", default=MODEL)
-    parser.add_argument("--state-dir", default=str(OUT_DIR / "kv-states"))
+    parser.add_argument(
+        "--state-dir", default=str(Path(tempfile.gettempdir()) / "robocompose-plan-latency-kv")
+    )
     parser.add_argument("--lookup-requests", type=int, default=9)
     parser.add_argument("--draft-tokens", type=int, default=4)
     parser.add_argument("--summarize", action="store_true")
