@@ -52,7 +52,7 @@ class GoalPlannerConfig:
 
     engine: str = "pyperplan"
     constrain: str = "grammar"
-    max_tokens: int = 64
+    max_tokens: int = 96  # a long conditional is ~40 tokens; the grammar ends the text
 
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
