@@ -199,7 +199,8 @@ def quality(
     found = search(parents, search_seeds, out_dir=folder / "search", first_slice=first_slice)
     print(f"{task} convex search:\n{found.table()}", flush=True)
     print(f"{task} search won: {found.chosen_text(names)}", flush=True)
-    weights = tuple(found.chosen)
+    weights = tuple(found.best_composition)  # the convex trial: a composition, even where a
+    # parent alone won (the chosen candidate below weighs the parents)
     rows_for_plot = [dict(r, label=n) for n, r in parents_search.items()]
     plot_search(found, folder / "search" / "search.png", rows_for_plot, task)
     trials = {

@@ -115,7 +115,7 @@ def task_result(
             better,
             fresh,
         )
-        for key, (operator, weights) in trials(found.chosen).items()
+        for key, (operator, weights) in trials(found.best_composition).items()
     }
     best = max(composed, key=lambda k: composed[k]["success"])
     chosen = chosen_candidate(task, found, parents, names, better, on_fresh, fresh)

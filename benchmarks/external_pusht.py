@@ -127,7 +127,7 @@ def policies(
     )
     print(found.table(), flush=True)
     trials = {
-        "convex": ("convex", tuple(found.chosen)),
+        "convex": ("convex", tuple(found.best_composition)),
         "product_of_experts": ("weighted_sum", (1.0, 1.0)),
     }
     composed: dict[str, Any] = {}

@@ -180,6 +180,15 @@ class SearchResult:
         return self.choice.weights if isinstance(self.choice, NativeParent) else self.choice
 
     @property
+    def best_composition(self) -> Weights:
+        """The weights the method would have returned without the parents alone: of the
+        compositions run on the most seeds, the best (the grid's best, halving's and racing's
+        last one standing)."""
+        composed = [c for c in self.candidates if c.kind == KIND_COMPOSITION]
+        most = max(c.episodes for c in composed)
+        return _best([c for c in composed if c.episodes == most]).weights
+
+    @property
     def chosen_kind(self) -> str:
         return KIND_NATIVE if isinstance(self.choice, NativeParent) else KIND_COMPOSITION
 

@@ -86,6 +86,7 @@ def test_a_parent_pruned_on_a_noisy_first_slice_still_wins_in_the_end(method: st
         pruned = None
     assert pruned is None or "parent1_native" not in pruned
     assert found.choice == NativeParent(1, 2)
+    assert found.best_composition in simplex_grid(2, 0.25)  # what won before the parents' check
     b = next(c for c in found.candidates if c.key == NativeParent(1, 2))
     assert b.episodes == 200 and b.rate == 0.9
 
