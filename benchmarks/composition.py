@@ -554,8 +554,8 @@ def latency(task: str, repeats: int) -> dict:
         for mode, policy in composed.items():
             calls[f"composed|{mode}"] = lambda p=policy, o=obs, n=noise: p.predict_actions(o, n)
         views = [ComposedPolicy.parent_view(p, obs) for p in parents]
-        stacks = composed["serial"].stacks
-        calls["floor|eager"] = partial(floor_chunk, parents, views, noise, stacks)
+        groups = composed["serial"].stacks
+        calls["floor|eager"] = partial(floor_chunk, parents, views, noise, groups)
         rounds = repeats if batch == 1 else max(3, repeats // 2)
         torch.set_num_threads(1)
         wall, cpu = _interleaved_ms(calls, rounds)
