@@ -59,6 +59,8 @@ class PlanConfig:
     phrasing: int = 0  # which of the task's items: its scene, seed and default instruction
     order: list[str] = field(default_factory=list)  # stack_three: bottom to top ([] -> item's)
     seed: int | None = None  # the scene's seed (None -> the item's)
+    # facts the scene starts from, e.g. [[on, green_block, red_block]] (SimWorld.arrange)
+    start: list[list[str]] = field(default_factory=list)
     planner: str = "goal"  # goal | code | skills | saycan
     backend: str = "local"  # local (GGUF via llama.cpp) | openai (any compatible endpoint)
     model: str = ""  # local: qwen2.5-coder-1.5b (default) | smollm2 | a .gguf path
@@ -234,6 +236,8 @@ class Runner:
         self.llm = llm if llm is not None else make_llm(config)  # a bad model fails before the sim
         render = "rgb_array" if config.video else None
         self.world = make_world(self.item, step_budget=config.step_budget, render_mode=render)
+        if config.start:
+            self.world.arrange(config.start)
         self.registry = registry_for(self.world, config.skills)
         self.planner: Planner = make_planner(config.planner, self.llm, self.registry, self.world)
         if config.correction_logs:

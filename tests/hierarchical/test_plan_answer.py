@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import io
 
+import pytest
+
 from robocompose.cli import _read_answer
 from robocompose.hierarchical.run.corrections import CorrectionQueue, read_lines_into
 
@@ -22,3 +24,18 @@ def test_the_answer_comes_from_stdin_without_the_reader(monkeypatch):
     monkeypatch.setattr("sys.stdin", io.StringIO("use blue instead\n"))
     assert _read_answer(CorrectionQueue(), None) == "use blue instead"
     assert _read_answer(CorrectionQueue(), None) is None
+
+
+@pytest.mark.smollm2
+def test_a_run_can_start_from_an_arrangement(smollm2, tmp_path):
+    from robocompose.cli import load_verb_config
+    from robocompose.hierarchical.api import Runner
+
+    overrides = ["start=[[on,green_block,red_block],[on,blue_block,green_block]]", "video=false"]
+    config = load_verb_config("plan", [*overrides, f"out={tmp_path}"])
+    runner = Runner(config, smollm2)
+    try:
+        assert ("on", "blue_block", "green_block") in runner.world.facts()
+        assert runner.world.steps == 0  # arranged, not moved
+    finally:
+        runner.close()
