@@ -161,7 +161,8 @@ def prompt_lookup(args: argparse.Namespace) -> dict[str, Any]:
         ("prompt_lookup", LlamaPromptLookupDecoding(num_pred_tokens=args.draft_tokens)),
     ):
         llama = llama_cpp.Llama(model_path=path, n_ctx=4096, n_threads=2, n_threads_batch=2,
-                                seed=0, verbose=False, draft_model=draft)  # fmt: skip
+                                seed=0, verbose=False, draft_model=draft,
+                                logits_all=draft is not None)  # fmt: skip
         seconds, tokens, texts[name] = [], [], []
         for k, item in enumerate(items):
             world = make_world(item)
