@@ -330,9 +330,9 @@ def _policy_killed(
         os.kill(policy.pid, signal.SIGKILL)  # type: ignore[arg-type]
         policy.join(5)
         deadline = time.monotonic() + 10.0
-        while _alive(control_pid) and time.monotonic() < deadline:
+        while process_alive(control_pid) and time.monotonic() < deadline:
             time.sleep(0.02)
-        control_exited = not _alive(control_pid)
+        control_exited = not process_alive(control_pid)
         rows = telemetry.read_new().records
         lines = [event_line(row) for row in events.read_new().records]
         for ring in rings:  # orphaned by the killed process: unlink them here
@@ -374,7 +374,8 @@ def _policy_killed(
     )
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
+    """Whether `pid` runs (a process that is not our child: no waitpid; a zombie counts as gone)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -15,7 +15,7 @@ import pytest
 
 from robocompose.real_robot.control import BRAKING, ControlProcess, event_line
 from robocompose.real_robot.control_faults import (
-    _alive,
+    process_alive,
     received_from_telemetry,
     twin_control,
 )
@@ -54,9 +54,9 @@ def test_policy_process_killed_the_control_process_brakes_holds_and_exits() -> N
         os.kill(policy.pid, signal.SIGKILL)
         policy.join(5)
         deadline = time.monotonic() + 10
-        while _alive(control_pid) and time.monotonic() < deadline:
+        while process_alive(control_pid) and time.monotonic() < deadline:
             time.sleep(0.02)
-        assert not _alive(control_pid), "the control process outlived its policy process"
+        assert not process_alive(control_pid), "the control process outlived its policy process"
         rows = telemetry.read_new().records
         lines = [event_line(row) for row in events.read_new().records]
     finally:
