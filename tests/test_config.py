@@ -29,6 +29,7 @@ REQUIRED = {
     "serve": ["checkpoint=c"],
     "replay": ["log=l"],
     "report": ["run=r"],
+    "view": ["run=[r]"],
     "compare": ["checkpoints=[a,b]"],
 }
 

@@ -142,7 +142,7 @@ class ComposedPolicy:
         fuse = config.fuse and self.operator is not None
         self._groups = stack_groups(parents) if fuse else None
         self._placed_for: tuple[torch.device, torch.dtype] | None = None
-        self._probes: list[torch.nn.Parameter] | None = None
+        self._probes: list[torch.nn.Parameter | None] | None = None
         self._sigmas: list[float] | None = None
         self._place()
         # what each parent costs per chunk, over every chunk this policy infers
@@ -186,9 +186,12 @@ class ComposedPolicy:
         """Where the parents are, read off one parameter of each: `.to()` converts parameters
         in place, and `parent.device` walks the module tree per call (twice per parent and
         chunk, that walk was 7% of a Stack chunk at batch 1)."""
-        if self._probes is None:
-            self._probes = [next(p.parameters()) for p in self.parents]
-        (first, *rest) = [(q.device, q.dtype) for q in self._probes]
+        if self._probes is None:  # None for a parent with no torch parameter (a JAX policy)
+            self._probes = [next(p.parameters(), None) for p in self.parents]
+        (first, *rest) = [
+            (p.device, p.dtype) if q is None else (q.device, q.dtype)
+            for p, q in zip(self.parents, self._probes, strict=True)
+        ]
         for i, (device, dtype) in enumerate(rest, start=1):
             if (device, dtype) != first:
                 raise ValueError(

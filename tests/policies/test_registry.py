@@ -147,11 +147,13 @@ def test_the_family_composes_with_a_builtin_family(trained) -> None:
     noise = torch.randn(toy.chunk_shape(2), generator=torch.Generator().manual_seed(1))
     only_toy = compose([toy, flow], weights=(1.0, 0.0), steps=4)
     grid = only_toy.sigmas(only_toy.denoiser(obs))
-    assert math.isinf(grid[0])  # the flow's grid: the toy's adapter takes sigma = inf
+    assert grid[0] == 15.0  # at (1, 0) the toy alone is weighed: its own grid, from its sigma_max
     with torch.no_grad():
         alone = sample_euler(toy.denoiser(obs), noise, grid)
         torch.testing.assert_close(only_toy.sample_normalized(obs, noise), alone, atol=1e-5, rtol=0)
-        halves = compose([toy, flow], weights=(0.5, 0.5), steps=4).sample_normalized(obs, noise)
+        both = compose([toy, flow], weights=(0.5, 0.5), steps=4)
+        assert math.isinf(both.sigmas(both.denoiser(obs))[0])  # the flow's: the toy takes inf
+        halves = both.sample_normalized(obs, noise)
     assert halves.isfinite().all() and not torch.allclose(halves, alone, atol=1e-3)
 
 
