@@ -23,7 +23,6 @@ import os
 import sys
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,7 +35,7 @@ from robocompose.real_robot.base import Arm, PolicySpec
 from robocompose.real_robot.executor import ChunkExecutor, ChunkSource, ExecutorConfig
 from robocompose.real_robot.safety import SafetyLayer
 from robocompose.real_robot.safety_limits import SafetyLimits, limits_for, twin_limits
-from robocompose.real_robot.steplog import JsonlWriter, done_seeds, step_line
+from robocompose.real_robot.steplog import JsonlWriter, StepRecorder, done_seeds
 from robocompose.real_robot.twin import TwinArm, ee_target_from_action
 from robocompose.records import pool
 from robocompose.sim.tasks import get_task
@@ -322,8 +321,8 @@ class DeployLoop:
         self.layer.drain_events()
         self.executor.reset(seed)
         max_ticks = max(1, round(episode_s * self.rate_hz))
-        counts: Counter[str] = Counter()
-        reconnects = getattr(self.client, "reconnects", 0)
+        steps = StepRecorder(self.log, self.client, seed)
+        counts = steps.counts
         self.log.write(
             {
                 "kind": "episode_start",
@@ -336,7 +335,7 @@ class DeployLoop:
             }
         )
         ticker = Ticker(self.period_s)
-        tick, last_start, success, score, start = 0, None, None, 0.0, time.monotonic()
+        tick, success, score, start = 0, None, 0.0, time.monotonic()
         while True:
             started = time.monotonic()
             obs, success, score = self.observe()
@@ -350,18 +349,7 @@ class DeployLoop:
                     sent = [*result.target.tolist(), result.gripper]
             safety = [e.as_dict() for e in self.layer.drain_events()]
             events = list(decision.events)
-            now_reconnects = getattr(self.client, "reconnects", 0)
-            if now_reconnects != reconnects:
-                events.append({"event": "reconnect", "count": now_reconnects - reconnects})
-                reconnects = now_reconnects
-            counts.update(e["event"] for e in events)
-            counts.update(f"safety:{s['kind']}" for s in safety)
-            counts["waiting_ticks"] += decision.waiting
-            period = None if last_start is None else started - last_start
-            self.log.write(
-                step_line(seed, tick, started, period, obs, state, decision, sent, safety, events)
-            )
-            last_start = started
+            steps.record(tick, started, obs, state, decision, sent, safety, events)
             ended = success and self.stop_on_success
             if ended or self.layer.estopped or tick + 1 >= max_ticks:
                 break

@@ -22,7 +22,6 @@ import signal
 import sys
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -37,7 +36,7 @@ from robocompose.real_robot.control import (
     ControlProcess,
 )
 from robocompose.real_robot.executor import ChunkExecutor
-from robocompose.real_robot.steplog import JsonlWriter, step_line
+from robocompose.real_robot.steplog import JsonlWriter, StepRecorder
 from robocompose.real_robot.twin import TwinArm, ee_target_from_action
 from robocompose.sim.tasks import get_task
 
@@ -135,8 +134,8 @@ class ProcessDeployLoop:
         self.control.drain_telemetry()
         self.executor.reset(seed)
         max_ticks = max(1, round(episode_s * self.rate_hz))
-        counts: Counter[str] = Counter()
-        reconnects = getattr(self.client, "reconnects", 0)
+        steps = StepRecorder(self.log, self.client, seed)
+        counts = steps.counts
         self.log.write(
             {
                 "kind": "episode_start",
@@ -151,7 +150,7 @@ class ProcessDeployLoop:
             }
         )
         t0 = time.monotonic()
-        tick, last_start, success, score, aborted = 0, None, None, 0.0, False
+        tick, success, score, aborted = 0, None, 0.0, False
         while True:
             started = time.monotonic()
             if not self.control.alive:
@@ -167,18 +166,7 @@ class ProcessDeployLoop:
             if decision.action is not None and not self.control.estopped:
                 self.schedule(tick, t0)
             sent, safety, events = self.collect(decision.events)
-            now_reconnects = getattr(self.client, "reconnects", 0)
-            if now_reconnects != reconnects:
-                events.append({"event": "reconnect", "count": now_reconnects - reconnects})
-                reconnects = now_reconnects
-            counts.update(e["event"] for e in events)
-            counts.update(f"safety:{s['kind']}" for s in safety)
-            counts["waiting_ticks"] += decision.waiting
-            period = None if last_start is None else started - last_start
-            self.log.write(
-                step_line(seed, tick, started, period, obs, state, decision, sent, safety, events)
-            )
-            last_start = started
+            steps.record(tick, started, obs, state, decision, sent, safety, events)
             ended = success and self.stop_on_success
             if ended or self.control.estopped or tick + 1 >= max_ticks:
                 break

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +55,46 @@ def step_line(
         "safety": safety,
         "events": events,
     }
+
+
+class StepRecorder:
+    """One episode's ticks into the step log, with the event counts its record ends with.
+
+    Both deploy loops (in process and control process) keep their books through it, so a
+    reconnect, a safety event and a waiting tick count the same way in either."""
+
+    def __init__(self, log: JsonlWriter, client: Any, seed: int) -> None:
+        self.log, self.client, self.seed = log, client, seed
+        self.counts: Counter[str] = Counter()
+        self._reconnects = getattr(client, "reconnects", 0)
+        self._last_start: float | None = None
+
+    def record(
+        self,
+        tick: int,
+        started_s: float,
+        obs: dict[str, np.ndarray],
+        state: ArmState,
+        decision: Decision,
+        sent: list[float] | None,
+        safety: list[dict[str, Any]],
+        events: list[dict[str, Any]],
+    ) -> None:
+        """Write the tick's line; `events` gains a "reconnect" when the client reconnected."""
+        reconnects = getattr(self.client, "reconnects", 0)
+        if reconnects != self._reconnects:
+            events.append({"event": "reconnect", "count": reconnects - self._reconnects})
+            self._reconnects = reconnects
+        self.counts.update(e["event"] for e in events)
+        self.counts.update(f"safety:{s['kind']}" for s in safety)
+        self.counts["waiting_ticks"] += decision.waiting
+        period = None if self._last_start is None else started_s - self._last_start
+        self.log.write(
+            step_line(
+                self.seed, tick, started_s, period, obs, state, decision, sent, safety, events
+            )
+        )
+        self._last_start = started_s
 
 
 def _rounded(values: Any) -> list:
