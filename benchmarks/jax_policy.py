@@ -189,7 +189,7 @@ def policies(fresh: list[int], search_seeds: list[int], step: float) -> dict[str
     )
     print(found.table(), flush=True)
     trials: dict[str, tuple[str, tuple[float, ...]]] = {
-        "convex": ("convex", tuple(found.chosen)),
+        "convex": ("convex", tuple(found.best_composition)),
         "product_of_experts": ("weighted_sum", (1.0, 1.0)),
     }
     composed: dict[str, Any] = {}
