@@ -35,12 +35,12 @@ from robocompose.real_robot.control import (
 )
 from robocompose.real_robot.control_faults import CONTROL_FAULTS, run_control_fault, twin_control
 from robocompose.real_robot.executor import ChunkExecutor, ExecutorConfig
+from robocompose.real_robot.policy_adapter import load_served_policy
 from robocompose.real_robot.process_loop import ProcessDeployLoop
 from robocompose.real_robot.safety_limits import limits_for
-from robocompose.real_robot.server import PolicyServer
-from robocompose.real_robot.serving import load_served_policy
 from robocompose.real_robot.steplog import JsonlWriter, done_seeds
 from robocompose.real_robot.timing_check import inference_loop, measure, percentiles
+from robocompose.real_robot.websocket_server import PolicyServer
 from robocompose.shipped import shipped_path
 
 sys.path.insert(0, str(ROOT))  # the fake RTDE controller lives with the tests

@@ -167,7 +167,7 @@ def run_control_fault(
     if fault == "policy_killed":
         return _policy_killed(served, out_dir, seed, rate_hz, control_hz, inject_at_s, episode_s)
     from robocompose.real_robot.client import PolicyClient
-    from robocompose.real_robot.server import PolicyServer
+    from robocompose.real_robot.websocket_server import PolicyServer
 
     task = str(served.spec.extra.get("task", "PickPlace"))
     factory, config = twin_control(task, control_hz)
@@ -305,7 +305,7 @@ def _policy_killed(
     inject_at_s: float,
     episode_s: float,
 ) -> FaultReport:
-    from robocompose.real_robot.server import PolicyServer
+    from robocompose.real_robot.websocket_server import PolicyServer
 
     task = str(served.spec.extra.get("task", "PickPlace"))
     log_path = Path(out_dir) / f"control_policy_killed_{seed}_steps.jsonl"

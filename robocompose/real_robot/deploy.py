@@ -91,10 +91,14 @@ class DeployConfig:
     control_rate_hz: float | None = None  # None: the arm's default (control.DEFAULT_RATES_HZ)
     control_interpolation: str = "linear"  # between waypoints: "linear" or "cubic"
     out: str = "runs/deploy"
-    # "rerun": stream observations, commands (proposed, sent) and clamps to a Rerun viewer
-    # (`robocompose.viz.live`); with `viewer_save` an .rrd file is written instead
+    # "rerun": stream observations, commands (proposed, sent) and clamps live
+    # (`robocompose.viz.live`): served over gRPC on `viewer_port` for a viewer to connect to,
+    # or sent to a running viewer at `viewer_url` (rerun+http://HOST:PORT/proxy);
+    # `viewer_save` writes an .rrd file instead
     viewer: str | None = None
     viewer_save: str | None = None
+    viewer_url: str | None = None
+    viewer_port: int = 9876
 
     def __post_init__(self) -> None:
         if self.robot not in ROBOTS:
@@ -131,6 +135,10 @@ class DeployConfig:
             raise ValueError(f"`viewer` must be 'rerun' or None. Got {self.viewer!r}.")
         if self.viewer and self.control != "loop":
             raise ValueError("`viewer` streams the loop's steps: it needs control='loop'.")
+        if self.viewer:
+            from robocompose.viz.live import LiveViewer
+
+            LiveViewer(self.viewer_save, self.viewer_url, self.viewer_port)
         if self.control_rate_hz is not None and not 1 <= self.control_rate_hz <= 1000:
             raise ValueError(f"`control_rate_hz` must be in [1, 1000]. Got {self.control_rate_hz}.")
         self.limits()  # unknown or invalid safety fields fail here, named
@@ -181,7 +189,7 @@ def connect_policy(config: DeployConfig) -> PolicyLink:
             client.spec, lambda obs: client.infer(obs)["actions"], client, client.close
         )
     from robocompose.real_robot.obs_check import check_observation
-    from robocompose.real_robot.serving import load_served_policy
+    from robocompose.real_robot.policy_adapter import load_served_policy
 
     assert config.policy is not None
     p = config.policy
@@ -371,7 +379,7 @@ class DeployLoop:
         return record
 
 
-def run_deploy(config: DeployConfig) -> dict[str, Any]:
+def run(config: DeployConfig) -> dict[str, Any]:
     """Every episode of `config` not yet in `out/episodes.jsonl`; the run's summary."""
     out = Path(config.out)
     results_path = out / "episodes.jsonl"
@@ -412,9 +420,10 @@ def _run_in_loop(
     observe = _observer(config, arm)
     log, results = JsonlWriter(out / "steps.jsonl"), JsonlWriter(results_path)
     if config.viewer == "rerun":
-        from robocompose.viz.live import RerunStepLog
+        from robocompose.viz.live import LiveViewer, RerunStepLog
 
-        log = RerunStepLog(log, config.viewer_save, f"deploy-{config.robot}")
+        viewer = LiveViewer(config.viewer_save, config.viewer_url, config.viewer_port)
+        log = RerunStepLog(log, viewer, f"deploy-{config.robot}")
     try:
         obs, _, _ = observe()
         check_compatible(link.spec, obs, arm_action_dim(arm))

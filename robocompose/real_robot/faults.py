@@ -309,7 +309,7 @@ def open_rig(
     (through a `TcpRelay` if asked), and build twin, recorder, safety layer, executor and loop;
     the step log is appended to `log_path`."""
     from robocompose.real_robot.client import PolicyClient
-    from robocompose.real_robot.server import PolicyServer
+    from robocompose.real_robot.websocket_server import PolicyServer
 
     executor = executor or ExecutorConfig()
     server = PolicyServer(policy, delay_s=delay_s).start()

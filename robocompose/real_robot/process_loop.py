@@ -270,7 +270,7 @@ def twin_facts(task: str) -> tuple[int, float]:
 
 
 def run_in_control_process(config: Any, link: Any, todo: list[int], done: dict[int, Any]) -> None:
-    """`deploy.run_deploy`'s episodes with the arm in a control process (a `DeployConfig`,
+    """`deploy.run`'s episodes with the arm in a control process (a `DeployConfig`,
     its `PolicyLink`); records appended to episodes.jsonl and added to `done`."""
     from robocompose.real_robot.deploy import _observer, check_compatible
 

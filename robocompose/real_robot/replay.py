@@ -188,7 +188,7 @@ class ReplayConfig:
     seed: int | None = None  # the episode to plot; None: the first in the log
 
 
-def run_replay(config: ReplayConfig) -> tuple[str, list[Path]]:
+def run(config: ReplayConfig) -> tuple[str, list[Path]]:
     """The printed summary and the plots written."""
     lines = read_log(config.log)
     out = Path(config.out) if config.out else Path(config.log).parent / "plots"

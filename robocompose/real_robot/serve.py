@@ -17,9 +17,9 @@ from robocompose.devices import check_device
 from robocompose.jobs import CompositionSpec
 
 if TYPE_CHECKING:  # the server needs the `robot` extra and torch; the config neither
+    from robocompose.real_robot.policy_adapter import DenoiserServedPolicy
     from robocompose.real_robot.rtc import PrefixGuidance
-    from robocompose.real_robot.server import PolicyServer
-    from robocompose.real_robot.serving import DenoiserServedPolicy
+    from robocompose.real_robot.websocket_server import PolicyServer
 
 
 @dataclass(kw_only=True)
@@ -83,7 +83,7 @@ class ServeConfig:
         return self.api_key or os.environ.get(self.api_key_env) or None
 
     def served_policy(self) -> DenoiserServedPolicy:
-        from robocompose.real_robot.serving import load_served_policy
+        from robocompose.real_robot.policy_adapter import load_served_policy
 
         spec = self.composition
         one_network = self.checkpoint is not None or spec.method().merges_parameters
@@ -106,7 +106,7 @@ class ServeConfig:
 
     def server(self) -> PolicyServer:
         try:
-            from robocompose.real_robot.server import PolicyServer
+            from robocompose.real_robot.websocket_server import PolicyServer
         except ImportError as e:
             raise ValueError(
                 f"the policy server needs the `robot` extra ({e}): pip install -e '.[robot]'"
@@ -129,7 +129,7 @@ def announce(server: PolicyServer) -> None:
     print("spec: " + json.dumps(spec.to_metadata(), indent=2), flush=True)
 
 
-def run_serve(config: ServeConfig) -> None:
+def run(config: ServeConfig) -> None:
     """Serve until SIGINT/SIGTERM; connections, refusals and error replies are logged."""
     logging.basicConfig(format="%(asctime)s %(name)s: %(message)s")
     for name in ("robocompose", "websockets"):

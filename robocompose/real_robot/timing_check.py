@@ -84,7 +84,7 @@ def inference_loop(checkpoint: str, cpu: int | None, stop: Any, ready: Any) -> N
     """A policy process: `checkpoint`'s inference in a loop (on core `cpu`) until `stop`."""
     if cpu is not None:
         os.sched_setaffinity(0, {cpu})
-    from robocompose.real_robot.serving import load_served_policy
+    from robocompose.real_robot.policy_adapter import load_served_policy
 
     served = load_served_policy(checkpoint)
     obs: dict[str, Any] = {

@@ -17,8 +17,8 @@ from robocompose.composition.config import CompositionConfig
 from robocompose.evaluation import evaluate, load_checkpoint
 from robocompose.jobs import CompositionSpec
 from robocompose.policies.runner import PolicyPredictor
+from robocompose.real_robot.policy_adapter import load_served_policy
 from robocompose.real_robot.serve import ServeConfig
-from robocompose.real_robot.serving import load_served_policy
 from tests.composition.test_composed_policy import _obs, tiny_policy
 
 PUSHT = "checkpoints/PushT_flow_mlp"  # horizon 16, n_obs_steps 2, trained n_action_steps 8

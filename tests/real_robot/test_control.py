@@ -301,7 +301,7 @@ def test_ur_in_a_control_process_streams_servo_l_at_the_tick_and_kicks_its_watch
 def test_deploy_with_control_process_runs_episodes_on_the_twin_and_logs_its_events(
     tmp_path,
 ) -> None:
-    from robocompose.real_robot.deploy import DeployConfig, DeployPolicyConfig, run_deploy
+    from robocompose.real_robot.deploy import DeployConfig, DeployPolicyConfig, run
     from robocompose.real_robot.executor import ExecutorConfig
     from robocompose.shipped import shipped_path
 
@@ -316,7 +316,7 @@ def test_deploy_with_control_process_runs_episodes_on_the_twin_and_logs_its_even
         episode_s=3.0,
         out=str(tmp_path),
     )
-    summary = run_deploy(config)
+    summary = run(config)
     assert summary["episodes"] == 1
     lines = [json.loads(line) for line in (tmp_path / "steps.jsonl").read_text().splitlines()]
     start = next(line for line in lines if line["kind"] == "episode_start")

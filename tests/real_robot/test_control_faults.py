@@ -75,7 +75,7 @@ def test_policy_process_killed_the_control_process_brakes_holds_and_exits() -> N
 @pytest.fixture(scope="module")
 def served():
     pytest.importorskip("websockets", reason="the hardware bridge extra `robot` is not installed")
-    from robocompose.real_robot.serving import load_served_policy
+    from robocompose.real_robot.policy_adapter import load_served_policy
     from robocompose.shipped import shipped_path
 
     return load_served_policy(shipped_path("PickPlace", "flow_mlp"))

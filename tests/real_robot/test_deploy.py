@@ -21,10 +21,10 @@ from robocompose.real_robot.deploy import (
 )
 from robocompose.real_robot.executor import ChunkExecutor, ExecutorConfig
 from robocompose.real_robot.faults import RecordingArm
+from robocompose.real_robot.policy_adapter import load_served_policy
 from robocompose.real_robot.replay import read_log, summarize
 from robocompose.real_robot.safety import SafetyLayer
 from robocompose.real_robot.safety_limits import twin_limits
-from robocompose.real_robot.serving import load_served_policy
 from robocompose.real_robot.steplog import JsonlWriter, done_seeds
 from robocompose.real_robot.twin import TwinArm
 from robocompose.shipped import shipped_path

@@ -17,8 +17,8 @@ from websockets.exceptions import InvalidStatus  # noqa: E402
 from websockets.sync.server import ServerConnection, serve  # noqa: E402
 
 from robocompose.real_robot.client import PolicyClient, PolicyServerError  # noqa: E402
-from robocompose.real_robot.server import PolicyServer  # noqa: E402
-from robocompose.real_robot.serving import load_served_policy  # noqa: E402
+from robocompose.real_robot.policy_adapter import load_served_policy  # noqa: E402
+from robocompose.real_robot.websocket_server import PolicyServer  # noqa: E402
 from robocompose.shipped import shipped_path  # noqa: E402
 
 

@@ -8,8 +8,8 @@ import torch
 
 from robocompose.policies.runner import _noise_seed
 from robocompose.real_robot.obs_check import ObservationError, check_observation
+from robocompose.real_robot.policy_adapter import EpisodeNoise, load_served_policy
 from robocompose.real_robot.rtc import PrefixGuidance
-from robocompose.real_robot.serving import EpisodeNoise, load_served_policy
 from robocompose.shipped import shipped_path
 
 # two flow MLPs of one architecture (merge needs that), trained on halves of one file

@@ -23,8 +23,8 @@ from robocompose.real_robot.client import (  # noqa: E402
     PolicyServerError,
 )
 from robocompose.real_robot.obs_check import check_observation  # noqa: E402
-from robocompose.real_robot.server import PolicyServer  # noqa: E402
-from robocompose.real_robot.serving import load_served_policy  # noqa: E402
+from robocompose.real_robot.policy_adapter import load_served_policy  # noqa: E402
+from robocompose.real_robot.websocket_server import PolicyServer  # noqa: E402
 from robocompose.real_robot.wire import pack, unpack  # noqa: E402
 from robocompose.shipped import shipped_path  # noqa: E402
 
