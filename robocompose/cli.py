@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from robocompose.config import CONFIGS, compose_all, hydra_value, load, to_tree
-from robocompose.interrupt import ResumableInterrupt
+from robocompose.interrupt import Interrupted
 
 if TYPE_CHECKING:  # the verbs import what they run when they run
     from robocompose.records import EvalResult
@@ -877,9 +877,9 @@ def main(argv: list[str] | None = None) -> None:
         verb.run(overrides)
     except (ValueError, FileNotFoundError) as e:
         raise SystemExit(f"robocompose {name}: error: {e}") from None
-    except KeyboardInterrupt as e:  # Ctrl-C: what is saved (a `ResumableInterrupt`), no traceback
+    except KeyboardInterrupt as e:  # Ctrl-C: what is saved (an `Interrupted`), no traceback
         print(
-            f"\nrobocompose {name}: {e if isinstance(e, ResumableInterrupt) else 'interrupted'}",
+            f"\nrobocompose {name}: {e if isinstance(e, Interrupted) else 'interrupted'}",
             file=sys.stderr,
         )
         raise SystemExit(130) from None
