@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from robocompose.config import CONFIGS, compose_all, hydra_value, load, to_tree
-from robocompose.interrupt import Interrupted
+from robocompose.interrupt import ResumableInterrupt
 
 if TYPE_CHECKING:  # the verbs import what they run when they run
     from robocompose.records import EvalResult
@@ -371,29 +371,29 @@ def _demo(overrides: list[str]) -> None:
 
 
 def _serve(overrides: list[str]) -> None:
-    from robocompose.real_robot.serve import run
-    from robocompose.real_robot.websocket_server import PortInUse
+    from robocompose.real_robot.serve import run_serve
+    from robocompose.real_robot.server import PortInUse
 
     try:
-        run(load_verb_config("serve", overrides))
+        run_serve(load_verb_config("serve", overrides))
     except PortInUse as e:
         raise SystemExit(f"robocompose serve: error: {e}") from None
 
 
 def _deploy(overrides: list[str]) -> None:
-    from robocompose.real_robot.deploy import run
+    from robocompose.real_robot.deploy import run_deploy
 
     try:
-        summary = run(load_verb_config("deploy", overrides))
+        summary = run_deploy(load_verb_config("deploy", overrides))
     except (ConnectionError, ImportError) as e:  # no server, no arm, or no vendor SDK
         raise SystemExit(f"robocompose deploy: error: {e}") from None
     print(f"success {summary['success_text']}; step log {summary['steps_log']}")
 
 
 def _replay(overrides: list[str]) -> None:
-    from robocompose.real_robot.replay import run
+    from robocompose.real_robot.replay import run_replay
 
-    text, plots = run(load_verb_config("replay", overrides))
+    text, plots = run_replay(load_verb_config("replay", overrides))
     print(text)
     for path in plots:
         print(f"plot: {path}")
@@ -877,9 +877,9 @@ def main(argv: list[str] | None = None) -> None:
         verb.run(overrides)
     except (ValueError, FileNotFoundError) as e:
         raise SystemExit(f"robocompose {name}: error: {e}") from None
-    except KeyboardInterrupt as e:  # Ctrl-C: what is saved (an `Interrupted`), no traceback
+    except KeyboardInterrupt as e:  # Ctrl-C: what is saved (a `ResumableInterrupt`), no traceback
         print(
-            f"\nrobocompose {name}: {e if isinstance(e, Interrupted) else 'interrupted'}",
+            f"\nrobocompose {name}: {e if isinstance(e, ResumableInterrupt) else 'interrupted'}",
             file=sys.stderr,
         )
         raise SystemExit(130) from None

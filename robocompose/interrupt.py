@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 
-class Interrupted(KeyboardInterrupt):
+class ResumableInterrupt(KeyboardInterrupt):
     """A KeyboardInterrupt that knows how much of the run is safe on disk (and so resumes)."""
 
     def __init__(self, saved: int, path: str | os.PathLike[str], unit: str = "episodes") -> None:

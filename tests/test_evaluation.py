@@ -14,7 +14,7 @@ from robocompose.composition.api import compose
 from robocompose.composition.api import evaluate as api_evaluate
 from robocompose.demo import DemoConfig, run_demo
 from robocompose.evaluation import check_observations, evaluate, load_checkpoint, task_of
-from robocompose.interrupt import Interrupted
+from robocompose.interrupt import ResumableInterrupt
 from robocompose.policies.runner import PolicyPredictor
 from robocompose.records import EvalResult
 
@@ -91,7 +91,7 @@ def test_interrupted_then_resumed_equals_uninterrupted(tmp_path, reference: Eval
     out = tmp_path / "episodes.jsonl"
     policy = load_checkpoint(PUSHT)
     label = "PushT_flow_unet"
-    with pytest.raises(Interrupted):
+    with pytest.raises(ResumableInterrupt):
         evaluate(
             StopAfter(PolicyPredictor(policy), 20),
             SHORT_SEEDS,

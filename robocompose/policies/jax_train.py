@@ -30,7 +30,7 @@ import torch
 from safetensors.torch import save_file
 from tqdm import tqdm
 
-from robocompose.interrupt import Interrupted, interrupt_deferred
+from robocompose.interrupt import ResumableInterrupt, interrupt_deferred
 from robocompose.policies.checkpoint import save_policy, write_atomic
 from robocompose.policies.jax_bridge import to_torch
 from robocompose.policies.jax_flow import JaxFlowPolicy, encode_low_dim, flow_matching_loss
@@ -228,7 +228,7 @@ def train_jax(config: TrainConfig, progress: bool = True, stop_at_step: int | No
         if step > saved:
             with interrupt_deferred():  # a second Ctrl-C must not cut the save short
                 save()
-        raise Interrupted(step, out, unit="steps") from None
+        raise ResumableInterrupt(step, out, unit="steps") from None
     finally:
         bar.close()
         curves.close()

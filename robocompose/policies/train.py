@@ -35,7 +35,7 @@ from tqdm import tqdm
 
 from robocompose.devices import resolve_device
 from robocompose.evaluation import torch_threads_set
-from robocompose.interrupt import Interrupted, interrupt_deferred
+from robocompose.interrupt import ResumableInterrupt, interrupt_deferred
 from robocompose.policies.base import GenerativePolicy, is_image_shape
 from robocompose.policies.checkpoint import (
     build_policy,
@@ -266,7 +266,7 @@ def _train(config: TrainConfig, progress: bool, stop_at_step: int | None) -> Pat
         if step > saved:
             with interrupt_deferred():  # a second Ctrl-C must not cut the save short
                 save()
-        raise Interrupted(step, out, unit="steps") from None
+        raise ResumableInterrupt(step, out, unit="steps") from None
     finally:
         bar.close()
         curves.close()

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from robocompose.interrupt import Interrupted
+from robocompose.interrupt import ResumableInterrupt
 from robocompose.sim.dataset import DemoWriter
 from robocompose.sim.pick_place import TabletopEnv
 from robocompose.sim.skill_labels import SkillLabel, skill_args
@@ -172,7 +172,7 @@ def collect(
                 seed += 1
         except KeyboardInterrupt:
             bar.close()  # before the message, not after it when collected
-            raise Interrupted(len(writer.demo_attrs), out, "demos") from None
+            raise ResumableInterrupt(len(writer.demo_attrs), out, "demos") from None
         bar.close()
         if len(writer.demo_attrs) < episodes:
             raise RuntimeError(

@@ -27,7 +27,7 @@ from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, Vecto
 from gymnasium.wrappers import TimeLimit
 from tqdm import tqdm
 
-from robocompose.interrupt import Interrupted
+from robocompose.interrupt import ResumableInterrupt
 from robocompose.records import EpisodeLog, EvalResult, stamped
 
 __all__ = ["EvalResult", "evaluate", "side_by_side"]
@@ -144,7 +144,7 @@ def evaluate(
     except KeyboardInterrupt:
         if log is None:
             raise
-        raise Interrupted(len(records), log.path) from None
+        raise ResumableInterrupt(len(records), log.path) from None
     finally:
         bar.close()
         envs.close()

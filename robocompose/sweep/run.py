@@ -20,7 +20,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from robocompose.config import ConfigError
-from robocompose.interrupt import Interrupted
+from robocompose.interrupt import ResumableInterrupt
 from robocompose.sweep.config import Cell, SweepPlan, plan
 from robocompose.sweep.describe import plot_context, summary_header
 from robocompose.sweep.launchers import Task, launch
@@ -137,7 +137,7 @@ def run_sweep(overrides: Sequence[str], progress: bool = True) -> SweepReport:
             ran += len(records)
             bar.update(len(records))
     except KeyboardInterrupt:
-        raise Interrupted(total - remaining + ran, table.path) from None
+        raise ResumableInterrupt(total - remaining + ran, table.path) from None
     finally:
         bar.close()
 
