@@ -371,29 +371,29 @@ def _demo(overrides: list[str]) -> None:
 
 
 def _serve(overrides: list[str]) -> None:
-    from robocompose.real_robot.serve import run_serve
-    from robocompose.real_robot.server import PortInUse
+    from robocompose.real_robot.serve import run
+    from robocompose.real_robot.websocket_server import PortInUse
 
     try:
-        run_serve(load_verb_config("serve", overrides))
+        run(load_verb_config("serve", overrides))
     except PortInUse as e:
         raise SystemExit(f"robocompose serve: error: {e}") from None
 
 
 def _deploy(overrides: list[str]) -> None:
-    from robocompose.real_robot.deploy import run_deploy
+    from robocompose.real_robot.deploy import run
 
     try:
-        summary = run_deploy(load_verb_config("deploy", overrides))
+        summary = run(load_verb_config("deploy", overrides))
     except (ConnectionError, ImportError) as e:  # no server, no arm, or no vendor SDK
         raise SystemExit(f"robocompose deploy: error: {e}") from None
     print(f"success {summary['success_text']}; step log {summary['steps_log']}")
 
 
 def _replay(overrides: list[str]) -> None:
-    from robocompose.real_robot.replay import run_replay
+    from robocompose.real_robot.replay import run
 
-    text, plots = run_replay(load_verb_config("replay", overrides))
+    text, plots = run(load_verb_config("replay", overrides))
     print(text)
     for path in plots:
         print(f"plot: {path}")
