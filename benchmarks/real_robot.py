@@ -31,12 +31,12 @@ from common import RESULTS, ROOT
 
 from robocompose.evaluation import evaluate
 from robocompose.real_robot.client import PolicyClient
+from robocompose.real_robot.drivers.twin import TwinArm
 from robocompose.real_robot.executor import ExecutorConfig
 from robocompose.real_robot.faults import FAULTS, open_rig, run_fault
 from robocompose.real_robot.policy_adapter import load_served_policy
 from robocompose.real_robot.replay import read_log
 from robocompose.real_robot.steplog import done_seeds
-from robocompose.real_robot.twin import TwinArm
 from robocompose.real_robot.websocket_server import PolicyServer
 from robocompose.shipped import shipped_path
 from robocompose.stats import success_rate

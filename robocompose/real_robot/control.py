@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from robocompose.real_robot.base import Arm, ArmState
+from robocompose.real_robot.drivers.twin import TwinArm
 from robocompose.real_robot.ring import RingBuffer
 from robocompose.real_robot.safety import SafetyLayer, _scale_to
 from robocompose.real_robot.safety_events import SafetyEvent
@@ -49,7 +50,6 @@ from robocompose.real_robot.trajectory import (
     pack_waypoint,
     unpack_waypoint,
 )
-from robocompose.real_robot.twin import TwinArm
 
 ArmFactory = Callable[[], Arm]  # picklable (a module-level function or partial): runs in the child
 

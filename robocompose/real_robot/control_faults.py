@@ -36,6 +36,7 @@ from robocompose.real_robot.control import (
     ControlProcess,
     event_line,
 )
+from robocompose.real_robot.drivers.twin import TwinArm
 from robocompose.real_robot.executor import ChunkExecutor, ExecutorConfig
 from robocompose.real_robot.faults import (
     OUT_OF_RANGE_OFFSET_M,
@@ -48,7 +49,6 @@ from robocompose.real_robot.process_loop import ProcessDeployLoop, twin_facts
 from robocompose.real_robot.ring import RingBuffer
 from robocompose.real_robot.safety_limits import twin_limits
 from robocompose.real_robot.steplog import JsonlWriter
-from robocompose.real_robot.twin import TwinArm
 
 CONTROL_FAULTS = (
     "policy_killed",

@@ -17,7 +17,6 @@ success or after `episode_s`; on a real arm it ends after `episode_s` or at the 
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import json
 import os
 import sys
@@ -32,11 +31,12 @@ import numpy as np
 
 from robocompose.config import CONFIGS
 from robocompose.real_robot.base import Arm, PolicySpec
+from robocompose.real_robot.drivers import make_arm
+from robocompose.real_robot.drivers.twin import TwinArm, ee_target_from_action
 from robocompose.real_robot.executor import ChunkExecutor, ChunkSource, ExecutorConfig
 from robocompose.real_robot.safety import SafetyLayer
 from robocompose.real_robot.safety_limits import SafetyLimits, limits_for, twin_limits
 from robocompose.real_robot.steplog import JsonlWriter, StepRecorder, done_seeds
-from robocompose.real_robot.twin import TwinArm, ee_target_from_action
 from robocompose.records import pool
 from robocompose.sim.tasks import get_task
 
@@ -208,16 +208,6 @@ def checkpoint_path(path: str) -> str:
     if Path(path).is_absolute() or Path(path).exists() or not (REPO / path).exists():
         return path
     return str(REPO / path)
-
-
-def make_arm(config: DeployConfig) -> Arm:
-    """The twin (on its task, at `time_scale`) or the robot's vendor driver at `host`."""
-    if config.on_twin:
-        return TwinArm(config.task, time_scale=config.time_scale)
-    from robocompose.real_robot.drivers import DRIVERS
-
-    module, name = DRIVERS[config.robot].split(":")
-    return getattr(importlib.import_module(module), name)(config.host, **config.robot_options)
 
 
 def twin_observer(twin: TwinArm) -> Callable[[], tuple[dict, bool | None, float]]:
@@ -414,7 +404,10 @@ def _run_in_loop(
     """The episodes in `todo` with commands sent from this loop; records added to `done`."""
     out = Path(config.out)
     results_path = out / "episodes.jsonl"
-    arm = make_arm(config)
+    if config.on_twin:
+        arm = make_arm("twin", config.task, time_scale=config.time_scale)
+    else:
+        arm = make_arm(config.robot, config.host, **config.robot_options)
     layer = SafetyLayer(arm, config.limits(), control_hz=config.executor.rate_hz)
     executor = ChunkExecutor(link.source, link.spec, config.executor)
     observe = _observer(config, arm)

@@ -31,11 +31,11 @@ import numpy as np
 
 from robocompose.real_robot.base import Arm, ArmState, ServedPolicy
 from robocompose.real_robot.deploy import DeployLoop, twin_observer
+from robocompose.real_robot.drivers.twin import TwinArm
 from robocompose.real_robot.executor import ChunkExecutor, ExecutorConfig
 from robocompose.real_robot.safety import SafetyLayer
 from robocompose.real_robot.safety_limits import SafetyLimits, twin_limits
 from robocompose.real_robot.steplog import JsonlWriter
-from robocompose.real_robot.twin import TwinArm
 
 FAULTS = (
     "server_killed",

@@ -16,7 +16,6 @@ repeats it) and is restarted for the next one.
 from __future__ import annotations
 
 import functools
-import importlib
 import os
 import signal
 import sys
@@ -35,9 +34,10 @@ from robocompose.real_robot.control import (
     ControlConfig,
     ControlProcess,
 )
+from robocompose.real_robot.drivers import make_arm
+from robocompose.real_robot.drivers.twin import TwinArm, ee_target_from_action
 from robocompose.real_robot.executor import ChunkExecutor
 from robocompose.real_robot.steplog import JsonlWriter, StepRecorder
-from robocompose.real_robot.twin import TwinArm, ee_target_from_action
 from robocompose.sim.tasks import get_task
 
 PLAN_TICKS = 64
@@ -46,14 +46,11 @@ STATE_HZ = 100.0  # at most this many of the chunks' future ticks are scheduled 
 
 def build_driver(robot: str, host: str, options: dict[str, Any], rate_hz: float) -> Arm:
     """A vendor driver set up for streaming at `rate_hz` (runs inside the control process)."""
-    from robocompose.real_robot.drivers import DRIVERS
-
-    module, name = DRIVERS[robot].split(":")
     options = dict(options)
     if robot == "ur5e":
         options["servo_time_s"] = 1.0 / rate_hz  # each target is tracked for one tick
         options.setdefault("watchdog_hz", 10.0)
-    return getattr(importlib.import_module(module), name)(host, **options)
+    return make_arm(robot, host, **options)
 
 
 def arm_factory(

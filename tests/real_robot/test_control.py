@@ -23,6 +23,7 @@ from robocompose.real_robot.control import (
     ControlProcess,
 )
 from robocompose.real_robot.control_faults import received_from_telemetry, twin_control
+from robocompose.real_robot.drivers.twin import TwinArm
 from robocompose.real_robot.faults import limit_violations
 from robocompose.real_robot.ring import RingBuffer
 from robocompose.real_robot.safety_limits import limits_for
@@ -34,7 +35,6 @@ from robocompose.real_robot.trajectory import (
     slerp,
     unpack_waypoint,
 )
-from robocompose.real_robot.twin import TwinArm
 
 RATE_HZ = 250.0
 

@@ -19,6 +19,7 @@ from robocompose.real_robot.deploy import (
     connect_policy,
     twin_observer,
 )
+from robocompose.real_robot.drivers.twin import TwinArm
 from robocompose.real_robot.executor import ChunkExecutor, ExecutorConfig
 from robocompose.real_robot.faults import RecordingArm
 from robocompose.real_robot.policy_adapter import load_served_policy
@@ -26,7 +27,6 @@ from robocompose.real_robot.replay import read_log, summarize
 from robocompose.real_robot.safety import SafetyLayer
 from robocompose.real_robot.safety_limits import twin_limits
 from robocompose.real_robot.steplog import JsonlWriter, done_seeds
-from robocompose.real_robot.twin import TwinArm
 from robocompose.shipped import shipped_path
 
 POLICY = DeployPolicyConfig(checkpoint=str(shipped_path("PickPlace", "flow_mlp")))

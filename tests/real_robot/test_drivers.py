@@ -30,9 +30,9 @@ import pytest
 
 from robocompose.real_robot.base import ArmStoppedError
 from robocompose.real_robot.drivers import make_arm
+from robocompose.real_robot.drivers.twin import TwinArm
 from robocompose.real_robot.safety import SafetyLayer
 from robocompose.real_robot.safety_limits import limits_for
-from robocompose.real_robot.twin import TwinArm
 from tests.real_robot.fake_rtde import (
     PROTECTIVE_STOP_BITS,
     RECORDERS,

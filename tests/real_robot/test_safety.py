@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from robocompose.real_robot.base import Arm, ArmState, ArmStoppedError
+from robocompose.real_robot.drivers.twin import TwinArm, ee_target_from_action
 from robocompose.real_robot.safety import SafetyEvent, SafetyLayer
 from robocompose.real_robot.safety_limits import (
     ROBOT_LIMITS,
@@ -25,7 +26,6 @@ from robocompose.real_robot.safety_limits import (
     limits_for,
     twin_limits,
 )
-from robocompose.real_robot.twin import TwinArm, ee_target_from_action
 from robocompose.sim.tasks import make_expert
 
 HZ = 10.0

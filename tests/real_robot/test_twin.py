@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from robocompose.real_robot.base import ArmStoppedError
-from robocompose.real_robot.twin import (
+from robocompose.real_robot.drivers.twin import (
     PUSHER_Z_M,
     TwinArm,
     action_from_state,
