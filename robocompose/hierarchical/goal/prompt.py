@@ -6,11 +6,12 @@ request follow in the last message. Edit `INSTRUCTIONS` and `EXAMPLES` to tune t
 `PROMPT_VERSION` names the text (bump it when either changes: caches key on it).
 
     messages(scene, request)  -> chat messages for the backend
+    example_orders(3)         -> the examples in 3 orders (the planner agrees across them)
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from robocompose.hierarchical.base import Message
 from robocompose.hierarchical.goal.facts import TABLE, Scene, stacks_of, supports
@@ -217,11 +218,26 @@ def _shot(scene: str, request: str) -> str:
     return f"Scene: {scene}\nRequest: {request}\nConstraints:"
 
 
-def messages(scene: Scene, request: str, now: Iterable[Fact] = ()) -> list[Message]:
-    """System text and examples (fixed), then the scene (with the facts `now`) and the
-    request."""
+def example_orders(count: int) -> list[tuple[tuple[str, str, str], ...]]:
+    """`EXAMPLES` as written, reversed, rotated by half, rotated and reversed (the first `count`
+    orders, 1 to 4): prompts that differ only in which example sits next to the request."""
+    if not 1 <= count <= 4:
+        raise ValueError(f"`count` (example orders) must be 1 to 4. Got {count}.")
+    half = len(EXAMPLES) // 2
+    rotated = EXAMPLES[half:] + EXAMPLES[:half]
+    return [EXAMPLES, EXAMPLES[::-1], rotated, rotated[::-1]][:count]
+
+
+def messages(
+    scene: Scene,
+    request: str,
+    now: Iterable[Fact] = (),
+    examples: Sequence[tuple[str, str, str]] = EXAMPLES,
+) -> list[Message]:
+    """System text and examples (fixed, in the order given), then the scene (with the facts
+    `now`) and the request."""
     out: list[Message] = [{"role": "system", "content": INSTRUCTIONS}]
-    for shot_scene, shot_request, answer in EXAMPLES:
+    for shot_scene, shot_request, answer in examples:
         out.append({"role": "user", "content": _shot(shot_scene, shot_request)})
         out.append({"role": "assistant", "content": answer})
     out.append({"role": "user", "content": _shot(scene_line(scene, now), request)})

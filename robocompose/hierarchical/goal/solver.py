@@ -134,7 +134,7 @@ def distances(start: State, operators: Sequence[GroundOperator]) -> dict[State, 
 
 
 # -- checks before solving ------------------------------------------------------------------------
-def _names(scene: Scene) -> str:
+def scene_names(scene: Scene) -> str:
     words = [b.removesuffix("_block") for b in scene.blocks]
     text = f"blocks {', '.join(words)}"
     return text + (f" and bins {', '.join(scene.bins)}" if scene.bins else "")
@@ -150,12 +150,12 @@ def _refuse_early(statements: Sequence[Statement], scene: Scene, now: Config) ->
         if s.kind == "absent" and _in_scene(s.args[0], scene):  # the model slipped: ask
             return Question(
                 f"I could not tell what you want done with {s.args[0]}. The scene has "
-                f"{_names(scene)}; how should they end up?",
+                f"{scene_names(scene)}; how should they end up?",
                 kind="unclear",
             )
         if s.kind == "absent":
             return Refusal(
-                f"there is no {s.args[0]} in the scene (it has {_names(scene)})",
+                f"there is no {s.args[0]} in the scene (it has {scene_names(scene)})",
                 "absent",
                 (str(s),),
             )
@@ -168,7 +168,7 @@ def _refuse_early(statements: Sequence[Statement], scene: Scene, now: Config) ->
             )
         if s.kind == "unclear":
             return Question(
-                f"What should the blocks end up like? The scene has {_names(scene)}.",
+                f"What should the blocks end up like? The scene has {scene_names(scene)}.",
                 kind="unclear",
             )
         if len(set(s.args)) < len(s.args):

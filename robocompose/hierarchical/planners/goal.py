@@ -34,9 +34,18 @@ from robocompose.hierarchical.base import Completion, LLMBackend, Plan, SkillCal
 from robocompose.hierarchical.goal.constraints import ConstraintSyntaxError, parse
 from robocompose.hierarchical.goal.facts import Scene
 from robocompose.hierarchical.goal.grammar import gbnf
-from robocompose.hierarchical.goal.prompt import messages
+from robocompose.hierarchical.goal.grounding import missing_names, ungrounded_blocks
+from robocompose.hierarchical.goal.prompt import EXAMPLES, example_orders, messages
 from robocompose.hierarchical.goal.search import ENGINES, find_plan
-from robocompose.hierarchical.goal.solver import Goal, Question, Refusal, goal_facts, solve
+from robocompose.hierarchical.goal.solver import (
+    Goal,
+    Outcome,
+    Question,
+    Refusal,
+    goal_facts,
+    scene_names,
+    solve,
+)
 from robocompose.hierarchical.goal.strips import GroundOperator, Operator, State
 from robocompose.hierarchical.skills.declarations import PLANNING_SKILLS
 
@@ -48,11 +57,14 @@ MAX_REWRITES = 2  # LLM answers that do not parse (free decoding only) before gi
 
 @dataclass(frozen=True)
 class GoalPlannerConfig:
-    """`constrain`: "grammar" (GBNF, local backends) or "none" (free text, checked after)."""
+    """`constrain`: "grammar" (GBNF, local backends) or "none" (free text, checked after).
+    `orders`: rewrites with the few-shot examples in that many orders (1-4); a goal stands only
+    when they all solve to it, else the planner asks which reading was meant."""
 
     engine: str = "pyperplan"
     constrain: str = "grammar"
     max_tokens: int = 96  # a long conditional is ~40 tokens; the grammar ends the text
+    orders: int = 3
 
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
@@ -61,6 +73,8 @@ class GoalPlannerConfig:
             raise ValueError(f"`constrain` must be 'grammar' or 'none'. Got {self.constrain!r}.")
         if self.max_tokens < 8:
             raise ValueError(f"`max_tokens` must be >= 8. Got {self.max_tokens}.")
+        if not 1 <= self.orders <= 4:
+            raise ValueError(f"`orders` must be 1 to 4. Got {self.orders}.")
 
 
 @dataclass(frozen=True)
@@ -119,6 +133,7 @@ class GoalPlanner:
             raise ValueError(f"the goal planner needs the skills {missing} in the registry.")
         self.grammar = gbnf(self.scene) if self.config.constrain == "grammar" else None
         self._goal: tuple[str, Goal, str] | None = None  # (instruction, goal, constraints)
+        self._refused: str | None = None  # the last instruction refused for a missing name
 
     @property
     def goal(self) -> Goal | None:
@@ -139,22 +154,62 @@ class GoalPlanner:
         world_summary: str | Mapping[str, Any] | None = None,
         feedback: str | None = None,
     ) -> GoalPlan:
-        """Calls from the world's facts now to the instruction's goal (see the module doc)."""
+        """Calls from the world's facts now to the instruction's goal (see the module doc).
+
+        Before the LLM: a colour the request names that the scene lacks is refused. After each
+        rewrite: a goal naming blocks the request does not is asked back; then the rewrites under
+        the other example orders must solve to the same goal (else: which reading?)."""
         facts = self.world.facts()
         if self._goal is not None and self._goal[0] == instruction:
             _, goal, text = self._goal
             return self.calls_to(goal, facts, text)
-        text, completions, problem = self.rewrite(instruction, facts)
-        if problem is not None:
-            return GoalPlan(constraints=text, completions=completions, problems=(problem,))
-        return self.decide(instruction, text, facts, completions)
+        said = instruction  # an answer to a refusal joins it: check only what the answer adds
+        if self._refused is not None and instruction.startswith(self._refused.rstrip(".")):
+            said = instruction[len(self._refused.rstrip(".")) :]
+        missing = missing_names(said, self.scene)
+        if missing:
+            self._refused = instruction
+            names = " or ".join(missing)
+            reason = f"there is no {names} in the scene (it has {scene_names(self.scene)})"
+            return GoalPlan(refusal=Refusal(reason, "absent"))
+        readings: list[tuple[str, Outcome]] = []
+        completions: tuple[Completion, ...] = ()
+        for examples in example_orders(self.config.orders):
+            text, done, problem = self.rewrite(instruction, facts, examples)
+            completions += done
+            if problem is not None:
+                return GoalPlan(constraints=text, completions=completions, problems=(problem,))
+            outcome = solve(parse(text, self.scene), facts, self.scene, self.operators)
+            if not readings:
+                if not isinstance(outcome, Goal):
+                    return self._settle(instruction, text, outcome, facts, completions)
+                unnamed = ungrounded_blocks(instruction, text, self.scene)
+                if unnamed:
+                    question = Question(
+                        f"Which blocks do you mean? You did not name {', '.join(unnamed)}; the "
+                        f"scene has {scene_names(self.scene)}.",
+                        kind="unclear",
+                    )
+                    return GoalPlan(constraints=text, question=question, completions=completions)
+            readings.append((text, outcome))
+            if not _same_goal(readings[0][1], outcome):
+                return GoalPlan(
+                    constraints=" | ".join(t for t, _ in readings),
+                    question=_which_reading(readings),
+                    completions=completions,
+                )
+        text, outcome = readings[0]
+        return self._settle(instruction, text, outcome, facts, completions)
 
     def rewrite(
-        self, instruction: str, facts: State = frozenset()
+        self,
+        instruction: str,
+        facts: State = frozenset(),
+        examples: Sequence[tuple[str, str, str]] = EXAMPLES,
     ) -> tuple[str, tuple[Completion, ...], str | None]:
         """The LLM's constraint text, its completions, and a parse problem if it has one; the
-        prompt shows the scene as `facts` say it is now."""
-        chat = messages(self.scene, instruction, facts)
+        prompt shows the scene as `facts` say it is now, and the examples in the order given."""
+        chat = messages(self.scene, instruction, facts, examples)
         completions: list[Completion] = []
         for _ in range(MAX_REWRITES):
             completion = self.llm.chat(
@@ -183,6 +238,16 @@ class GoalPlanner:
     ) -> GoalPlan:
         """Solve the constraint text against `facts`; plan to the goal, or ask, or refuse."""
         outcome = solve(parse(text, self.scene), facts, self.scene, self.operators)
+        return self._settle(instruction, text, outcome, facts, completions)
+
+    def _settle(
+        self,
+        instruction: str,
+        text: str,
+        outcome: Outcome,
+        facts: State,
+        completions: tuple[Completion, ...] = (),
+    ) -> GoalPlan:
         if isinstance(outcome, Question):
             return GoalPlan(constraints=text, question=outcome, completions=completions)
         if isinstance(outcome, Refusal):
@@ -236,3 +301,20 @@ class GoalPlanner:
                 if all(np.linalg.norm(xy - o) >= gap for o in others):
                     return xy
         raise RuntimeError("no free spot on the table to put a block down")
+
+
+def _same_goal(a: Outcome, b: Outcome) -> bool:
+    """Two readings agree: the same goal facts, or neither is a goal."""
+    if isinstance(a, Goal) and isinstance(b, Goal):
+        return goal_facts(a) == goal_facts(b)
+    return not isinstance(a, Goal) and not isinstance(b, Goal)
+
+
+def _which_reading(readings: Sequence[tuple[str, Outcome]]) -> Question:
+    """Ask which of the differing readings was meant (goals become the question's options)."""
+    goals: list[Goal] = []
+    for _, outcome in readings:
+        if isinstance(outcome, Goal) and all(not _same_goal(outcome, g) for g in goals):
+            goals.append(outcome)
+    said = "; or ".join(g.described() for g in goals) or "nothing I can do"
+    return Question(f"I can read that more than one way: {said}. Which do you mean?", tuple(goals))

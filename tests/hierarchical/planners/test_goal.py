@@ -149,7 +149,8 @@ def test_qwen_states_the_goal_and_the_plan_reaches_it(qwen, request_, support):
     plan = planner.plan(request_, world.snapshot())
     assert plan.kind == "calls", plan.message
     assert all(plan.goal.config.support[b] == below for b, below in support.items())
-    assert len(plan.completions) == 1 and plan.completions[0].completion_tokens < 30
+    assert len(plan.completions) == 3  # one rewrite per example order, all agreeing
+    assert all(c.completion_tokens < 30 for c in plan.completions)
 
 
 @pytest.mark.qwen

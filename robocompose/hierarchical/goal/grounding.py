@@ -1,0 +1,91 @@
+"""Checks of the request's own words, before and after the LLM's rewrite, that need no model.
+
+A small model maps what the scene lacks onto what it has ("put the white block in the purple
+bin" with no purple bin -> `in(white, blue_bin)`), and fills blocks the request leaves open
+("put one block in the green bin" -> `in(red, green_bin)`). Both moved the robot on infeasible
+requests. Two word-level checks stand around the rewrite:
+
+- `missing_names(request, scene)`: colour words the request uses for a block or a bin the
+  scene lacks ("the orange bin", "purple" in a scene without purple). The planner refuses
+  before asking the LLM anything.
+- `ungrounded_blocks(request, text, scene)`: blocks the constraints name that the request
+  neither names nor points at (by position, "the others", "all", ...). The planner asks back
+  which block is meant instead of choosing one for the person.
+
+    scene = Scene(("red_block",), ("red_bin",))
+    missing_names("put red in the yellow bin", scene)      # ["yellow bin"]
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from robocompose.hierarchical.goal.facts import Scene, colour_of
+
+# colour words a person may use for a block or a bin (the scenes use the first eight)
+COLOUR_WORDS = (
+    "red", "green", "blue", "yellow", "purple", "orange", "cyan", "white",
+    "black", "pink", "brown", "grey", "gray", "magenta", "violet", "teal", "gold", "silver",
+    "indigo", "maroon", "navy", "beige", "turquoise", "lime",
+)  # fmt: skip
+BIN_NOUNS = frozenset({"bin", "bins", "box", "boxes", "basket", "baskets", "tray", "container"})
+_FILLERS = frozenset({"s", "coloured", "colored", "one"})  # "blue's bin", "the red-coloured box"
+# words that point at blocks without naming them: quantifiers, "the others", "the top block"
+_REFERENCE = re.compile(
+    r"\b(all|every|each|both|everything|other|others|rest|remaining|them|those|these|blocks"
+    r"|cubes)\b"
+    r"|\bthe\s+(tower|stack|pile)\b"
+    r"|\b(top|bottom|middle|upper|lower|highest|lowest|topmost|bottommost|uppermost|lowermost"
+    r"|base)\s+(two|three|block|blocks|one|ones|cube|cubes|piece)\b"
+    r"|\bthe\s+(block|cube|one|piece)\s+(on top|at the top|at the bottom|in the middle"
+    r"|underneath|beneath|below|above|under)\b"
+)
+_WORD = re.compile(r"[a-z]+")
+_CONSTRAINT_WORD = re.compile(r"\b[a-z]+(?:_bin)?\b")
+
+
+@dataclass(frozen=True)
+class Mentions:
+    """Colour words of a request, split by what they name: a block or a bin."""
+
+    blocks: frozenset[str]
+    bins: frozenset[str]
+
+
+def mentions(request: str) -> Mentions:
+    """The colours the request uses for blocks and for bins ("red bin" is a bin mention)."""
+    words = _WORD.findall(request.lower())
+    blocks, bins = set(), set()
+    for i, word in enumerate(words):
+        if word not in COLOUR_WORDS:
+            continue
+        rest = [w for w in words[i + 1 : i + 3] if w not in _FILLERS][:1]
+        (bins if rest and rest[0] in BIN_NOUNS else blocks).add(word)
+    return Mentions(frozenset(blocks), frozenset(bins))
+
+
+def missing_names(request: str, scene: Scene) -> list[str]:
+    """What the request names that the scene lacks, e.g. ["yellow bin", "purple"]; a colour said
+    of a block may name a bin of that colour ("put green into red")."""
+    block_colours = {colour_of(b) for b in scene.blocks}
+    bin_colours = {colour_of(b) for b in scene.bins}
+    said = mentions(request)
+    missing = [f"{c} bin" for c in sorted(said.bins) if c not in bin_colours]
+    missing += [c for c in sorted(said.blocks) if c not in block_colours | bin_colours]
+    return missing
+
+
+def points_at_unnamed(request: str) -> bool:
+    """The request refers to blocks without naming them (quantifiers, positions, "the rest")."""
+    return _REFERENCE.search(request.lower()) is not None
+
+
+def ungrounded_blocks(request: str, constraints: str, scene: Scene) -> list[str]:
+    """Blocks the constraint text names (colour words, not bins) that the request does not name,
+    when it does not point at unnamed blocks either: the model chose them itself."""
+    if points_at_unnamed(request):
+        return []
+    block_colours = {colour_of(b) for b in scene.blocks}
+    named = {w for w in _CONSTRAINT_WORD.findall(constraints) if w in block_colours}
+    return sorted(named - mentions(request).blocks)

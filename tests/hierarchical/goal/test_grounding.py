@@ -1,0 +1,97 @@
+"""The request's own words checked around the LLM's rewrite: names the scene lacks are refused
+before any LLM call, blocks the model chose for the person are asked back, and readings under
+different example orders that solve to different goals become a question."""
+
+from __future__ import annotations
+
+import pytest
+
+from robocompose.hierarchical.goal.constraints import parse
+from robocompose.hierarchical.goal.facts import Scene
+from robocompose.hierarchical.goal.grounding import mentions, missing_names, ungrounded_blocks
+from robocompose.hierarchical.goal.prompt import EXAMPLES, example_orders
+from robocompose.hierarchical.goal.solver import solve
+from robocompose.hierarchical.planners.goal import GoalPlanner, _same_goal, _which_reading
+from robocompose.hierarchical.skills.scripted import build_registry
+from robocompose.hierarchical.world import SimWorld
+
+STACK = Scene(("red_block", "green_block", "blue_block"))
+BINS = Scene(("red_block", "blue_block"), ("red_bin", "green_bin", "blue_bin"))
+
+
+@pytest.mark.parametrize(
+    ("request_", "scene", "missing"),
+    [
+        ("Stack purple on yellow.", STACK, ["purple", "yellow"]),
+        ("Move the blue cube into the orange bin.", BINS, ["orange bin"]),
+        ("put red in the yellow-coloured box", BINS, ["yellow bin"]),
+        ("put red in blue's bin", BINS, []),
+        ("put the red block on the pink one", STACK, ["pink"]),
+        ("put the red block in the green bin", STACK, ["green bin"]),  # Stack has no bins
+        ("put red into green", BINS, []),  # a colour said of a block may name a bin
+        ("stack green on red, then blue on green", STACK, []),
+    ],
+)
+def test_names_the_scene_lacks(request_, scene, missing):
+    assert missing_names(request_, scene) == missing
+
+
+def test_bin_mentions_are_told_from_block_mentions():
+    said = mentions("Put the purple block in the red bin and also in the purple bin.")
+    assert said.blocks == {"purple"} and said.bins == {"red", "purple"}
+
+
+@pytest.mark.parametrize(
+    ("request_", "constraints", "unnamed"),
+    [
+        ("Drop one block in the green bin.", "in(blue, green_bin)", ["blue"]),
+        ("Set it down on the green block.", "bottom_up(green, red)", ["red"]),
+        ("put purple in the red bin and in the purple bin", "in(red, purple_bin)", ["red"]),
+        ("Make a tower in which green is on top.", "top_down(green, red, blue)", ["blue", "red"]),
+        ("trade the top block and the bottom block", "swap(red, blue)", []),
+        ("flip the stack", "bottom_up(blue, green, red)", []),
+        ("sort all but green", "sort except green", []),
+        ("if red is on blue, put green on red", "if on(red, blue) then on(green, red)", []),
+    ],
+)
+def test_blocks_the_model_chose_for_the_person(request_, constraints, unnamed):
+    assert ungrounded_blocks(request_, constraints, STACK) == unnamed
+
+
+def _planner(llm=None) -> tuple[GoalPlanner, SimWorld]:
+    world = SimWorld("SortBins", {"blocks": ("red", "blue"), "bins": ("red", "green", "blue")})
+    world.reset(3)
+    return GoalPlanner(llm, build_registry(world), world), world
+
+
+def test_a_missing_bin_is_refused_before_any_llm_call():
+    planner, world = _planner()  # llm=None: an LLM call would raise
+    try:
+        plan = planner.plan("put the blue block in the orange bin")
+        assert plan.kind == "refuse" and plan.refusal.kind == "absent" and not plan.completions
+        assert "orange bin" in plan.message and world.steps == 0
+    finally:
+        world.close()
+
+
+def test_readings_that_differ_become_a_question_with_both_goals():
+    planner, world = _planner()
+    try:
+        facts = world.facts()
+        one = solve(parse("in(red, blue_bin)", planner.scene), facts, planner.scene,
+                    planner.operators)  # fmt: skip
+        other = solve(parse("in(red, green_bin)", planner.scene), facts, planner.scene,
+                      planner.operators)  # fmt: skip
+        assert _same_goal(one, one) and not _same_goal(one, other)
+        question = _which_reading([("a", one), ("b", other), ("c", one)])
+        assert len(question.options) == 2 and "red in blue_bin" in question.text
+    finally:
+        world.close()
+
+
+def test_example_orders_put_a_different_example_next_to_the_request():
+    orders = example_orders(3)
+    assert orders[0] == EXAMPLES and all(sorted(o) == sorted(EXAMPLES) for o in orders)
+    assert len({o[-1] for o in orders}) == 3  # the example nearest the request differs
+    with pytest.raises(ValueError, match="example orders"):
+        example_orders(5)
