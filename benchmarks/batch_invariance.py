@@ -20,12 +20,11 @@ there (a killed run redoes only the run it was in, so its wall time stays whole)
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from pathlib import Path
 
 import torch
-from common import CHECKPOINTS, RESULTS
+from common import CHECKPOINTS, ResultsFile
 
 from robocompose.composition.api import compose, load
 from robocompose.composition.policy import ComposedPolicy
@@ -38,6 +37,7 @@ SEED_START = 100_000
 RUN_MODES = ("per-episode", "batched")
 RUNS = (("per-episode", 1), ("per-episode", 2), ("per-episode", 8), ("batched", 2), ("batched", 8))
 FIELDS = ("success", "score", "return", "length")
+RESULTS = ResultsFile("batch_invariance.json", writer="batch_invariance.py")
 
 
 def outcome(record: dict) -> list:
@@ -52,8 +52,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     seeds = list(range(SEED_START, SEED_START + args.episodes))
-    path = RESULTS / "batch_invariance.json"
-    saved = json.loads(path.read_text()) if path.exists() else {}
+    saved = RESULTS.read()
     if saved.get("seeds") != seeds:
         saved = {}
     results = saved.get("checkpoints", {})
@@ -76,7 +75,7 @@ def main() -> None:
             }
             print(f"{name} {key}: {result.success}", flush=True)
             results[name].update(compare(runs))
-            path.write_text(json.dumps({"seeds": seeds, "checkpoints": results}, indent=2) + "\n")
+            RESULTS.write({"seeds": seeds, "checkpoints": results})
         timing = results[name].setdefault("timing_at_8", {m: [] for m in RUN_MODES})
         while len(timing["batched"]) < args.rounds:
             for mode in RUN_MODES:
@@ -87,7 +86,7 @@ def main() -> None:
                 timing[f"fastest_{clock}_per_episode"] = best
                 timing[f"per_episode_over_batched_{clock}"] = best["per-episode"] / best["batched"]
             print(f"{name} timing at 8: {timing['fastest_cpu_s_per_episode']} (cpu)", flush=True)
-            path.write_text(json.dumps({"seeds": seeds, "checkpoints": results}, indent=2) + "\n")
+            RESULTS.write({"seeds": seeds, "checkpoints": results})
 
 
 def subject(name: str) -> Path | ComposedPolicy:

@@ -14,7 +14,6 @@ Results go to benchmarks/results/cli_startup.json under the label; other labels 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import shutil
@@ -25,8 +24,9 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-RESULTS = Path(__file__).resolve().parent / "results" / "cli_startup.json"
-ROOT = RESULTS.parent.parent.parent
+from common import ROOT, ResultsFile
+
+RESULTS = ResultsFile("cli_startup.json", writer="cli_startup.py")
 # (arguments, text the output must contain: proof the command did what it is timed for)
 COMMANDS = (
     (["--version"], "robocompose "),
@@ -122,10 +122,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5, help="runs per command (median)")
     parser.add_argument("--top", type=int, default=8, help="packages listed per command")
     args = parser.parse_args()
-    results = json.loads(RESULTS.read_text()) if RESULTS.is_file() else {}
-    results[args.label] = measure(args.runs, args.top)
-    RESULTS.write_text(json.dumps(results, indent=2) + "\n")
-    print(f"wrote {RESULTS} [{args.label}]")
+    RESULTS.set([args.label], measure(args.runs, args.top))
+    print(f"wrote {RESULTS.path} [{args.label}]")
 
 
 if __name__ == "__main__":

@@ -1,30 +1,180 @@
-"""Paths and timing the benchmarks share."""
+"""The harness every benchmark script shares: its `--parts` flag, its results file, its resume.
+
+    parser = argparse.ArgumentParser(description=__doc__)
+    add_parts(parser, PARTS)                      # --parts a,b  (all: every part)
+    args = parser.parse_args()                    # args.parts: a tuple of known part names
+    RESULTS = ResultsFile("sim.json", writer="sim.py")
+    RESULTS.set(["tasks", task], row)             # re-read, set one key, write, under a lock
+    rows = resume_records(RUNS_DIR / "sim" / "speed.jsonl", keys, run)   # runs only missing keys
+
+`RESULTS_DIR` is the folder of the JSON files (benchmarks/results/), `RESULTS` in a script is
+that script's `ResultsFile`, `RUNS_DIR` (runs/benchmarks/) holds episodes and the JSONL records
+a rerun resumes from. Files several scripts write list each top-level key's owner in
+`KEY_OWNERS`; an update touching another script's key is refused.
+"""
 
 from __future__ import annotations
 
+import argparse
 import fcntl
 import json
 import statistics
+import sys
 import time
 from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from robocompose.shipped import CHECKPOINTS, shipped_checkpoints
 
 ROOT = CHECKPOINTS.parent
-RESULTS = Path(__file__).resolve().parent / "results"
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+RUNS_DIR = ROOT / "runs" / "benchmarks"
+
+# results files that several scripts write: top-level key -> the script owning it ("*": the rest)
+KEY_OWNERS: dict[str, dict[str, str]] = {
+    "skills.json": {
+        "language_to_rewards": "language_to_rewards.py",
+        "corrections_finetune": "corrections_finetune.py",
+        "*": "skills.py",
+    },
+    "external.json": {
+        "GymPushT": "external_pusht.py",
+        "jax_torch": "jax_policy.py",
+        "*": "external.py",
+    },
+}
 
 __all__ = [
     "CHECKPOINTS",
-    "RESULTS",
+    "KEY_OWNERS",
+    "RESULTS_DIR",
     "ROOT",
+    "RUNS_DIR",
+    "ResultsFile",
+    "add_parts",
     "median_ms",
+    "read_jsonl",
     "resume_records",
     "shipped_checkpoints",
     "task_preset",
-    "update_results",
 ]
+
+_ABSENT = object()
+
+
+@dataclass(frozen=True)
+class ResultsFile:
+    """One JSON file of `folder`, written by the script `writer` (its file name, e.g. "sim.py").
+    Every write re-reads the file under a lock beside it and changes only what the caller
+    changes: several scripts, and parts of one run at the same time, write one file."""
+
+    name: str
+    writer: str = ""
+    indent: int = 2
+    folder: Path = RESULTS_DIR
+
+    def __post_init__(self) -> None:
+        owners = KEY_OWNERS.get(self.name)
+        if owners is not None and self.writer not in owners.values():
+            raise ValueError(
+                f"{self.name} is shared: writer must be one of {sorted(set(owners.values()))}, "
+                f"not {self.writer!r}"
+            )
+
+    @property
+    def path(self) -> Path:
+        return self.folder / self.name
+
+    def read(self) -> dict[str, Any]:
+        """The file's document ({} before its first write)."""
+        return json.loads(self.path.read_text()) if self.path.exists() else {}
+
+    def owner(self, key: str) -> str:
+        """The script that owns top-level `key` (this file's writer when nobody shares it)."""
+        owners = KEY_OWNERS.get(self.name)
+        if owners is None:
+            return self.writer
+        return owners.get(key, owners["*"])
+
+    def update(self, change: Callable[[dict[str, Any]], object]) -> dict[str, Any]:
+        """Apply `change(document)` to the file as it is now and write it back; refuses (and
+        writes nothing) when `change` touches a top-level key another script owns."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        with open(self.path.with_suffix(".lock"), "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            before = self.read()
+            document = self.read()
+            change(document)
+            for key in before.keys() | document.keys():
+                changed = before.get(key, _ABSENT) != document.get(key, _ABSENT)
+                if changed and self.owner(key) != self.writer:
+                    raise ValueError(
+                        f"{self.name}: key {key!r} belongs to {self.owner(key)}, not {self.writer}"
+                    )
+            self.path.write_text(json.dumps(document, indent=self.indent) + "\n")
+        return document
+
+    def set(self, keys: Sequence[str], value: Any) -> dict[str, Any]:
+        """Set only `value` at the nested `keys` (made on the way) and write the file."""
+
+        def change(document: dict[str, Any]) -> None:
+            node = document
+            for key in keys[:-1]:
+                node = node.setdefault(key, {})
+            node[keys[-1]] = value
+
+        return self.update(change)
+
+    def write(self, document: dict[str, Any]) -> None:
+        """Replace the whole document (a script that owns every key it holds)."""
+
+        def change(current: dict[str, Any]) -> None:
+            current.clear()
+            current.update(document)
+
+        self.update(change)
+
+
+class _DeprecatedParts(argparse.Action):
+    """An old spelling of `--parts a,b` (`--part a [b ...]`): still parsed, with a warning."""
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        print(f"warning: {option_string} is deprecated; use --parts a,b", file=sys.stderr)
+        setattr(namespace, self.dest, tuple(p for chosen in values for p in chosen))
+
+
+def add_parts(
+    parser: argparse.ArgumentParser,
+    parts: Sequence[str],
+    default: Sequence[str] | None = None,
+    old_flags: Sequence[str] = ("--part",),
+) -> None:
+    """Give `parser` `--parts a,b`: a comma list of `parts` run in one call, parsed into the
+    tuple `args.parts`; `all` (and no flag) means `default`, every part unless given.
+    `old_flags`, the script's former spellings, still parse with a deprecation warning."""
+    chosen_by_default = tuple(parts if default is None else default)
+
+    def parse(text: str) -> tuple[str, ...]:
+        chosen = chosen_by_default if text == "all" else tuple(p for p in text.split(",") if p)
+        unknown = [p for p in chosen if p not in parts]
+        if unknown:
+            raise argparse.ArgumentTypeError(
+                f"unknown part {unknown[0]!r}; choose from {', '.join(parts)} or all"
+            )
+        return chosen
+
+    parser.add_argument(
+        "--parts",
+        type=parse,
+        default=chosen_by_default,
+        help=f"comma list of {', '.join(parts)}, or all (default: {','.join(chosen_by_default)})",
+    )
+    for flag in old_flags:
+        parser.add_argument(
+            flag, nargs="+", type=parse, dest="parts", action=_DeprecatedParts, help="deprecated"
+        )
 
 
 def median_ms(fn: Callable[[], Any], repeats: int, warmup: int = 0) -> float:
@@ -39,17 +189,20 @@ def median_ms(fn: Callable[[], Any], repeats: int, warmup: int = 0) -> float:
     return statistics.median(times)
 
 
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """The records of the JSONL file `path`, one a line ([] before it exists)."""
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
 def resume_records(
     path: Path, keys: Sequence[Hashable], run: Callable[[Any], dict], key_field: str = "key"
 ) -> list[dict]:
     """The JSONL records of `path` for `keys`, in order (each record names its key in
     `key_field`); missing keys are run and appended one by one, so an interrupted run resumes."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    done = {}
-    if path.exists():
-        for line in path.read_text().splitlines():
-            record = json.loads(line)
-            done[record[key_field]] = record
+    done = {record[key_field]: record for record in read_jsonl(path)}
     with path.open("a") as f:
         for key in keys:
             if key not in done:
@@ -57,20 +210,6 @@ def resume_records(
                 f.write(json.dumps(done[key]) + "\n")
                 f.flush()
     return [done[k] for k in keys]
-
-
-def update_results(path: Path, keys: Sequence[str], value: Any) -> None:
-    """Re-read the JSON file `path` and set only `value` at the nested `keys`, under a lock
-    beside it: several scripts (and parts run concurrently) write one results file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.with_suffix(".lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        results = json.loads(path.read_text()) if path.exists() else {}
-        node = results
-        for key in keys[:-1]:
-            node = node.setdefault(key, {})
-        node[keys[-1]] = value
-        path.write_text(json.dumps(results, indent=2) + "\n")
 
 
 def task_preset(name: str) -> Any:

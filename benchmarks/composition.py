@@ -32,10 +32,10 @@ P1 also records the candidate the search's rule picks over every parent alone an
     composition tried (`chosen_candidate`, a tie going to the parent), paired against the better
     parent on the fresh seeds; `never_worse` (per task and headline): its interval's upper bound
     is >= 0.
-Vertex gap (`--part vertex`, per task `vertex_gap`): each parent's vertex of the convex
+Vertex gap (`--parts vertex`, per task `vertex_gap`): each parent's vertex of the convex
     composition against the parent on its own sampler, paired on fresh seeds, and the path a
     vertex ran on before (the pair's grid) where that grid is the other parent's.
-Selector (`--part selector`, per task `selector`): how each of its scores ranks (the executed
+Selector (`--parts selector`, per task `selector`): how each of its scores ranks (the executed
     chunk's rank among the candidates, successful vs failed native episodes: AUC, 0.5 is
     chance), then the selector on fresh seeds against the better parent and the per-seed oracle
     (`oracle_gap_closed` = (selector - better) / (oracle - better); headline: mean over tasks).
@@ -55,13 +55,15 @@ P4 search on the 2-simplex (`search_k3`): Stack with three parents (K3_PARENTS, 
 
 Episodes are written under runs/benchmarks/composition/ as they finish; a rerun resumes.
 
-    python benchmarks/composition.py --part all [--tasks PushT,...] [--fresh-episodes 200]
+    python benchmarks/composition.py [--parts quality,latency] [--tasks PushT,...]
+        [--fresh-episodes 200]
+
+`--parts all` (the default) runs every part but `selector`, which runs only when named.
 """
 
 from __future__ import annotations
 
 import argparse
-import fcntl
 import json
 import os
 import random
@@ -71,7 +73,7 @@ from collections.abc import Callable
 from functools import partial
 
 import torch
-from common import RESULTS, ROOT
+from common import ROOT, RUNS_DIR, ResultsFile, add_parts, resume_records
 from policy_latency import random_obs
 from search_replay import (
     cheapest_reliable,
@@ -105,29 +107,18 @@ from robocompose.policies.checkpoint import load_policy
 from robocompose.shipped import PARENT_PAIRS, parent_pair
 from robocompose.stats import paired_outcomes
 
-OUT = ROOT / "runs" / "benchmarks" / "composition"
+OUT = RUNS_DIR / "composition"
 SEED_START = 100_000
 # the operators P1 tries on the search seeds (SuperDiff's 40 stochastic steps cost 4x an episode)
 P1_OPERATORS = ("convex", "product_of_experts", "superdiff_and", "superdiff_or", "mixture")
 HELDOUT_SEED_START = 300_000  # fresh seeds: the searched weights were picked on SEED_START's
-PATH = RESULTS / "composition.json"
+RESULTS = ResultsFile("composition.json", writer="composition.py")
+PARTS = ("quality", "latency", "search", "k3", "vertex", "selector")
 CONTROL_KEYS = (
     "product_vs_sharpened_control",
     "better_parent_karras_grid",
     "sharpened_vs_karras_grid",
 )
-
-
-def _update(change) -> dict:
-    """Read the results file, apply `change(results)`, write it back, all under a file lock:
-    several runs of this script (say, one task each) may finish parts at the same time."""
-    RESULTS.mkdir(exist_ok=True)
-    with open(PATH.with_suffix(".lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        results = json.loads(PATH.read_text()) if PATH.exists() else {}
-        change(results)
-        PATH.write_text(json.dumps(results, indent=2) + "\n")
-    return results
 
 
 def _record(part: str, task: str, value: dict, headline: str, summarise) -> None:
@@ -138,7 +129,7 @@ def _record(part: str, task: str, value: dict, headline: str, summarise) -> None
         per_task[task] = value
         results[headline] = summarise(per_task.values())
 
-    _update(change)
+    RESULTS.update(change)
 
 
 def parents_of(task: str) -> tuple[list, list[str]]:
@@ -860,25 +851,14 @@ def selector_scores(task: str, episodes: int) -> dict:
     pooled: dict[str, dict[bool, list]] = {n: {True: [], False: []} for n in SCORES}
     chunk_pooled: dict[str, dict[bool, list]] = {n: {True: [], False: []} for n in SCORES}
     for i, name in enumerate(names):
-        path = folder / f"{name}.jsonl"
-        done = {}
-        if path.exists():
-            done = {r["seed"]: r for r in map(json.loads, path.read_text().splitlines())}
-        with path.open("a") as f:
-            for seed in seeds:
-                if seed in done:
-                    continue
-                policy = compose(parents, "selector", (0.5, 0.5))
-                policy.method = _LoggedCandidates(i * SELECTOR_CANDIDATES)
-                result = evaluate(policy, [seed], num_envs=1, progress=False)
-                done[seed] = {
-                    "seed": seed,
-                    "success": bool(result.records[0]["success"]),
-                    "ranks": policy.method.log,
-                }
-                f.write(json.dumps(done[seed]) + "\n")
-                f.flush()
-        rows = [done[s] for s in seeds]
+
+        def run(seed: int, offset: int = i * SELECTOR_CANDIDATES) -> dict:
+            policy = compose(parents, "selector", (0.5, 0.5))
+            policy.method = _LoggedCandidates(offset)
+            result = evaluate(policy, [seed], num_envs=1, progress=False)
+            return {"success": bool(result.records[0]["success"]), "ranks": policy.method.log}
+
+        rows = resume_records(folder / f"{name}.jsonl", seeds, run, key_field="seed")
         for record in rows:
             for score in SCORES:
                 ranks = [r for chunk in record["ranks"] for r in chunk[score]]
@@ -952,11 +932,7 @@ def _store_selector(results: dict, task: str, selector: dict) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument(
-        "--part",
-        default="all",
-        choices=["all", "quality", "latency", "search", "k3", "vertex", "selector"],
-    )
+    add_parts(parser, PARTS, default=[p for p in PARTS if p != "selector"])
     parser.add_argument("--selector-episodes", type=int, default=100, help="selector seeds")
     parser.add_argument("--vertex-episodes", type=int, default=100, help="vertex gap seeds")
     parser.add_argument("--tasks", default=",".join(PARENT_PAIRS))
@@ -979,7 +955,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=50)
     args = parser.parse_args()
     tasks = args.tasks.split(",")
-    for task in tasks if args.part in ("all", "latency") else ():
+    for task in tasks if "latency" in args.parts else ():
         _record(
             "latency",
             task,
@@ -987,21 +963,21 @@ def main() -> None:
             "latency_ratio",
             lambda rows: max(r["batch1"]["ratio_vs_slower_parent"] for r in rows),
         )
-        _update(_same_sampler_headline)
-    for task in tasks if args.part in ("all", "vertex") else ():
+        RESULTS.update(_same_sampler_headline)
+    for task in tasks if "vertex" in args.parts else ():
         parents, names = parents_of(task)
         seeds = list(range(HELDOUT_SEED_START, HELDOUT_SEED_START + args.vertex_episodes))
         gap = vertex_gap(parents, names, seeds, OUT / task / "fresh")
-        _update(lambda results, task=task, gap=gap: _store_vertex_gap(results, task, gap))
-    for task in tasks if args.part == "selector" else ():
+        RESULTS.update(lambda results, task=task, gap=gap: _store_vertex_gap(results, task, gap))
+    for task in tasks if "selector" in args.parts else ():
         scores = selector_scores(task, args.selector_episodes)
         run = selector_run(task, args.selector_episodes)
-        _update(
+        RESULTS.update(
             lambda results, task=task, run=run, scores=scores: _store_selector(
                 results, task, run | {"score_ranking": scores}
             )
         )
-    for task in tasks if args.part in ("all", "search") else ():
+    for task in tasks if "search" in args.parts else ():
         _record(
             "search_cost",
             task,
@@ -1009,10 +985,10 @@ def main() -> None:
             "search_cost_ratio",
             lambda rows: statistics.mean(r["search_cost_ratio"] for r in rows),
         )
-    if args.part in ("all", "k3"):
+    if "k3" in args.parts:
         found = search_k3(args.k3_episodes, args.replays, args.k3_fresh_episodes)
-        _update(lambda results: results.__setitem__("search_k3", found))
-    for task in tasks if args.part in ("all", "quality") else ():
+        RESULTS.update(lambda results: results.__setitem__("search_k3", found))
+    for task in tasks if "quality" in args.parts else ():
         operators = ("convex", *args.p1_operators.split(","))
         found = quality(
             task,
@@ -1022,7 +998,7 @@ def main() -> None:
             operators,
             controls=not args.p1_no_controls,
         )
-        _update(lambda results, task=task, found=found: _store_quality(results, task, found))
+        RESULTS.update(lambda results, task=task, found=found: _store_quality(results, task, found))
 
 
 if __name__ == "__main__":

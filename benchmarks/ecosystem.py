@@ -1,6 +1,6 @@
 """LeRobot datasets and policies, and Rerun recordings, against the project's own paths.
 
-    python benchmarks/ecosystem.py [--part io latency view train] [--episodes N]
+    python benchmarks/ecosystem.py [--parts io,latency,view,train] [--episodes N]
 
 Parts, each written to benchmarks/results/ecosystem.json under its name:
   io       frames/s writing and reading the same demos as robomimic hdf5 and as a LeRobot v3.0
@@ -24,14 +24,15 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from common import RESULTS, ROOT, median_ms, update_results
+from common import ROOT, ResultsFile, add_parts, median_ms
 
 from robocompose.sim.collect import run_expert_episode
 from robocompose.sim.dataset import DemoWriter, load_demos
 from robocompose.sim.lerobot_dataset import LeRobotWriter
 from robocompose.sim.tasks import get_task, make_env, make_expert
 
-OUT = RESULTS / "ecosystem.json"
+RESULTS = ResultsFile("ecosystem.json", writer="ecosystem.py")
+PARTS = ("io", "latency", "view", "train")
 FIXTURE = ROOT / "tests/fixtures/lerobot_diffusion/checkpoint"
 
 
@@ -209,7 +210,7 @@ def train_part(episodes: int, steps: int, eval_episodes: int) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--part", nargs="+", default=["io", "latency", "view", "train"])
+    add_parts(parser, PARTS)
     parser.add_argument("--episodes", type=int, default=20, help="demos per io dataset")
     parser.add_argument("--repeats", type=int, default=50)
     parser.add_argument("--view-episodes", type=int, default=3)
@@ -219,16 +220,16 @@ def main() -> None:
     os.environ.setdefault("MUJOCO_GL", "egl")
     torch.set_num_threads(1)
     np.set_printoptions(precision=3)
-    if "io" in args.part:
-        update_results(OUT, ["io"], io_part(args.episodes))
-    if "latency" in args.part:
-        update_results(OUT, ["latency"], latency_part(args.repeats))
-    if "view" in args.part:
-        update_results(OUT, ["view"], view_part(args.view_episodes))
-    if "train" in args.part:
+    if "io" in args.parts:
+        RESULTS.set(["io"], io_part(args.episodes))
+    if "latency" in args.parts:
+        RESULTS.set(["latency"], latency_part(args.repeats))
+    if "view" in args.parts:
+        RESULTS.set(["view"], view_part(args.view_episodes))
+    if "train" in args.parts:
         result = train_part(args.episodes, args.train_steps, args.train_eval_episodes)
-        update_results(OUT, ["train"], result)
-    print(f"wrote {OUT}")
+        RESULTS.set(["train"], result)
+    print(f"wrote {RESULTS.path}")
 
 
 if __name__ == "__main__":

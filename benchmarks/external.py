@@ -26,13 +26,12 @@ jax_policy.py write theirs).
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from common import RESULTS, ROOT, resume_records, task_preset, update_results
+from common import ROOT, RUNS_DIR, ResultsFile, resume_records, task_preset
 from composition import vertex_gap
 
 from robocompose.compare import compare
@@ -48,8 +47,8 @@ PARENTS = {
     "Lift": ("diffusion_mlp", "flow_mlp"),
     "PickPlaceCan": ("diffusion_mlp", "flow_mlp"),
 }
-OUT = ROOT / "runs" / "benchmarks" / "external"
-PATH = RESULTS / "external.json"
+OUT = RUNS_DIR / "external"
+RESULTS = ResultsFile("external.json", writer="external.py")
 SEARCH_SEED_START = 100_000
 FRESH_SEED_START = 300_000
 
@@ -223,7 +222,7 @@ def grid_choice(task: str, fresh: list[int], search_seeds: list[int]) -> dict[st
     own grid (`grid=parent<i>`) where it can start: the grid chosen on the search seeds, then
     paired against the better parent on the fresh seeds (both from the task's main run)."""
     task_preset(task)
-    stored = json.loads(PATH.read_text())[task]
+    stored = RESULTS.read()[task]
     names = [f"{task}_{kind}" for kind in PARENTS[task]]
     parents = [load_checkpoint(ROOT / "checkpoints" / name) for name in names]
     better = stored["better_parent"]
@@ -299,21 +298,21 @@ def main() -> None:
     for task in tasks:
         if args.grid_choice:
             choice = grid_choice(task, fresh, search_seeds)
-            update_results(PATH, [f"{task}_grid_choice"], choice)
+            RESULTS.set([f"{task}_grid_choice"], choice)
             continue
         if args.vertex:
             task_preset(task)
             names = [f"{task}_{kind}" for kind in PARENTS[task]]
             parents = [load_checkpoint(ROOT / "checkpoints" / name) for name in names]
             gap = vertex_gap(parents, names, fresh[: args.vertex], OUT / task / "fresh")
-            update_results(PATH, [task, "vertex_gap"], gap)
+            RESULTS.set([task, "vertex_gap"], gap)
             continue
         if args.grid_cost:
             cost = composed_grid_cost(task, fresh[: args.grid_cost])
-            update_results(PATH, [f"{task}_grid_cost"], cost)
+            RESULTS.set([f"{task}_grid_cost"], cost)
             continue
         result = task_result(task, fresh, search_seeds, args.first_slice, args.step)
-        update_results(PATH, [task], result)
+        RESULTS.set([task], result)
 
 
 if __name__ == "__main__":

@@ -34,7 +34,15 @@ from typing import Any
 
 import h5py
 import numpy as np
-from common import CHECKPOINTS, RESULTS, ROOT, resume_records, task_preset, update_results
+from common import (
+    CHECKPOINTS,
+    ROOT,
+    RUNS_DIR,
+    ResultsFile,
+    add_parts,
+    resume_records,
+    task_preset,
+)
 from composition import vertex_gap
 from external import chosen_candidate
 
@@ -48,8 +56,8 @@ from robocompose.stats import success_rate
 TASK = "GymPushT"
 PARENTS = ("GymPushT_diffusion_mlp", "GymPushT_flow_mlp")
 UNET_PARENTS = ("GymPushT_diffusion_unet_v", "GymPushT_flow_unet")
-OUT = ROOT / "runs" / "benchmarks" / "external" / TASK
-PATH = RESULTS / "external.json"
+OUT = RUNS_DIR / "external" / TASK
+RESULTS = ResultsFile("external.json", writer="external_pusht.py")
 # the demos use seeds from 0 upwards; fresh and search seeds are disjoint from them and each other
 SEARCH_SEED_START, FRESH_SEED_START = 100_000, 300_000
 UNET = "GymPushT_flow_unet"
@@ -190,9 +198,9 @@ DIFFERENCES = (
 
 def _pusht_figures() -> dict[str, Any]:
     """Our MuJoCo PushT's figures as the other benchmarks stored them."""
-    sim = json.loads((RESULTS / "sim.json").read_text())["tasks"]["robocompose/PushT-v0"]
-    shipped = json.loads((RESULTS / "policies.json").read_text())["checkpoints"]
-    quality = json.loads((RESULTS / "composition.json").read_text())["quality"]["PushT"]
+    sim = ResultsFile("sim.json").read()["tasks"]["robocompose/PushT-v0"]
+    shipped = ResultsFile("policies.json").read()["checkpoints"]
+    quality = ResultsFile("composition.json").read()["quality"]["PushT"]
     fresh = quality["fresh"]
     return {
         "expert": {
@@ -223,7 +231,7 @@ def _pusht_figures() -> dict[str, Any]:
 
 
 def compare_with_pusht() -> dict[str, Any]:
-    ours = json.loads(PATH.read_text()).get(TASK, {}) if PATH.exists() else {}
+    ours = RESULTS.read().get(TASK, {})
     gym_pusht: dict[str, Any] = {}
     if "expert" in ours:
         gym_pusht["expert"] = ours["expert"]["success"]
@@ -244,20 +252,16 @@ def compare_with_pusht() -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--parts", default=",".join(PARTS), help=f"comma list of {PARTS}")
+    add_parts(parser, PARTS)
     parser.add_argument("--fresh", type=int, default=100, help="fresh seeds per policy")
     parser.add_argument("--search", type=int, default=40, help="search seeds")
     parser.add_argument("--step", type=float, default=0.25, help="convex weight grid step")
     args = parser.parse_args()
-    parts = args.parts.split(",")
-    unknown = [p for p in parts if p not in PARTS]
-    if unknown:
-        parser.error(f"unknown part {unknown[0]!r}; choose from {PARTS}")
     task_preset(TASK)
     fresh = list(range(FRESH_SEED_START, FRESH_SEED_START + args.fresh))
     search_seeds = list(range(SEARCH_SEED_START, SEARCH_SEED_START + args.search))
     for part in PARTS:
-        if part not in parts:
+        if part not in args.parts:
             continue
         start = time.perf_counter()
         if part == "expert":
@@ -272,12 +276,12 @@ def main() -> None:
         elif part == "vertex_unet":
             parents = [load_policy(CHECKPOINTS / name) for name in UNET_PARENTS]
             gap = vertex_gap(parents, list(UNET_PARENTS), fresh, OUT / "fresh", tag="unet_")
-            update_results(PATH, (TASK, "policies_unet", "vertex_gap"), gap)
+            RESULTS.set((TASK, "policies_unet", "vertex_gap"), gap)
             print(part, f"{time.perf_counter() - start:.0f} s", json.dumps(gap)[:2000], flush=True)
             continue
         else:
             value = compare_with_pusht()
-        update_results(PATH, (TASK, part), value)
+        RESULTS.set((TASK, part), value)
         print(part, f"{time.perf_counter() - start:.0f} s", json.dumps(value)[:2000], flush=True)
 
 

@@ -6,11 +6,12 @@ batch 64 on random pixels, per image size, backbone and observation keys. Infere
 (the checkpoint's own denoising steps) at batch 1 of each checkpoint given with `--checkpoints`.
 All with one torch thread, medians over repeats.
 
-    MUJOCO_GL=egl python benchmarks/image_policy.py [--sizes 64 84 96] [--skip-train]
+    MUJOCO_GL=egl python benchmarks/image_policy.py [--sizes 64 84 96] [--parts render]
         [--checkpoints checkpoints/PickPlace_image_flow checkpoints/PickPlace_flow_mlp]
 
-Results merge into benchmarks/results/image_policy.json: the sections a run measures replace
-their old figures, the others (and the `choice` and `results` written by hand) stay.
+Parts: render, train_step, inference (only with `--checkpoints`). Results merge into
+benchmarks/results/image_policy.json: the parts a run measures replace their old figures, the
+others (and the `choice` and `results` written by hand) stay.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from common import RESULTS, median_ms
+from common import ResultsFile, add_parts, median_ms
 from policy_latency import random_obs
 
 from robocompose.policies.checkpoint import build_policy, load_policy
@@ -29,7 +30,8 @@ from robocompose.policies.config import PolicyConfig
 from robocompose.policies.normalizer import AffineNormalizer
 from robocompose.sim.tasks import make_env
 
-OUT = RESULTS / "image_policy.json"
+RESULTS = ResultsFile("image_policy.json", writer="image_policy.py")
+PARTS = ("render", "train_step", "inference")
 BATCH = 64
 ACTION_DIM = 4
 
@@ -133,22 +135,18 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[64, 84, 96])
     parser.add_argument("--env-steps", type=int, default=100)
     parser.add_argument("--train-repeats", type=int, default=5)
-    parser.add_argument("--skip-render", action="store_true")
-    parser.add_argument("--skip-train", action="store_true")
+    add_parts(parser, PARTS)
     parser.add_argument("--checkpoints", nargs="*", default=[])
     args = parser.parse_args()
     torch.set_num_threads(1)
-    result: dict[str, Any] = json.loads(OUT.read_text()) if OUT.is_file() else {}
-    result["machine"] = {"torch_threads": 1, "torch": torch.__version__}
-    if not args.skip_render:
+    result: dict[str, Any] = {"machine": {"torch_threads": 1, "torch": torch.__version__}}
+    if "render" in args.parts:
         result["render"] = measure_render(args.sizes, args.env_steps)
-    if not args.skip_train:
+    if "train_step" in args.parts:
         result["train_step"] = measure_train(args.sizes, args.train_repeats)
-    if args.checkpoints:
+    if "inference" in args.parts and args.checkpoints:
         result["inference"] = measure_inference(args.checkpoints, 50)
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps(result, indent=2) + "\n")
-    print(json.dumps(result, indent=2))
+    print(json.dumps(RESULTS.update(lambda document: document.update(result)), indent=2))
 
 
 if __name__ == "__main__":

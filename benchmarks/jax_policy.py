@@ -32,7 +32,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-from common import CHECKPOINTS, RESULTS, ROOT, median_ms, update_results
+from common import CHECKPOINTS, RUNS_DIR, ResultsFile, add_parts, median_ms
 from policy_latency import random_obs
 
 import robocompose.policies.jax_bridge as bridge
@@ -44,8 +44,8 @@ from robocompose.evaluation import load_checkpoint
 KEY = "jax_torch"
 TORCH_PARENT, JAX_PARENT, TORCH_TWIN = "Stack_diffusion_mlp", "Stack_flow_jax_mlp", "Stack_flow_mlp"
 PARENTS = (TORCH_PARENT, JAX_PARENT)
-OUT = ROOT / "runs" / "benchmarks" / KEY
-PATH = RESULTS / "external.json"
+OUT = RUNS_DIR / KEY
+RESULTS = ResultsFile("external.json", writer="jax_policy.py")
 # the demos use seeds from 0 upwards; fresh and search seeds are disjoint from them and each other
 FRESH_SEED_START, SEARCH_SEED_START = 100_000, 200_000
 PARTS = ("overhead", "policies")
@@ -215,16 +215,12 @@ def policies(fresh: list[int], search_seeds: list[int], step: float) -> dict[str
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--parts", default=",".join(PARTS), help=f"comma list of {PARTS}")
+    add_parts(parser, PARTS)
     parser.add_argument("--fresh", type=int, default=100, help="fresh seeds per policy")
     parser.add_argument("--search", type=int, default=40, help="search seeds")
     parser.add_argument("--step", type=float, default=0.1, help="convex weight grid step")
     parser.add_argument("--repeats", type=int, default=200, help="timed chunks per figure")
     args = parser.parse_args()
-    parts = args.parts.split(",")
-    unknown = [p for p in parts if p not in PARTS]
-    if unknown:
-        parser.error(f"unknown part {unknown[0]!r}; choose from {PARTS}")
     fresh = list(range(FRESH_SEED_START, FRESH_SEED_START + args.fresh))
     search_seeds = list(range(SEARCH_SEED_START, SEARCH_SEED_START + args.search))
     runs: dict[str, Callable[[], dict[str, Any]]] = {
@@ -232,11 +228,11 @@ def main() -> None:
         "policies": lambda: policies(fresh, search_seeds, args.step),
     }
     for part in PARTS:
-        if part not in parts:
+        if part not in args.parts:
             continue
         start = time.perf_counter()
         value = runs[part]()
-        update_results(PATH, (KEY, part), value)
+        RESULTS.set((KEY, part), value)
         print(part, f"{time.perf_counter() - start:.0f} s", json.dumps(value)[:2000], flush=True)
 
 

@@ -36,7 +36,7 @@ from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 
 import torch
-from common import RESULTS, update_results
+from common import ResultsFile
 from composition import _euler, parents_of
 from policy_latency import random_obs
 from torch import Tensor, nn
@@ -47,7 +47,7 @@ from robocompose.shipped import PARENT_PAIRS
 
 STEPS = 10
 CALLS_PER_SAMPLE = 20
-PATH = RESULTS / "latency_floor.json"
+RESULTS = ResultsFile("latency_floor.json", writer="latency_floor.py")
 
 
 def _interleaved(
@@ -194,12 +194,12 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=15)
     args = parser.parse_args()
     torch.set_num_threads(1)
-    update_results(PATH, ["matmul_2_thread_speedup"], matmul_speedup(args.samples))
+    RESULTS.set(["matmul_2_thread_speedup"], matmul_speedup(args.samples))
     for task in args.tasks.split(","):
-        update_results(PATH, ["tasks", task], task_floor(task, args.samples))
-    tasks = json.loads(PATH.read_text())["tasks"]
+        RESULTS.set(["tasks", task], task_floor(task, args.samples))
+    tasks = RESULTS.read()["tasks"]
     worst = max(row[b]["floor_ratio"] for row in tasks.values() for b in ("batch1", "batch16"))
-    update_results(PATH, ["max_floor_ratio"], worst)
+    RESULTS.set(["max_floor_ratio"], worst)
     print(f"max floor ratio: {worst:.2f}")
 
 

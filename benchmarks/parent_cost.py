@@ -8,16 +8,16 @@ chunk in real composed episodes: the times `ComposedPolicy.times` keeps on the r
 from __future__ import annotations
 
 import argparse
-import json
 
 import torch
-from common import RESULTS
+from common import ResultsFile
 
 from robocompose.composition.api import compose, evaluate, load
 from robocompose.shipped import parent_pair
 
 TASK = "PickPlace"
 SEED_START = 100_000
+RESULTS = ResultsFile("parent_cost.json", writer="parent_cost.py")
 
 
 def main() -> None:
@@ -44,10 +44,9 @@ def main() -> None:
         },
         "summary": times.summary(),
     }
-    out = RESULTS / "parent_cost.json"
-    out.write_text(json.dumps(record, indent=2) + "\n")
+    RESULTS.write(record)
     print(times.summary())
-    print(f"wrote {out}")
+    print(f"wrote {RESULTS.path}")
 
 
 if __name__ == "__main__":

@@ -14,10 +14,9 @@ the machine then.
 from __future__ import annotations
 
 import argparse
-import json
 import tempfile
 
-from common import RESULTS, ROOT, shipped_checkpoints
+from common import ROOT, RUNS_DIR, ResultsFile, shipped_checkpoints
 
 from robocompose.evaluation import evaluate
 from robocompose.policies.checkpoint import read_checkpoint_config
@@ -25,6 +24,7 @@ from robocompose.policies.config import PolicyConfig
 from robocompose.policies.train import TrainConfig, train
 
 EVAL_SEED_START = 100_000
+RESULTS = ResultsFile("policies.json", writer="policies.py")
 
 
 def train_minutes_one_core(recipe: dict, full_steps: int, steps: int) -> float:
@@ -48,12 +48,7 @@ def main() -> None:
     parser.add_argument("--only", default="", help="comma-separated checkpoint names")
     parser.add_argument("--train-speed-steps", type=int, default=0, help="0: skip")
     args = parser.parse_args()
-    path = RESULTS / "policies.json"
-    rows = (
-        {r["checkpoint"]: r for r in json.loads(path.read_text())["checkpoints"]}
-        if path.exists()
-        else {}
-    )
+    rows = {r["checkpoint"]: r for r in RESULTS.read().get("checkpoints", [])}
     only = {s for s in args.only.split(",") if s}
     for folder in shipped_checkpoints():
         if only and folder.name not in only:
@@ -63,7 +58,7 @@ def main() -> None:
         if "skill_args" in cfg["obs_keys"]:  # a skill policy: no env observes it; skills.py does
             continue
         seeds = range(EVAL_SEED_START, EVAL_SEED_START + args.episodes)
-        log = ROOT / "runs" / "benchmarks" / "policies" / f"{folder.name}.jsonl"
+        log = RUNS_DIR / "policies" / f"{folder.name}.jsonl"
         log.parent.mkdir(parents=True, exist_ok=True)
         result = evaluate(folder, seeds, out=log)
         rows[folder.name] = {
@@ -88,9 +83,7 @@ def main() -> None:
                 meta["train"], meta["step"], args.train_speed_steps
             )
         print(result.summary(), flush=True)
-        RESULTS.mkdir(exist_ok=True)
-        document_out = {"checkpoints": sorted(rows.values(), key=lambda r: r["checkpoint"])}
-        path.write_text(json.dumps(document_out, indent=2) + "\n")
+        RESULTS.write({"checkpoints": sorted(rows.values(), key=lambda r: r["checkpoint"])})
 
 
 if __name__ == "__main__":

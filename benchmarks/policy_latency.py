@@ -14,10 +14,12 @@ import json
 import os
 
 import torch
-from common import RESULTS, median_ms, shipped_checkpoints
+from common import ResultsFile, median_ms, shipped_checkpoints
 
 from robocompose.policies.base import is_image_shape
 from robocompose.policies.checkpoint import load_policy
+
+RESULTS = ResultsFile("policy_latency.json", writer="policy_latency.py")
 
 
 def random_obs(policy, batch: int) -> dict[str, torch.Tensor]:
@@ -42,7 +44,6 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--only", nargs="+", help="checkpoint names to (re)measure")
     args = parser.parse_args()
-    path = RESULTS / "policy_latency.json"
     folders = shipped_checkpoints()
     kept = []
     if args.only:
@@ -50,9 +51,7 @@ def main() -> None:
         if missing:
             parser.error(f"no shipped checkpoint {missing}; have {[f.name for f in folders]}")
         folders = [f for f in folders if f.name in args.only]
-        kept = [
-            r for r in json.loads(path.read_text())["policies"] if r["checkpoint"] not in args.only
-        ]
+        kept = [r for r in RESULTS.read()["policies"] if r["checkpoint"] not in args.only]
     rows = []
     for folder in folders:
         policy = load_policy(folder)
@@ -77,8 +76,7 @@ def main() -> None:
             rows.append(row)
             print(json.dumps(row), flush=True)
     rows = sorted(kept + rows, key=lambda r: (r["checkpoint"], r["batch"]))
-    RESULTS.mkdir(exist_ok=True)
-    path.write_text(json.dumps({"policies": rows}, indent=2) + "\n")
+    RESULTS.write({"policies": rows})
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ done, step logs and episodes in runs/benchmarks/real_robot/; a rerun skips finis
 finished episodes.
 
     nohup python benchmarks/real_robot.py > runs/benchmarks/real_robot.log 2>&1 &
-    python benchmarks/real_robot.py --only smoothness --redo     # one section again
+    python benchmarks/real_robot.py --parts smoothness --redo     # one section again
 
 The `control_process_*` sections (`real_robot_control.py`) time and test the control process:
 its period error at the servo rate, transport through the openpi-client in another process,
@@ -27,9 +27,8 @@ from typing import Any
 
 import numpy as np
 import real_robot_control as rrc
-from common import RESULTS, ROOT
+from common import RUNS_DIR, ResultsFile, add_parts
 
-from robocompose.evaluation import evaluate
 from robocompose.real_robot.client import PolicyClient
 from robocompose.real_robot.drivers.twin import TwinArm
 from robocompose.real_robot.executor import ExecutorConfig
@@ -39,10 +38,9 @@ from robocompose.real_robot.replay import read_log
 from robocompose.real_robot.steplog import done_seeds
 from robocompose.real_robot.websocket_server import PolicyServer
 from robocompose.shipped import shipped_path
-from robocompose.stats import success_rate
 
-OUT = RESULTS / "real_robot.json"
-RUNS = ROOT / "runs" / "benchmarks" / "real_robot"
+RESULTS = ResultsFile("real_robot.json", writer="real_robot.py", indent=1)
+RUNS = RUNS_DIR / "real_robot"
 SECTIONS = (
     "control_loop",
     "transport",
@@ -233,26 +231,7 @@ def smoothness(flow: Any, seeds: int, from_logs: bool) -> list[dict[str, Any]]:
 def success(episodes: int, time_scale: float, write: Any) -> dict[str, Any]:
     """A composed policy through server + client + twin in each mode, and directly through the
     harness, on the same seeds."""
-    parents = [shipped_path("PickPlaceTwoCubes", k) for k in ("flow_mlp", "flow_mlp_b")]
-    composed = load_served_policy(parents=parents, operator="convex", weights=(0.5, 0.5))
-    seeds = list(range(SEED_START, SEED_START + episodes))
-    section: dict[str, Any] = {
-        "policy": composed.spec.extra["policy"],
-        "task": composed.spec.extra["task"],
-        "episodes": episodes,
-        "seed_start": SEED_START,
-        "time_scale": time_scale,
-        "rate_hz": 10.0,
-        "modes": {},
-    }
-    direct = evaluate(
-        composed.policy,
-        seeds,
-        out=RUNS / "success_direct.jsonl",
-        label="convex_0.5_0.5",
-        progress=False,
-    )
-    section["direct"] = _rate(direct.success.successes, episodes)
+    composed, seeds, section = rrc.success_head(RUNS, episodes, time_scale, modes={})
     print("direct", section["direct"], flush=True)
     for label in ("sync", "ensemble", "async"):
         results = RUNS / f"success_{label}_episodes.jsonl"
@@ -275,25 +254,13 @@ def success(episodes: int, time_scale: float, write: Any) -> dict[str, Any]:
             finally:
                 rig.close()
         records = [done[s] for s in seeds]
-        section["modes"][label] = _rate(sum(r["success"] for r in records), episodes) | {
+        section["modes"][label] = rrc.rate_row(sum(r["success"] for r in records), episodes) | {
             "waited_s_per_episode": round(float(np.mean([r["waited_s"] for r in records])), 3),
             "requests_failed": sum(r["events"].get("request_failed", 0) for r in records),
         }
         print(label, section["modes"][label], flush=True)
         write(section)
     return section
-
-
-def _rate(successes: int, episodes: int) -> dict[str, Any]:
-    rate = success_rate(successes, episodes)
-    return {
-        "successes": successes,
-        "episodes": episodes,
-        "rate": rate.rate,
-        "ci_low": round(rate.ci_low, 4),
-        "ci_high": round(rate.ci_high, 4),
-        "text": str(rate),
-    }
 
 
 def faults(flow: Any, repeats: int) -> list[dict[str, Any]]:
@@ -319,7 +286,7 @@ def faults(flow: Any, repeats: int) -> list[dict[str, Any]]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--only", default="", help=f"comma-separated sections of {SECTIONS}")
+    add_parts(parser, SECTIONS, old_flags=("--only",))
     parser.add_argument("--redo", action="store_true", help="rerun sections already in the JSON")
     parser.add_argument("--episodes", type=int, default=50, help="success: seeds per mode")
     parser.add_argument("--time-scale", type=float, default=2.0, help="success: twin speed-up")
@@ -333,21 +300,17 @@ def main() -> None:
     )
     args = parser.parse_args()
     RUNS.mkdir(parents=True, exist_ok=True)
-    document = json.loads(OUT.read_text()) if OUT.exists() else {}
-    document["machine"] = {
-        "cpus": os.cpu_count(),
-        "python": platform.python_version(),
-        "note": "2 cores shared with other jobs; no GPU",
-    }
-    only = [s for s in args.only.split(",") if s] or list(SECTIONS)
-    unknown = sorted(set(only) - set(SECTIONS))
-    if unknown:
-        raise SystemExit(f"unknown section(s) {unknown}; choose from {SECTIONS}.")
+    document = RESULTS.set(
+        ["machine"],
+        {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "note": "2 cores shared with other jobs; no GPU",
+        },
+    )
 
-    def write(part: dict[str, Any] | None = None, key: str = "success") -> None:
-        if part is not None:
-            document[key] = part
-        OUT.write_text(json.dumps(document, indent=1) + "\n")
+    def write(part: dict[str, Any], key: str = "success") -> None:
+        RESULTS.set([key], part)
 
     flow = load_served_policy(shipped_path("PickPlace", "flow_mlp"))
     jobs = {
@@ -360,22 +323,29 @@ def main() -> None:
         "control_process_transport": lambda: rrc.transport(),
         "control_process_tracking": lambda: rrc.tracking(RUNS),
         "control_process_success": lambda: rrc.success(
-            RUNS, args.control_episodes, args.time_scale, args.control_rate, write, _rate
+            RUNS, args.control_episodes, args.time_scale, args.control_rate, write
         ),
         "control_process_faults": lambda: rrc.faults(RUNS, args.fault_repeats),
     }
-    for name in only:
+    for name in args.parts:
         if name in document and not args.redo and name not in RESUMABLE:
-            print(f"{name}: already in {OUT} (--redo to rerun)", flush=True)
+            print(f"{name}: already in {RESULTS.path} (--redo to rerun)", flush=True)
             continue
         start = time.perf_counter()
-        document[name] = jobs[name]()
-        seconds = document.setdefault("seconds", {})
-        if name == "smoothness" and args.from_logs:
-            seconds.pop(name, None)  # recomputed, not run: the run's time is not known here
-        else:
-            seconds[name] = round(time.perf_counter() - start, 1)
-        write()
+        value = jobs[name]()
+        took = round(time.perf_counter() - start, 1)
+
+        def store(
+            document: dict[str, Any], name: str = name, value: Any = value, took: float = took
+        ) -> None:
+            document[name] = value
+            seconds = document.setdefault("seconds", {})
+            if name == "smoothness" and args.from_logs:
+                seconds.pop(name, None)  # recomputed, not run: the run's time is not known here
+            else:
+                seconds[name] = took
+
+        RESULTS.update(store)
 
 
 if __name__ == "__main__":

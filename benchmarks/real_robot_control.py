@@ -42,9 +42,52 @@ from robocompose.real_robot.steplog import JsonlWriter, done_seeds
 from robocompose.real_robot.timing_check import inference_loop, measure, percentiles
 from robocompose.real_robot.websocket_server import PolicyServer
 from robocompose.shipped import shipped_path
+from robocompose.stats import success_rate
 
 sys.path.insert(0, str(ROOT))  # the fake RTDE controller lives with the tests
 SEED_START = 100_000
+
+
+def rate_row(successes: int, episodes: int) -> dict[str, Any]:
+    """A success count as the JSON records it, with its Wilson 95% interval."""
+    rate = success_rate(successes, episodes)
+    return {
+        "successes": successes,
+        "episodes": episodes,
+        "rate": rate.rate,
+        "ci_low": round(rate.ci_low, 4),
+        "ci_high": round(rate.ci_high, 4),
+        "text": str(rate),
+    }
+
+
+def success_head(
+    runs: Path, episodes: int, time_scale: float, **fields: Any
+) -> tuple[Any, list[int], dict[str, Any]]:
+    """What both success sections serve (PickPlaceTwoCubes' flow MLP pair, convex 0.5/0.5), its
+    seeds, and the section's head: the setting, `fields`, and `direct`, the policy evaluated
+    directly on the same seeds (what the served runs are read against)."""
+    parents = [shipped_path("PickPlaceTwoCubes", k) for k in ("flow_mlp", "flow_mlp_b")]
+    composed = load_served_policy(parents=parents, operator="convex", weights=(0.5, 0.5))
+    seeds = list(range(SEED_START, SEED_START + episodes))
+    section: dict[str, Any] = {
+        "policy": composed.spec.extra["policy"],
+        "task": composed.spec.extra["task"],
+        "episodes": episodes,
+        "seed_start": SEED_START,
+        "time_scale": time_scale,
+        "rate_hz": 10.0,
+        **fields,
+    }
+    direct = evaluate(
+        composed.policy,
+        seeds,
+        out=runs / "success_direct.jsonl",
+        label="convex_0.5_0.5",
+        progress=False,
+    )
+    section["direct"] = rate_row(direct.success.successes, episodes)
+    return composed, seeds, section
 
 
 def machine_load() -> dict[str, Any]:
@@ -283,33 +326,12 @@ def tracking(runs: Path, seconds: float = 6.0) -> list[dict[str, Any]]:
 
 
 def success(
-    runs: Path, episodes: int, time_scale: float, rate_hz: float, write: Any, rate: Any
+    runs: Path, episodes: int, time_scale: float, rate_hz: float, write: Any
 ) -> dict[str, Any]:
-    """The composed PickPlaceTwoCubes policy through server + client + control process; `rate`
-    summarises successes (the main script's Wilson interval)."""
-
-    parents = [shipped_path("PickPlaceTwoCubes", k) for k in ("flow_mlp", "flow_mlp_b")]
-    composed = load_served_policy(parents=parents, operator="convex", weights=(0.5, 0.5))
-    seeds = list(range(SEED_START, SEED_START + episodes))
-    section: dict[str, Any] = {
-        "policy": composed.spec.extra["policy"],
-        "task": composed.spec.extra["task"],
-        "episodes": episodes,
-        "seed_start": SEED_START,
-        "time_scale": time_scale,
-        "rate_hz": 10.0,
-        "control_rate_hz": rate_hz,
-        "modes": {},
-        **machine_load(),
-    }
-    direct = evaluate(
-        composed.policy,
-        seeds,
-        out=runs / "success_direct.jsonl",
-        label="convex_0.5_0.5",
-        progress=False,
+    """The composed PickPlaceTwoCubes policy through server + client + control process."""
+    composed, seeds, section = success_head(
+        runs, episodes, time_scale, control_rate_hz=rate_hz, modes={}, **machine_load()
     )
-    section["direct"] = rate(direct.success.successes, episodes)
     for mode in ("sync", "ensemble", "async"):
         results = runs / f"control_success_{mode}_episodes.jsonl"
         done = done_seeds(results)
@@ -326,7 +348,7 @@ def success(
             steps = runs / f"control_success_{mode}_steps.jsonl"
             _episodes(composed, todo, mode, rate_hz, "linear", time_scale, steps, on_record=keep)
         records = [done[s] for s in seeds if s in done]
-        section["modes"][mode] = rate(sum(r["success"] for r in records), len(records)) | {
+        section["modes"][mode] = rate_row(sum(r["success"] for r in records), len(records)) | {
             "waited_s_per_episode": round(float(np.mean([r["waited_s"] for r in records])), 3),
         }
         print("control success", mode, section["modes"][mode], flush=True)

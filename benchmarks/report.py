@@ -5,15 +5,13 @@ python benchmarks/report.py
 
 from __future__ import annotations
 
-import json
-
-from common import RESULTS
+from common import ResultsFile
 
 from robocompose.records import rate_of
 
 
 def _read(name: str) -> dict:
-    return json.loads((RESULTS / name).read_text())
+    return ResultsFile(name).read()
 
 
 def _rate(row: dict) -> str:

@@ -13,7 +13,7 @@ import os
 import subprocess
 import sys
 
-from common import RESULTS, median_ms
+from common import ResultsFile, median_ms
 
 from robocompose.hierarchical.base import Param
 from robocompose.hierarchical.sandbox import (
@@ -77,8 +77,7 @@ def main() -> None:
     many = median_ms(ok(f"for i in range({CALLS}):\n    noop()", limits), args.repeats)
     row["api_round_trip_ms"] = (many - row["run_trivial_ms"]) / CALLS
     print(json.dumps(row, indent=2), flush=True)
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "sandbox.json").write_text(json.dumps(row, indent=2) + "\n")
+    ResultsFile("sandbox.json", writer="sandbox.py").write(row)
 
 
 if __name__ == "__main__":

@@ -23,13 +23,14 @@ from pathlib import Path
 
 import mujoco
 import numpy as np
+from common import ResultsFile
 
 from robocompose.sim.collect import run_expert_episode
 from robocompose.sim.evaluate import evaluate
 from robocompose.sim.tasks import TASKS, get_task, make_env, make_expert
 from robocompose.stats import success_rate
 
-RESULTS = Path(__file__).parent / "results" / "sim.json"
+RESULTS = ResultsFile("sim.json", writer="sim.py")
 
 
 def expert_success(task: str, episodes: int) -> dict:
@@ -99,10 +100,10 @@ def main() -> None:
     parser.add_argument("--tasks", default=",".join(TASKS))
     args = parser.parse_args()
 
-    results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {"tasks": {}}
+    previous_rows = RESULTS.read().get("tasks", {})
     for task in args.tasks.split(","):
         name = get_task(task).env_id
-        previous = results["tasks"].get(name, {})
+        previous = previous_rows.get(name, {})
         if args.expert_episodes == 0 and "expert_success" in previous:
             row = {k: v for k, v in previous.items() if k.startswith("expert_")}  # speed only
         else:
@@ -123,11 +124,9 @@ def main() -> None:
             "ratio_single_env_sync": speeds["sync_1"] / raw,
             "physics_substeps": make_env(task).unwrapped.n_substeps,
         }
-        results["tasks"][name] = row
         print(name, json.dumps(row, indent=1), flush=True)
-        results["machine"] = {"cpus": os.cpu_count(), "python": platform.python_version()}
-        RESULTS.parent.mkdir(parents=True, exist_ok=True)
-        RESULTS.write_text(json.dumps(results, indent=2) + "\n")
+        RESULTS.set(["tasks", name], row)
+        RESULTS.set(["machine"], {"cpus": os.cpu_count(), "python": platform.python_version()})
 
 
 if __name__ == "__main__":

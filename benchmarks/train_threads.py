@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 import torch
-from common import RESULTS, update_results
+from common import ResultsFile
 
 from robocompose.policies.config import PolicyConfig
 from robocompose.policies.train import TrainConfig, train
@@ -70,8 +70,7 @@ def main() -> None:
                 if busy is not None:
                     busy.terminate()
                     busy.join()
-    update_results(
-        RESULTS / "train_threads.json",
+    ResultsFile("train_threads.json", writer="train_threads.py").set(
         ["flow_mlp_pusht"],
         {
             "steps": args.steps,
