@@ -90,9 +90,9 @@ def io_part(episodes: int) -> dict:
 
 def latency_part(repeats: int) -> dict:
     from robocompose.composition.api import compose
-    from robocompose.evaluation import load_checkpoint
+    from robocompose.policies.checkpoint import load_policy
 
-    theirs = load_checkpoint(FIXTURE)
+    theirs = load_policy(FIXTURE)
     rows = {}
     obs = {
         "state": torch.randn(1, 2, theirs.config.obs_shapes["state"][0]),
@@ -100,12 +100,12 @@ def latency_part(repeats: int) -> dict:
     }
     noise = torch.randn(1, 16, 4)
     for name in ("PickPlace_flow_mlp", "PickPlace_diffusion_unet"):
-        ours = load_checkpoint(ROOT / "checkpoints" / name)
+        ours = load_policy(ROOT / "checkpoints" / name)
         rows[name] = round(median_ms(lambda p=ours: p.sample(obs, 10, noise), repeats, 5), 3)
     rows["lerobot_diffusion_fixture"] = round(
         median_ms(lambda: theirs.sample(obs, 10, noise), repeats, 5), 3
     )
-    ours = load_checkpoint(ROOT / "checkpoints/PickPlace_flow_mlp")
+    ours = load_policy(ROOT / "checkpoints/PickPlace_flow_mlp")
     composed = compose([ours, theirs], "convex", (0.5, 0.5), allow_normalizer_mismatch=True)
     rows["convex(PickPlace_flow_mlp, lerobot)"] = round(
         median_ms(lambda: composed.predict_actions(obs, torch.randn(1, 16, 4)), repeats, 5), 3
@@ -122,14 +122,15 @@ def latency_part(repeats: int) -> dict:
 
 
 def view_part(episodes: int) -> dict:
-    from robocompose.evaluation import evaluate, load_checkpoint
+    from robocompose.evaluation import evaluate
+    from robocompose.policies.checkpoint import load_policy
     from robocompose.policies.runner import PolicyPredictor
     from robocompose.viz.episodes import record_episodes
     from robocompose.viz.recording import close_recording, open_recording
 
     rows = {}
     for name in ("Stack_flow_mlp", "PushT_flow_mlp"):
-        policy = load_checkpoint(ROOT / "checkpoints" / name)
+        policy = load_policy(ROOT / "checkpoints" / name)
         seeds = list(range(100_000, 100_000 + episodes))
         start = time.perf_counter()
         result = evaluate(policy, seeds, progress=False, num_envs=1)

@@ -37,7 +37,8 @@ from composition import vertex_gap
 from robocompose.compare import compare
 from robocompose.composition.api import candidate_label, compose, search
 from robocompose.composition.weight_search import NativeParent
-from robocompose.evaluation import evaluate, load_checkpoint
+from robocompose.evaluation import evaluate
+from robocompose.policies.checkpoint import load_policy
 from robocompose.sim.collect import run_expert_episode
 from robocompose.sim.tasks import make_env, make_expert
 from robocompose.stats import paired_outcomes, success_rate
@@ -90,7 +91,7 @@ def task_result(
     preset = task_preset(task)
     folder = OUT / task
     names = [f"{task}_{kind}" for kind in PARENTS[task]]
-    parents = [load_checkpoint(ROOT / "checkpoints" / name) for name in names]
+    parents = [load_policy(ROOT / "checkpoints" / name) for name in names]
     start = time.perf_counter()
     expert = expert_rate(task, fresh, folder)
     print(f"{task} expert: {success_rate(int(sum(expert['outcomes'])), len(fresh))}", flush=True)
@@ -204,7 +205,7 @@ def composed_grid_cost(task: str, seeds: list[int]) -> dict[str, Any]:
     parent's, when one is sound at sigma = inf): what that grid costs A, paired per seed."""
     task_preset(task)
     names = [f"{task}_{kind}" for kind in PARENTS[task]]
-    a, b = (load_checkpoint(ROOT / "checkpoints" / name) for name in names)
+    a, b = (load_policy(ROOT / "checkpoints" / name) for name in names)
     vertex = compose([a, b], "convex", (1.0, 0.0))
     label = f"{names[0]}_on_composed_grid"
     pair = compare(vertex, a, seeds, out_dir=OUT / task / "grid", labels=(label, names[0]))
@@ -224,7 +225,7 @@ def grid_choice(task: str, fresh: list[int], search_seeds: list[int]) -> dict[st
     task_preset(task)
     stored = RESULTS.read()[task]
     names = [f"{task}_{kind}" for kind in PARENTS[task]]
-    parents = [load_checkpoint(ROOT / "checkpoints" / name) for name in names]
+    parents = [load_policy(ROOT / "checkpoints" / name) for name in names]
     better = stored["better_parent"]
     folder = OUT / task / "grid_choice"
     out: dict[str, Any] = {"better_parent": better}
@@ -303,7 +304,7 @@ def main() -> None:
         if args.vertex:
             task_preset(task)
             names = [f"{task}_{kind}" for kind in PARENTS[task]]
-            parents = [load_checkpoint(ROOT / "checkpoints" / name) for name in names]
+            parents = [load_policy(ROOT / "checkpoints" / name) for name in names]
             gap = vertex_gap(parents, names, fresh[: args.vertex], OUT / task / "fresh")
             RESULTS.set([task, "vertex_gap"], gap)
             continue

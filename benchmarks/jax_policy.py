@@ -39,7 +39,7 @@ import robocompose.policies.jax_bridge as bridge
 import robocompose.policies.jax_flow as jax_flow
 from robocompose.compare import compare
 from robocompose.composition.api import candidate_label, compose, search
-from robocompose.evaluation import load_checkpoint
+from robocompose.policies.checkpoint import load_policy
 
 KEY = "jax_torch"
 TORCH_PARENT, JAX_PARENT, TORCH_TWIN = "Stack_diffusion_mlp", "Stack_flow_jax_mlp", "Stack_flow_mlp"
@@ -99,7 +99,7 @@ def _interleaved_ms(calls: dict[str, Callable[[], Any]], repeats: int) -> dict[s
 def overhead(repeats: int) -> dict[str, Any]:
     torch.set_num_threads(1)
     diffusion, jax_parent, torch_twin = (
-        load_checkpoint(CHECKPOINTS / n) for n in (TORCH_PARENT, JAX_PARENT, TORCH_TWIN)
+        load_policy(CHECKPOINTS / n) for n in (TORCH_PARENT, JAX_PARENT, TORCH_TWIN)
     )
     obs = random_obs(diffusion, 1)
     weights = (0.5, 0.5)
@@ -176,8 +176,8 @@ def _paired_rows(
 
 
 def policies(fresh: list[int], search_seeds: list[int], step: float) -> dict[str, Any]:
-    parents = [load_checkpoint(CHECKPOINTS / name) for name in PARENTS]
-    twin = load_checkpoint(CHECKPOINTS / TORCH_TWIN)
+    parents = [load_policy(CHECKPOINTS / name) for name in PARENTS]
+    twin = load_policy(CHECKPOINTS / TORCH_TWIN)
     on_fresh = compare(*parents, fresh, out_dir=OUT / "fresh", labels=PARENTS)
     print(on_fresh.table(), flush=True)
     frameworks = compare(

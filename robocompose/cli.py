@@ -212,10 +212,10 @@ def _with_task(checkpoint: str, task: Any) -> Any:
     """The checkpoint folder, or its policy on the env `task=` attaches (see `attached_env`)."""
     if task is None:
         return checkpoint
-    from robocompose.evaluation import load_checkpoint
+    from robocompose.policies.checkpoint import load_policy
     from robocompose.sim.tasks import attached_env
 
-    policy = load_checkpoint(checkpoint)
+    policy = load_policy(checkpoint)
     recorded = policy.metadata.get("task"), policy.metadata.get("env_kwargs", {})
     env, kwargs = attached_env(*recorded, f"checkpoint {checkpoint}", task.name)
     policy.metadata |= {"task": env, "env_kwargs": kwargs}

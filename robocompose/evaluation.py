@@ -31,18 +31,10 @@ __all__ = [
     "check_observations",
     "check_one_task",
     "evaluate",
-    "load_checkpoint",
     "task_of",
 ]
 
 PolicyLike = str | os.PathLike[str] | GenerativePolicy | ChunkPredictor
-
-
-def load_checkpoint(folder: str | os.PathLike[str]) -> GenerativePolicy:
-    """A checkpoint's policy, remembering its folder so messages can name it."""
-    policy = load_policy(folder)
-    policy.checkpoint_dir = Path(folder)
-    return policy
 
 
 def evaluate(
@@ -102,7 +94,7 @@ def evaluate(
         )
     if isinstance(policy, str | os.PathLike):
         label = label or Path(policy).name
-        policy = load_checkpoint(policy)
+        policy = load_policy(policy)
     predictor = _predictor(policy, steps, n_action_steps)
     parents = parents_of(predictor)
     if task is None:

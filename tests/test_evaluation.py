@@ -13,8 +13,9 @@ from robocompose.cli import main
 from robocompose.composition.api import compose
 from robocompose.composition.api import evaluate as api_evaluate
 from robocompose.demo import DemoConfig, run_demo
-from robocompose.evaluation import check_observations, evaluate, load_checkpoint, task_of
+from robocompose.evaluation import check_observations, evaluate, task_of
 from robocompose.interrupt import ResumableInterrupt
+from robocompose.policies.checkpoint import load_policy
 from robocompose.policies.runner import PolicyPredictor
 from robocompose.records import EvalResult
 
@@ -51,7 +52,7 @@ def test_inference_runs_on_one_thread_whatever_torch_was_set_to(reference: EvalR
     torch.set_num_threads(2)
     try:
         seen: list[int] = []
-        predictor = PolicyPredictor(load_checkpoint(PUSHT))
+        predictor = PolicyPredictor(load_policy(PUSHT))
         predict = predictor.predict_actions
 
         def recording(obs, noise):
@@ -89,7 +90,7 @@ class StopAfter:
 
 def test_interrupted_then_resumed_equals_uninterrupted(tmp_path, reference: EvalResult) -> None:
     out = tmp_path / "episodes.jsonl"
-    policy = load_checkpoint(PUSHT)
+    policy = load_policy(PUSHT)
     label = "PushT_flow_unet"
     with pytest.raises(ResumableInterrupt):
         evaluate(
@@ -128,17 +129,17 @@ def test_the_api_evaluate_is_this_one() -> None:
 
 
 def test_stack_checkpoint_on_pusht_names_the_observation_mismatch(tmp_path) -> None:
-    stack = load_checkpoint("checkpoints/Stack_flow_mlp")
+    stack = load_policy("checkpoints/Stack_flow_mlp")
     with pytest.raises(ValueError, match=STACK_ON_PUSHT):
         evaluate(stack, [0], task="robocompose/PushT-v0", out=tmp_path / "ep.jsonl")
     assert not (tmp_path / "ep.jsonl").exists()  # refused before any episode ran
-    pair = compose([stack, load_checkpoint("checkpoints/Stack_flow_mlp_b")], "convex", (0.5, 0.5))
+    pair = compose([stack, load_policy("checkpoints/Stack_flow_mlp_b")], "convex", (0.5, 0.5))
     with pytest.raises(ValueError, match=STACK_ON_PUSHT):
         evaluate(pair, [0], task="PushT", progress=False)
 
 
 def test_own_task_passes_the_observation_check() -> None:
-    predictor = PolicyPredictor(load_checkpoint("checkpoints/PushT_flow_mlp"))
+    predictor = PolicyPredictor(load_policy("checkpoints/PushT_flow_mlp"))
     check_observations(predictor, "robocompose/PushT-v0", {"obs_keys": ("state",)})
     with pytest.raises(
         ValueError,
@@ -156,7 +157,7 @@ def test_own_task_passes_the_observation_check() -> None:
     ],
 )
 def test_bad_settings_are_refused_before_running(kwargs: dict[str, Any], message: str) -> None:
-    parents = [load_checkpoint(f"checkpoints/Stack_flow_mlp{s}") for s in ("", "_b")]
+    parents = [load_policy(f"checkpoints/Stack_flow_mlp{s}") for s in ("", "_b")]
     with pytest.raises(ValueError, match=message):
         evaluate(compose(parents, "convex", (0.5, 0.5)), [0], progress=False, **kwargs)
 
@@ -179,7 +180,7 @@ def test_a_predictor_without_parents_needs_a_task() -> None:
 
 @pytest.mark.parametrize("operator", ["convex", "merge"])
 def test_parents_of_different_tasks_are_refused_naming_each_task(operator: str) -> None:
-    parents = [load_checkpoint(f"checkpoints/{n}") for n in ("PushT_flow_mlp", "Stack_flow_mlp")]
+    parents = [load_policy(f"checkpoints/{n}") for n in ("PushT_flow_mlp", "Stack_flow_mlp")]
     with pytest.raises(ValueError) as refused:
         compose(parents, operator, (0.5, 0.5))
     assert str(refused.value) == (
@@ -214,12 +215,12 @@ def test_the_configs_device_reaches_the_evaluation(tmp_path) -> None:
 def test_a_state_parent_first_still_gets_the_image_parents_env() -> None:
     """The env must render what every parent was trained on, not only the first parent."""
     state, image = (
-        load_checkpoint(f"checkpoints/PickPlace_{k}") for k in ("diffusion_unet", "image_flow")
+        load_policy(f"checkpoints/PickPlace_{k}") for k in ("diffusion_unet", "image_flow")
     )
     env_id, kwargs = task_of(compose([state, image], "convex", (0.5, 0.5)))
     assert env_id == "robocompose/PickPlace-v0"
     assert kwargs == {"image_size": 64, "obs_keys": ("state", "proprio", "image")}
-    other = load_checkpoint("checkpoints/PickPlace_image_flow")
+    other = load_policy("checkpoints/PickPlace_image_flow")
     other.metadata = {**other.metadata, "env_kwargs": {"image_size": 96}}
     with pytest.raises(
         ValueError,

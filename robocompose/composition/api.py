@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from robocompose.composition import search_record
+from robocompose.composition.methods import method_of
 from robocompose.composition.policy import ComposedPolicy, CompositionConfig
 from robocompose.composition.timing import ParentTimes, sum_times
 from robocompose.composition.weight_search import (
@@ -31,8 +32,9 @@ from robocompose.composition.weight_search import (
     successive_halving,
 )
 from robocompose.devices import check_device
-from robocompose.evaluation import check_one_task, evaluate, load_checkpoint, task_of
+from robocompose.evaluation import check_one_task, evaluate, task_of
 from robocompose.policies.base import GenerativePolicy
+from robocompose.policies.checkpoint import load_policy as load  # the one checkpoint loader
 from robocompose.sim.tasks import get_task
 
 __all__ = [
@@ -46,10 +48,6 @@ __all__ = [
 ]
 
 AnyPolicy = GenerativePolicy | ComposedPolicy
-
-
-def load(path: str | os.PathLike[str]) -> GenerativePolicy:
-    return load_checkpoint(path)
 
 
 def compose(
@@ -66,7 +64,8 @@ def compose(
     check_one_task(parents)
     weights = tuple(weights) if weights is not None else (1 / len(parents),) * len(parents)
     composition = CompositionConfig(operator=operator, weights=weights, **config)
-    return composition.method().build(parents, composition)
+    built = method_of(composition).build(parents, composition)
+    return built if built is not None else ComposedPolicy(parents, composition)
 
 
 def candidate_label(operator: str, weights: Sequence[float]) -> str:

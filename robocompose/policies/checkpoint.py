@@ -80,12 +80,23 @@ def read_checkpoint_config(folder: str | os.PathLike[str]) -> dict[str, Any]:
 def load_policy(
     folder: str | os.PathLike[str], expected: PolicyConfig | None = None
 ) -> GenerativePolicy:
-    """Load a checkpoint; with `expected`, every config field must match (errors name them)."""
+    """Load a checkpoint; with `expected`, every config field must match (errors name them).
+    The policy remembers its folder (`checkpoint_dir`) so messages and records can name it."""
     document = read_checkpoint_config(folder)
     if document.get("metadata", {}).get("format") == "lerobot":
         from robocompose.policies.lerobot import load_lerobot_policy
 
-        return load_lerobot_policy(folder)
+        policy = load_lerobot_policy(folder)
+    else:
+        policy = _own_policy(folder, document, expected)
+    policy.checkpoint_dir = Path(folder)
+    return policy
+
+
+def _own_policy(
+    folder: str | os.PathLike[str], document: dict[str, Any], expected: PolicyConfig | None
+) -> GenerativePolicy:
+    """A checkpoint of this project's own families: config, normalisers, weights."""
     try:
         config = PolicyConfig.from_dict(document["policy"])
     except (TypeError, ValueError) as e:

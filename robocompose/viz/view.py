@@ -43,9 +43,9 @@ class ViewConfig(EpisodesConfig):
 def load_run(config: ViewConfig) -> Any:
     """The checkpoint's policy, or the composition of the parents."""
     from robocompose.composition.api import compose
-    from robocompose.evaluation import load_checkpoint
+    from robocompose.policies.checkpoint import load_policy
 
-    parents = [load_checkpoint(path) for path in config.run]
+    parents = [load_policy(path) for path in config.run]
     if len(parents) == 1:
         return parents[0]
     spec = config.composition

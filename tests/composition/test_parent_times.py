@@ -14,7 +14,7 @@ import torch
 from robocompose.cli import main
 from robocompose.composition.api import compose, search
 from robocompose.composition.timing import ParentTimes
-from robocompose.evaluation import load_checkpoint
+from robocompose.policies.checkpoint import load_policy
 from robocompose.sim.tasks import make_env
 
 STEPS = 3
@@ -43,7 +43,7 @@ def history(n_obs_steps: int) -> dict[str, torch.Tensor]:
 
 def composed(path: str):
     operator, names, settings = PATHS[path]
-    parents = [load_checkpoint(f"checkpoints/{n}") for n in names]
+    parents = [load_policy(f"checkpoints/{n}") for n in names]
     return compose(parents, operator, (0.5, 0.5), steps=STEPS, **settings)
 
 

@@ -14,8 +14,9 @@ import torch
 from robocompose.cli import main
 from robocompose.composition.api import compose
 from robocompose.composition.config import CompositionConfig
-from robocompose.evaluation import evaluate, load_checkpoint
+from robocompose.evaluation import evaluate
 from robocompose.jobs import CompositionSpec
+from robocompose.policies.checkpoint import load_policy
 from robocompose.policies.runner import PolicyPredictor
 from robocompose.real_robot.policy_adapter import load_served_policy
 from robocompose.real_robot.serve import ServeConfig
@@ -29,7 +30,7 @@ TOO_MANY = (
 
 
 def test_a_policy_replans_after_the_asked_number_of_actions() -> None:
-    policy = load_checkpoint(PUSHT)
+    policy = load_policy(PUSHT)
     calls = []
     sample = policy.sample
 

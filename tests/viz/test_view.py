@@ -12,7 +12,8 @@ pytest.importorskip("rerun")
 
 from robocompose.cli import main  # noqa: E402
 from robocompose.composition.api import compose  # noqa: E402
-from robocompose.evaluation import evaluate, load_checkpoint  # noqa: E402
+from robocompose.evaluation import evaluate  # noqa: E402
+from robocompose.policies.checkpoint import load_policy  # noqa: E402
 from robocompose.policies.runner import PolicyPredictor  # noqa: E402
 from robocompose.viz.denoising import composed_path, first_observation, policy_path  # noqa: E402
 from robocompose.viz.episodes import record_episodes  # noqa: E402
@@ -24,7 +25,7 @@ ENV = "robocompose/Stack-v0"
 
 
 def test_recorded_episode_is_the_one_eval_scores_and_reads_back(tmp_path):
-    policy = load_checkpoint(FLOW)
+    policy = load_policy(FLOW)
     kwargs = {"obs_keys": list(policy.config.obs_keys)}
     stream = open_recording(tmp_path / "run.rrd", "test")
     try:
@@ -44,7 +45,7 @@ def test_recorded_episode_is_the_one_eval_scores_and_reads_back(tmp_path):
 
 
 def test_denoising_paths_end_at_the_samplers_own_chunks():
-    flow, diffusion = load_checkpoint(FLOW), load_checkpoint(DIFFUSION)
+    flow, diffusion = load_policy(FLOW), load_policy(DIFFUSION)
     obs = first_observation(ENV, {"obs_keys": ["state"]}, 3, ("state",), 2)
     noise = torch.randn((1, *flow.chunk_shape(1)[1:]), generator=torch.Generator().manual_seed(3))
     path = policy_path(flow, obs, noise, 10)
