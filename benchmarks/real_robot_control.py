@@ -27,12 +27,8 @@ import numpy as np
 from common import ROOT
 
 from robocompose.evaluation import evaluate
-from robocompose.real_robot.control import (
-    BRAKING,
-    SENT,
-    ControlConfig,
-    ControlProcess,
-)
+from robocompose.real_robot.control import ControlProcess
+from robocompose.real_robot.control_config import BRAKING, SENT, ControlConfig
 from robocompose.real_robot.control_faults import CONTROL_FAULTS, run_control_fault, twin_control
 from robocompose.real_robot.executor import ChunkExecutor, ExecutorConfig
 from robocompose.real_robot.policy_adapter import load_served_policy

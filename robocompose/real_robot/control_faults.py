@@ -29,13 +29,8 @@ from typing import Any
 import numpy as np
 
 from robocompose.real_robot.base import ServedPolicy
-from robocompose.real_robot.control import (
-    HOLDING,
-    SENT,
-    ControlConfig,
-    ControlProcess,
-    event_line,
-)
+from robocompose.real_robot.control import ControlProcess
+from robocompose.real_robot.control_config import HOLDING, SENT, ControlConfig, event_line
 from robocompose.real_robot.drivers.twin import TwinArm
 from robocompose.real_robot.executor import ChunkExecutor, ExecutorConfig
 from robocompose.real_robot.faults import (

@@ -88,7 +88,7 @@ class DeployConfig:
     # "loop": commands sent from this loop at executor.rate_hz; "process": a control process
     # streams interpolated targets at the arm's own rate (`process_loop`, `control`)
     control: str = "loop"
-    control_rate_hz: float | None = None  # None: the arm's default (control.DEFAULT_RATES_HZ)
+    control_rate_hz: float | None = None  # None: control_config.DEFAULT_RATES_HZ[robot]
     control_interpolation: str = "linear"  # between waypoints: "linear" or "cubic"
     out: str = "runs/deploy"
     # "rerun": stream observations, commands (proposed, sent) and clamps live

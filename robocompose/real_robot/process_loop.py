@@ -28,12 +28,8 @@ from typing import Any
 import numpy as np
 
 from robocompose.real_robot.base import Arm
-from robocompose.real_robot.control import (
-    DEFAULT_RATES_HZ,
-    SENT,
-    ControlConfig,
-    ControlProcess,
-)
+from robocompose.real_robot.control import ControlProcess
+from robocompose.real_robot.control_config import DEFAULT_RATES_HZ, SENT, ControlConfig
 from robocompose.real_robot.drivers import make_arm
 from robocompose.real_robot.drivers.twin import TwinArm, ee_target_from_action
 from robocompose.real_robot.executor import ChunkExecutor

@@ -14,14 +14,8 @@ import time
 import numpy as np
 import pytest
 
-from robocompose.real_robot.control import (
-    BRAKING,
-    ESTOPPED,
-    HOLDING,
-    SENT,
-    ControlConfig,
-    ControlProcess,
-)
+from robocompose.real_robot.control import ControlProcess
+from robocompose.real_robot.control_config import BRAKING, ESTOPPED, HOLDING, SENT, ControlConfig
 from robocompose.real_robot.control_faults import received_from_telemetry, twin_control
 from robocompose.real_robot.drivers.twin import TwinArm
 from robocompose.real_robot.faults import limit_violations

@@ -13,7 +13,8 @@ import time
 import numpy as np
 import pytest
 
-from robocompose.real_robot.control import BRAKING, ControlProcess, event_line
+from robocompose.real_robot.control import ControlProcess
+from robocompose.real_robot.control_config import BRAKING, event_line
 from robocompose.real_robot.control_faults import (
     process_alive,
     received_from_telemetry,

@@ -12,8 +12,8 @@ real-arm driver commands position only: the tool keeps the orientation it had at
 | xarm6 | `drivers.xarm.XArmDriver` | xarm-python-sdk | mm, deg | 250 Hz |
 | franka | `drivers.franka.FrankaDriver` | franky-control | m, quaternion | 100 Hz |
 
-The rates and what each arm does when its control process dies are `control.DEFAULT_RATES_HZ`
-and `control.ARM_TIMEOUTS`.
+The rates and what each arm does when its control process dies are
+`control_config.DEFAULT_RATES_HZ` and `control_config.ARM_TIMEOUTS`.
 """
 
 from __future__ import annotations
