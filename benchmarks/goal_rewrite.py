@@ -13,6 +13,9 @@ asked (a feasible item asked back or refused). Variants:
   request).
 - paraphrase: greedy, then the solved goal said back in words ("green on red, blue on green")
   and scored against the request by the model (log p(" yes") vs log p(" no")); "no" -> ask.
+- planner: the goal planner as shipped (`GoalPlanner.plan`): names the scene lacks refused
+  before the LLM, blocks the request never names asked back, `--orders` example orders that
+  must agree (its rewrites are the ones above, served from a cache: no extra LLM time).
 
 Rows go to benchmarks/results/goal_rewrite/<split>_<model>_<prompt version>.jsonl as items
 end (a rerun resumes); the summary to benchmarks/results/goal_rewrite.json.
@@ -25,51 +28,30 @@ from __future__ import annotations
 
 import argparse
 import json
+import tempfile
 import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from robocompose.hierarchical.base import Message
+from common import RESULTS_DIR, ResultsFile, read_jsonl
+
 from robocompose.hierarchical.families import FAMILIES, FactView, family_items, make_world, unmet
 from robocompose.hierarchical.goal import prompt as goal_prompt
 from robocompose.hierarchical.goal.constraints import ConstraintSyntaxError, parse
-from robocompose.hierarchical.goal.facts import Scene
 from robocompose.hierarchical.goal.solver import Goal, Question, Refusal, goal_facts, solve
 from robocompose.hierarchical.llm import make_backend
-from robocompose.hierarchical.planners.goal import GoalPlanner
+from robocompose.hierarchical.llm.cache import CachedLLM
+from robocompose.hierarchical.planners.goal import GoalPlanner, GoalPlannerConfig
 from robocompose.hierarchical.skills.scripted import build_registry
 from robocompose.stats import success_rate
 
-RESULTS = Path(__file__).resolve().parent / "results" / "goal_rewrite.json"
-OUT_DIR = RESULTS.parent / "goal_rewrite"
-VARIANTS = ("greedy", "orders", "paraphrase")
+RESULTS = ResultsFile("goal_rewrite.json", writer="goal_rewrite.py", indent=1)
+OUT_DIR = RESULTS_DIR / "goal_rewrite"
+VARIANTS = ("greedy", "orders", "paraphrase", "planner")
 JUDGE = (
     "Request: {request}\nThe robot will leave the blocks like this: {result}.\n"
     "Is that what the request asks for? Answer yes or no.\nAnswer:"
 )
-
-
-def example_orders(count: int) -> list[tuple[tuple[str, str, str], ...]]:
-    """The few-shot examples as written, reversed, then rotated by half, ... (`count` orders)."""
-    ex = tuple(goal_prompt.EXAMPLES)
-    half = len(ex) // 2
-    orders = [ex, ex[::-1], ex[half:] + ex[:half], (ex[half:] + ex[:half])[::-1]]
-    return orders[:count]
-
-
-def messages_with(
-    examples: Sequence[tuple[str, str, str]], scene: Scene, request: str, now: Any
-) -> list[Message]:
-    """The goal prompt with its examples in the given order (the planner's text otherwise)."""
-    out: list[Message] = [{"role": "system", "content": goal_prompt.INSTRUCTIONS}]
-    for shot_scene, shot_request, answer in examples:
-        out.append({"role": "user", "content": goal_prompt._shot(shot_scene, shot_request)})
-        out.append({"role": "assistant", "content": answer})
-    out.append(
-        {"role": "user", "content": goal_prompt._shot(goal_prompt.scene_line(scene, now), request)}
-    )
-    return out
 
 
 def solved(planner: GoalPlanner, text: str, facts: Any) -> Goal | Question | Refusal:
@@ -97,15 +79,14 @@ def _same(a: Goal | Question | Refusal, b: Goal | Question | Refusal) -> bool:
 
 def item_row(llm: Any, item: Any, args: argparse.Namespace) -> dict[str, Any]:
     world = make_world(item)
-    planner = GoalPlanner(llm, build_registry(world), world)
+    planner = GoalPlanner(llm, build_registry(world), world, GoalPlannerConfig(orders=args.orders))
     facts = world.facts()
-    world.close()
     row: dict[str, Any] = {}
     outcomes, texts, seconds = [], [], []
-    for examples in example_orders(args.orders):
+    for examples in goal_prompt.example_orders(args.orders):
+        chat = goal_prompt.messages(planner.scene, item.instruction, facts, examples)
         start = time.perf_counter()
-        reply = llm.chat(messages_with(examples, planner.scene, item.instruction, facts),
-                         max_tokens=64, grammar=planner.grammar)  # fmt: skip
+        reply = llm.chat(chat, max_tokens=planner.config.max_tokens, grammar=planner.grammar)
         seconds.append(round(time.perf_counter() - start, 3))
         texts.append(reply.text.strip().splitlines()[0] if reply.text.strip() else "")
         outcomes.append(solved(planner, texts[-1], facts))
@@ -121,13 +102,19 @@ def item_row(llm: Any, item: Any, args: argparse.Namespace) -> dict[str, Any]:
         row["paraphrase"] = row["greedy"] if yes >= no else "asked"
     else:
         row["paraphrase"] = row["greedy"]
+    plan = planner.plan(item.instruction)
+    world.close()
+    row["planner"] = verdict(
+        item, plan.goal if plan.kind == "calls" else plan.refusal or plan.question
+    )
+    row["planner_kind"], row["planner_message"] = plan.kind, plan.message
     return row
 
 
-def _done(path: Path) -> dict[str, dict[str, Any]]:
-    if not path.is_file():
-        return {}
-    return {r["key"]: r for r in map(json.loads, path.read_text().splitlines()) if r}
+def _done(path: Path, complete: bool = True) -> dict[str, dict[str, Any]]:
+    """The last row of each item (`complete`: only rows with every variant; older rows are
+    redone)."""
+    return {r["key"]: r for r in read_jsonl(path) if not complete or all(v in r for v in VARIANTS)}
 
 
 def _rate(flags: list[bool]) -> dict[str, Any]:
@@ -139,11 +126,14 @@ def _rate(flags: list[bool]) -> dict[str, Any]:
 def summarize() -> dict[str, Any]:
     out: dict[str, Any] = {}
     for path in sorted(OUT_DIR.glob("*.jsonl")):
-        rows = list(_done(path).values())
-        feasible = [r for r in rows if r["feasible"]]
-        infeasible = [r for r in rows if not r["feasible"]]
-        entry: dict[str, Any] = {"items": len(rows)}
+        every = list(_done(path, complete=False).values())
+        entry: dict[str, Any] = {"items": len(every)}
         for variant in VARIANTS:
+            rows = [r for r in every if variant in r]
+            feasible = [r for r in rows if r["feasible"]]
+            infeasible = [r for r in rows if not r["feasible"]]
+            if not feasible or not infeasible:
+                continue
             entry[variant] = {
                 "right_feasible": _rate([r[variant] == "right" for r in feasible]),
                 "wrong_feasible": _rate([r[variant] == "wrong" for r in feasible]),
@@ -171,6 +161,7 @@ def main() -> None:
     args = parser.parse_args()
     if not args.summarize:
         llm = make_backend("local", model=args.model, n_threads=args.n_threads, cache=False)
+        llm = CachedLLM(llm, tempfile.mkdtemp(prefix="goal-rewrite-"))  # the planner's rewrites
         slug = f"{args.split}_{args.model.replace('.', '_')}_{goal_prompt.PROMPT_VERSION}"
         path = OUT_DIR / f"{slug}.jsonl"
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -182,10 +173,10 @@ def main() -> None:
                    "instruction": item.instruction, **item_row(llm, item, args)}  # fmt: skip
             with path.open("a") as f:
                 f.write(json.dumps(row) + "\n")
-            print(f"{item.key}: greedy {row['greedy']} orders {row['orders']} paraphrase "
-                  f"{row['paraphrase']} {row['texts']}", flush=True)  # fmt: skip
-    RESULTS.write_text(json.dumps(summarize(), indent=1))
-    print(f"wrote {RESULTS}")
+            verdicts = " ".join(f"{v} {row[v]}" for v in VARIANTS)
+            print(f"{item.key}: {verdicts} {row['texts']}", flush=True)
+    RESULTS.write(summarize())
+    print(f"wrote {RESULTS.path}")
 
 
 if __name__ == "__main__":

@@ -35,6 +35,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from common import ResultsFile, add_parts, read_jsonl
+
 import robocompose.hierarchical.planners.code  # noqa: F401 (loaded up front)
 import robocompose.hierarchical.planners.skills  # noqa: F401
 from robocompose.hierarchical.api import make_planner
@@ -64,7 +66,7 @@ from robocompose.hierarchical.tasks import (
 from robocompose.hierarchical.world import FaultHook
 from robocompose.stats import success_rate
 
-RESULTS = Path(__file__).parent / "results" / "hierarchical.json"
+RESULTS = ResultsFile("hierarchical.json", writer="hierarchical.py", indent=1)
 MODELS = ("smollm2", "qwen2.5-coder-1.5b")
 PLANNERS = ("skills", "code")
 PARTS = ("plans", "faults", "families")
@@ -87,10 +89,7 @@ def _items(per_task: int) -> list[tuple[int, LongHorizonItem]]:
 
 
 def _done(path: Path) -> dict[str, dict[str, Any]]:
-    if not path.is_file():
-        return {}
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    return {row["key"]: row for row in rows}
+    return {row["key"]: row for row in read_jsonl(path)}
 
 
 def _append(path: Path, row: dict[str, Any]) -> None:
@@ -397,7 +396,7 @@ def run_families(model: str, args: argparse.Namespace, out_dir: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--parts", default=",".join(PARTS))
+    add_parts(parser, PARTS)
     parser.add_argument("--models", default=",".join(MODELS))
     parser.add_argument("--planners", default=",".join(PLANNERS))
     parser.add_argument("--items-per-task", type=int, default=24, help="phrasings per task")
@@ -411,13 +410,15 @@ def main() -> None:
                         "(0: all)")  # fmt: skip
     parser.add_argument("--out-dir", default="benchmarks/results/hierarchical")
     parser.add_argument("--cache-dir", default="", help="LLM cache (default: the user cache)")
-    parser.add_argument("--results", default=str(RESULTS))
+    parser.add_argument("--results", default=str(RESULTS.path))
     parser.add_argument("--summarize", action="store_true", help="only rewrite the JSON")
     args = parser.parse_args()
-    parts, models = args.parts.split(","), args.models.split(",")
-    out_dir, results = Path(args.out_dir), Path(args.results)
+    parts, models = args.parts, args.models.split(",")
+    out_dir, path = Path(args.out_dir), Path(args.results)
+    results = ResultsFile(path.name, RESULTS.writer, RESULTS.indent, path.parent)
     skip = ("out_dir", "results", "summarize")
     settings = {k: v for k, v in vars(args).items() if k not in skip}
+    settings["parts"] = ",".join(args.parts)  # as the JSON always had it
     for model in [] if args.summarize else models:
         llm = make_backend("local", model=model, n_threads=args.n_threads,
                            cache_dir=args.cache_dir)  # fmt: skip
@@ -435,10 +436,10 @@ def main() -> None:
                                    "phrasing": index, "fault_kind": fault,
                                    "repair_rounds": args.repair_rounds, **row})  # fmt: skip
                     print(f"faults {model} {key}: {row['outcomes']}", flush=True)
-                    results.write_text(json.dumps(summarize(out_dir, settings), indent=1))
+                    results.write(summarize(out_dir, settings))
         if "families" in parts:
             run_families(model, args, out_dir)
-            results.write_text(json.dumps(summarize(out_dir, settings), indent=1))
+            results.write(summarize(out_dir, settings))
         if "plans" in parts:
             for planner in args.planners.split(","):
                 path = out_dir / f"plans_{slug}_{planner}.jsonl"
@@ -454,9 +455,9 @@ def main() -> None:
                                    "repair_rounds": args.repair_rounds, **row})  # fmt: skip
                     print(f"plans {model} {planner} {key}: {row['outcomes']} "
                           f"{row['seconds']} s", flush=True)  # fmt: skip
-                    results.write_text(json.dumps(summarize(out_dir, settings), indent=1))
-    results.write_text(json.dumps(summarize(out_dir, settings), indent=1))
-    print(f"wrote {results}")
+                    results.write(summarize(out_dir, settings))
+    results.write(summarize(out_dir, settings))
+    print(f"wrote {results.path}")
 
 
 if __name__ == "__main__":
