@@ -33,9 +33,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-RESULTS = Path(__file__).resolve().parent / "results" / "plan_latency.json"
-OUT_DIR = RESULTS.parent / "plan_latency"
+from common import RESULTS_DIR, ResultsFile, add_parts, read_jsonl
+
+RESULTS = ResultsFile("plan_latency.json", writer="plan_latency.py", indent=1)
+OUT_DIR = RESULTS_DIR / "plan_latency"
 PLANNERS = ("goal", "code", "skills", "saycan")
+PARTS = ("processes", "prompt_lookup")
 MODEL = "qwen2.5-coder-1.5b"
 
 
@@ -106,9 +109,7 @@ def _spawn(planner: str, threads: int, state: str, args: argparse.Namespace,
 
 
 def _done(path: Path) -> set[str]:
-    if not path.is_file():
-        return set()
-    return {json.loads(line)["key"] for line in path.read_text().splitlines() if line.strip()}
+    return {row["key"] for row in read_jsonl(path)}
 
 
 def _record(path: Path, key: str, planner: str, threads: int, state: str, rows: list) -> None:
@@ -203,7 +204,7 @@ def summarize() -> dict[str, Any]:
     """Per planner and (n_threads, state): first plans (process and plan seconds) and later ones."""
     summary: dict[str, Any] = {}
     for path in sorted(OUT_DIR.glob("*.jsonl")):
-        procs = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        procs = read_jsonl(path)
         first = [p["plans"][0] for p in procs]
         later = [r for p in procs for r in p["plans"][1:]]
         entry = {
@@ -229,7 +230,7 @@ def summarize() -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--parts", default="processes,prompt_lookup")
+    add_parts(parser, PARTS)
     parser.add_argument("--planners", default=",".join(PLANNERS))
     parser.add_argument("--threads", default="1,2")
     parser.add_argument("--processes", type=int, default=5)
@@ -250,16 +251,13 @@ def main() -> None:
     if args.child:
         child(args)
         return
-    results = json.loads(RESULTS.read_text()) if RESULTS.is_file() else {}
-    parts = [] if args.summarize else args.parts.split(",")
+    parts = () if args.summarize else args.parts
     if "processes" in parts:
         run_processes(args)
     if "prompt_lookup" in parts:
-        results["prompt_lookup"] = prompt_lookup(args)
-    results["processes"] = summarize()
-    results["model"] = args.model
-    RESULTS.write_text(json.dumps(results, indent=1))
-    print(f"wrote {RESULTS}")
+        RESULTS.set(["prompt_lookup"], prompt_lookup(args))
+    RESULTS.update(lambda doc: doc.update(processes=summarize(), model=args.model))
+    print(f"wrote {RESULTS.path}")
 
 
 if __name__ == "__main__":
