@@ -1,5 +1,14 @@
 """`robocompose deploy ... viewer=rerun`: the deploy loop's step log, streamed to Rerun as it runs.
 
+Where the stream goes (`LiveViewer`):
+
+    serve (default)   a gRPC server in the deploy process on `port` (all interfaces), which
+                      buffers everything: a viewer connects at any time during the run with
+                      `rerun --connect rerun+http://HOST:PORT/proxy` and sees it from the start
+    url               a running viewer (`rerun`, listening on 9876) or `rerun --serve-grpc`
+                      at that address, checked before the robot moves
+    save              an .rrd file, for later
+
 A step log with `JsonlWriter`'s interface (`write(line)`, `close()`) that writes each line on
 and logs it, so the loop itself is unchanged. Per episode, under `seed_<seed>/`, on the
 timeline `tick`:
@@ -17,21 +26,103 @@ timeline `tick`:
 
 from __future__ import annotations
 
-import os
+import errno
+import socket
+from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 import numpy as np
 
-from robocompose.viz.recording import close_recording, open_recording, rerun
+from robocompose.viz.recording import APPLICATION_ID, close_recording, open_recording, rerun
+
+DEFAULT_PORT = 9876  # Rerun's own default, for the viewer and its gRPC server alike
+URL_SCHEMES = ("rerun", "rerun+http", "rerun+https")  # what Rerun takes
+
+
+@dataclass(frozen=True)
+class LiveViewer:
+    """Where the live view goes: an .rrd file (`save`), a running viewer (`url`), else a gRPC
+    server on `port` that viewers connect to."""
+
+    save: str | None = None
+    url: str | None = None
+    port: int = DEFAULT_PORT
+
+    def __post_init__(self) -> None:
+        if self.save is not None and self.url is not None:
+            raise ValueError("give `viewer_save` (a file) or `viewer_url` (a viewer), not both.")
+        if self.save is not None and not self.save.endswith(".rrd"):
+            raise ValueError(f"`viewer_save` must name an .rrd file. Got {self.save!r}.")
+        if not 1 <= self.port <= 65535:
+            raise ValueError(f"`viewer_port` must be in [1, 65535]. Got {self.port}.")
+        if self.url is not None:
+            self.address()
+
+    def address(self) -> tuple[str, int]:
+        """(host, port) of `url`, or a one-line error naming the form Rerun takes."""
+        parts = urlsplit(self.url or "")
+        valid = parts.scheme in URL_SCHEMES and parts.hostname and parts.path == "/proxy"
+        if not valid or _port(parts.netloc) is None:
+            raise ValueError(
+                f"`viewer_url` must look like rerun+http://HOST:{DEFAULT_PORT}/proxy. "
+                f"Got {self.url!r}."
+            )
+        return str(parts.hostname), int(_port(parts.netloc) or 0)
+
+    def open(self, name: str) -> tuple[Any, str]:
+        """The recording stream, and a line saying where to look."""
+        if self.save is not None:
+            return open_recording(self.save, name), f"live view: writing {self.save}"
+        stream = rerun().RecordingStream(APPLICATION_ID, recording_id=name)
+        if self.url is not None:
+            host, port = self.address()
+            try:
+                socket.create_connection((host, port), timeout=2.0).close()
+            except OSError as e:
+                raise ConnectionError(
+                    f"no Rerun viewer at {self.url} ({e.strerror or e}): start one with `rerun` "
+                    "(it listens on 9876), or drop viewer_url to serve the view from here."
+                ) from None
+            stream.connect_grpc(self.url)
+            return stream, f"live view: streaming to the viewer at {self.url}"
+        _check_port_free(self.port)
+        url = stream.serve_grpc(grpc_port=self.port)
+        return stream, f"live view: connect a viewer with `rerun --connect {url}`"
+
+
+def _port(netloc: str) -> int | None:
+    host, _, port = netloc.rpartition(":")
+    return int(port) if host and port.isdigit() and 1 <= int(port) <= 65535 else None
+
+
+def _check_port_free(port: int) -> None:
+    """Rerun logs a busy port and serves nothing; say so in one line before the loop starts."""
+    from robocompose.real_robot.websocket_server import port_holder
+
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("0.0.0.0", port))
+        except OSError as e:
+            if e.errno != errno.EADDRINUSE:
+                raise
+            holder = port_holder(port)
+            raise ValueError(
+                f"viewer_port {port} is {f'held by {holder}' if holder else 'in use'}: pick "
+                "another with viewer_port=N, or stream to the viewer there with viewer_url="
+                f"rerun+http://127.0.0.1:{port}/proxy"
+            ) from None
 
 
 class RerunStepLog:
-    """Write `log`'s lines and stream each to a Rerun recording (`save`: an .rrd instead)."""
+    """Write `log`'s lines and stream each to the live view `viewer` opens."""
 
-    def __init__(self, log: Any, save: str | os.PathLike[str] | None, name: str) -> None:
+    def __init__(self, log: Any, viewer: LiveViewer, name: str) -> None:
         self.log = log
         self.rr = rerun()
-        self.stream = open_recording(save, name)
+        self.stream, where = viewer.open(name)
+        print(where, flush=True)
         self.root = "seed_?"
 
     def write(self, line: dict[str, Any]) -> None:

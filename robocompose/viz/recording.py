@@ -7,6 +7,7 @@ x, y, z), a planar action (x, y) at z = 0, a 1-D one on the x axis.
 from __future__ import annotations
 
 import os
+import warnings
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -63,7 +64,10 @@ def row_counts(path: str | os.PathLike[str]) -> Counter[str]:
     from rerun.chunk import RrdReader
 
     counts: Counter[str] = Counter()
-    for chunk in RrdReader(path).stream().collect().stream():
+    with warnings.catch_warnings():  # a file a viewer saved has no footer: read it whole
+        warnings.filterwarnings("ignore", "RRD file has no footer")
+        reader = RrdReader(path)
+    for chunk in reader.stream().collect().stream():
         if not chunk.entity_path.startswith("/__"):
             counts[chunk.entity_path] += chunk.num_rows
     return counts
