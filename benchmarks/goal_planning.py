@@ -21,12 +21,16 @@ import statistics
 import time
 from pathlib import Path
 
+from common import ResultsFile
+
 from robocompose.hierarchical.goal.constraints import Program, Statement
 from robocompose.hierarchical.goal.facts import Scene, state_of
 from robocompose.hierarchical.goal.search import ENGINES, find_plan
 from robocompose.hierarchical.goal.solver import configurations, distances, solve
 from robocompose.hierarchical.goal.strips import ground
 from robocompose.hierarchical.skills.declarations import PICK, PLACE, PLACE_AT
+
+RESULTS = ResultsFile("goal_planning.json", writer="goal_planning.py", indent=1)
 
 OPS = PICK + PLACE + PLACE_AT
 COLOURS = ("red", "green", "blue", "yellow", "purple")
@@ -96,7 +100,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--pairs", type=int, default=20, help="(start, goal) pairs per scene")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", default="benchmarks/results/goal_planning.json")
+    parser.add_argument("--out", default=str(RESULTS.path))
     args = parser.parse_args()
     first = first_call_seconds()  # before anything else imports the engines
     rng = random.Random(args.seed)
