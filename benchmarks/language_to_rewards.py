@@ -13,7 +13,6 @@ asked once per instruction (temperature 0, so every seed runs the same reward).
 from __future__ import annotations
 
 import argparse
-import fcntl
 import json
 import statistics
 import time
@@ -21,7 +20,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from common import resume_records
+from common import RUNS_DIR, ResultsFile, resume_records
 
 from robocompose.hierarchical.language_to_rewards.mpc import MPCConfig
 from robocompose.hierarchical.language_to_rewards.pipeline import (
@@ -37,9 +36,9 @@ from robocompose.hierarchical.llm import make_backend
 from robocompose.hierarchical.llm.models import DEFAULT_MODEL, ModelError, resolve_model
 from robocompose.stats import paired_outcomes, success_rate
 
-RESULTS = Path(__file__).parent / "results" / "skills.json"
+RESULTS = ResultsFile("skills.json", writer="language_to_rewards.py")
 KEY = "language_to_rewards"
-LOGS = Path(__file__).resolve().parent.parent / "runs" / "benchmarks" / KEY
+LOGS = RUNS_DIR / KEY
 SEED_START = 100  # away from the few seeds the MPC settings were tried on (0-4)
 
 
@@ -158,14 +157,6 @@ def parameters_only(model: str) -> dict[str, Any]:
     return out
 
 
-def _update(value: dict[str, Any]) -> None:
-    with open(RESULTS.with_suffix(".lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
-        results[KEY] = value
-        RESULTS.write_text(json.dumps(results, indent=2) + "\n")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--seeds", type=int, default=30)
@@ -185,7 +176,8 @@ def main() -> None:
     instructions = benchmark(model, seeds, config)
     others = [m for m in args.compare_models.split(",") if m and m != model]
     parameters = {m: parameters_only(m) for m in others}
-    _update(
+    RESULTS.set(
+        [KEY],
         {
             "model": model,
             "mpc": {
@@ -209,7 +201,7 @@ def main() -> None:
             ),
             "minutes_this_run": round((time.perf_counter() - started) / 60, 1),  # resumes skip
             "note": "seconds measured while other jobs shared the machine's two cores",
-        }
+        },
     )
 
 
