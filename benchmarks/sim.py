@@ -2,7 +2,7 @@
 
 For each task, in one run:
 - expert_success: the scripted expert over `--expert-episodes` seeds (default 100), Wilson 95% CI.
-- harness_steps_per_s: env steps per second of `robocompose.sim.evaluate` driving a constant
+- harness_steps_per_s: env steps per second of `robocompose.sim.rollout` driving a constant
   (mid-range) policy on vector envs, state observations.
 - raw_steps_per_s: control steps per second of a bare Python loop of `mujoco.mj_step` on the same
   model with the same number of physics substeps per control step.
@@ -26,7 +26,7 @@ import numpy as np
 from common import ResultsFile
 
 from robocompose.sim.collect import run_expert_episode
-from robocompose.sim.evaluate import evaluate
+from robocompose.sim.rollout import run_episodes
 from robocompose.sim.tasks import TASKS, get_task, make_env, make_expert
 from robocompose.stats import success_rate
 
@@ -62,7 +62,7 @@ def harness_speed(task: str, episodes: int, num_envs: int, vectorization: str) -
 
     with tempfile.TemporaryDirectory() as tmp:
         start = time.perf_counter()
-        result = evaluate(
+        result = run_episodes(
             get_task(task).env_id,
             constant_policy,
             range(episodes),

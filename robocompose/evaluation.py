@@ -3,7 +3,7 @@
 `evaluate` takes a checkpoint folder, a policy, a composition, a parameter-merged policy or any
 chunk predictor; the CLI verbs, the notebook API, the sweep, the demo and the benchmarks all call
 it. It resolves the task from the parents' metadata, checks the env gives the observations they
-were trained on, moves them to the device, and runs the harness (`robocompose.sim.evaluate`)
+were trained on, moves them to the device, and runs the rollout harness (`robocompose.sim.rollout`)
 with per-episode inference, so an episode's actions depend on its seed alone.
 """
 
@@ -23,8 +23,7 @@ from robocompose.policies.base import GenerativePolicy
 from robocompose.policies.checkpoint import load_policy
 from robocompose.policies.runner import ChunkPredictor, PolicyPredictor, PolicyRunner
 from robocompose.records import EvalResult, batch_layout
-from robocompose.sim.evaluate import DEFAULT_NUM_ENVS
-from robocompose.sim.evaluate import evaluate as run_episodes
+from robocompose.sim.rollout import DEFAULT_NUM_ENVS, run_episodes
 from robocompose.sim.tasks import get_task, is_registered, missing_env_error, register_tasks
 
 __all__ = [
@@ -152,15 +151,16 @@ def _predictor(
             f"{executes or 'its own number of'} steps per chunk: set `n_action_steps` in its "
             "CompositionConfig (composition.n_action_steps) instead."
         )
-    own = getattr(getattr(policy, "config", None), "denoising_steps", None)
-    if steps is not None and not callable(own):
+    # a ComposedPolicy samples in its own number of steps; a PolicyPredictor's were set for it
+    own = None if isinstance(policy, PolicyPredictor) else getattr(policy, "steps", None)
+    if steps is not None and own is None:
         raise ValueError(
             f"`steps`={steps} applies to a checkpoint or a GenerativePolicy; a "
             f"{type(policy).__name__} chooses its own."
         )
-    if steps is not None and own() != steps:
+    if steps is not None and own != steps:
         raise ValueError(
-            f"`steps`={steps} but the composed policy samples in {own()} steps: set "
+            f"`steps`={steps} but the composed policy samples in {own} steps: set "
             "`steps` in its CompositionConfig (composition.steps) instead."
         )
     missing = [a for a in ("predict_actions", "fingerprint", "obs_keys") if not hasattr(policy, a)]

@@ -7,7 +7,7 @@ import imageio.v2 as imageio
 import numpy as np
 import pytest
 
-from robocompose.sim.evaluate import evaluate, side_by_side
+from robocompose.sim.rollout import run_episodes, side_by_side
 from robocompose.sim.tasks import make_env, register_tasks
 
 PICKPLACE = "robocompose/PickPlace-v0"
@@ -36,7 +36,7 @@ def scene_frames() -> tuple[list[np.ndarray], list[np.ndarray]]:
 def film(video_dir, views: list[str]):
     """One short PickPlace episode of `hold_target`, filmed with `views`."""
     register_tasks()
-    return evaluate(
+    return run_episodes(
         PICKPLACE,
         hold_target,
         [SEED],

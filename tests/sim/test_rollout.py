@@ -10,7 +10,7 @@ import imageio.v2 as imageio
 import numpy as np
 import pytest
 
-from robocompose.sim.evaluate import EvalResult, evaluate
+from robocompose.sim.rollout import EvalResult, run_episodes
 
 ENV_ID = "RobocomposeTestPoint-v0"
 MAX_STEPS = 8
@@ -93,7 +93,7 @@ class GoToZero:
 
 def run(seeds: list[int] = SEEDS, **kwargs: Any) -> EvalResult:
     kwargs.setdefault("progress", False)
-    return evaluate(ENV_ID, kwargs.pop("policy", GoToZero()), seeds, **kwargs)
+    return run_episodes(ENV_ID, kwargs.pop("policy", GoToZero()), seeds, **kwargs)
 
 
 def by_seed(result: EvalResult) -> dict[int, tuple]:
@@ -203,7 +203,7 @@ def test_missing_success_key_names_env_and_keys() -> None:
 
 
 def test_factory_env_and_time_limit() -> None:
-    result = evaluate(PointEnv, GoToZero(), SEEDS[:3], max_episode_steps=2, progress=False)
+    result = run_episodes(PointEnv, GoToZero(), SEEDS[:3], max_episode_steps=2, progress=False)
     assert result.env_id == "PointEnv"
     assert all(r["length"] <= 2 for r in result.records)
 

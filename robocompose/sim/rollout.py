@@ -1,4 +1,4 @@
-"""Evaluate a policy on a gymnasium env over a fixed seed list.
+"""The rollout harness: run a policy on a gymnasium env, one episode per seed of a fixed list.
 
 Every episode runs on exactly its seed, whatever `num_envs` is: the vector env never autoresets;
 a finished slot is reset with the next seed from the queue. This is the env-level harness any
@@ -30,7 +30,7 @@ from tqdm import tqdm
 from robocompose.interrupt import ResumableInterrupt
 from robocompose.records import EpisodeLog, EvalResult, stamped
 
-__all__ = ["EvalResult", "evaluate", "side_by_side"]
+__all__ = ["EvalResult", "run_episodes", "side_by_side"]
 
 SUCCESS_KEYS = ("success", "is_success")  # robocompose / gymnasium-robotics conventions
 FRAME_KEY = "robocompose_frame"  # info key carrying a rendered frame out of a sub-env
@@ -41,7 +41,7 @@ DEFAULT_NUM_ENVS = 8
 Policy = Callable[[Any], Any]
 
 
-def evaluate(
+def run_episodes(
     env: str | Callable[..., gym.Env],
     policy: Policy,
     seeds: Iterable[int],
@@ -296,7 +296,7 @@ class _Guard(gym.Wrapper):
     A vector env re-raises a sub-env's exception for the whole batch and cannot say which
     sub-env failed, so each sub-env reports `info["error"]` with terminated=True instead, and a
     zero observation of its space. It also renders frames for video seeds (see VIDEO_OPTION),
-    from `views` when given (see `evaluate`'s `video_views`), checked here before any episode.
+    from `views` when given (see `run_episodes`'s `video_views`), checked here before any episode.
     """
 
     def __init__(self, env: gym.Env, views: Sequence[str] = ()) -> None:
