@@ -27,7 +27,7 @@ import torch
 from common import ROOT, ResultsFile, add_parts, median_ms
 
 from robocompose.sim.collect import run_expert_episode
-from robocompose.sim.dataset import DemoWriter, load_demos
+from robocompose.sim.hdf5_dataset import DemoWriter, load_demos
 from robocompose.sim.lerobot_dataset import LeRobotWriter
 from robocompose.sim.tasks import get_task, make_env, make_expert
 

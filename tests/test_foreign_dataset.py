@@ -11,7 +11,7 @@ import pytest
 
 from robocompose.cli import main
 from robocompose.policies.checkpoint import load_policy
-from robocompose.sim.dataset import DemoWriter
+from robocompose.sim.hdf5_dataset import DemoWriter
 
 FOREIGN_ENV = "OtherSuite/Lift-v9"
 

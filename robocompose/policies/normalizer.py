@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from robocompose.sim.dataset import Stats
+from robocompose.sim.windows import Stats
 
 MIN_RANGE = 1e-4  # a constant dimension maps to 0 instead of dividing by ~0
 

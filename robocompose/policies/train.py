@@ -47,17 +47,10 @@ from robocompose.policies.config import PolicyConfig
 from robocompose.policies.normalizer import AffineNormalizer
 from robocompose.policies.registry import get_family
 from robocompose.policies.train_config import TrainConfig
-from robocompose.sim.dataset import (
-    Episode,
-    SequenceWindows,
-    action_stats,
-    load_demos,
-    obs_stats,
-    read_env_args,
-    read_skill_vocabulary,
-    skill_segments,
-)
+from robocompose.sim.episode import Episode
+from robocompose.sim.hdf5_dataset import load_demos, read_env_args, read_skill_vocabulary
 from robocompose.sim.tasks import attached_env, is_registered, missing_env_error
+from robocompose.sim.windows import SequenceWindows, action_stats, obs_stats, skill_segments
 from robocompose.stats import SuccessRate
 
 __all__ = ["STATE_JSON", "STATE_TENSORS", "TrainConfig", "learning_rate", "prepare", "train"]

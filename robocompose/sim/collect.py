@@ -16,7 +16,7 @@ import numpy as np
 from tqdm import tqdm
 
 from robocompose.interrupt import ResumableInterrupt
-from robocompose.sim.dataset import DemoWriter
+from robocompose.sim.hdf5_dataset import DemoWriter
 from robocompose.sim.pick_place import TabletopEnv
 from robocompose.sim.skill_labels import SkillLabel, skill_args
 from robocompose.sim.tasks import get_task, make_env, make_expert

@@ -48,15 +48,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from robocompose.interrupt import interrupt_deferred
-from robocompose.sim.dataset import (
-    ENV_TYPE_GYMNASIUM,
+from robocompose.sim.episode import (
     DatasetError,
     Episode,
     NonFiniteError,
-    _check_episode,
+    check_episode,
     check_finite,
     nonfinite,
 )
+from robocompose.sim.hdf5_dataset import ENV_TYPE_GYMNASIUM
 
 CODEBASE_VERSION = "v3.0"
 INFO, STATS, TASKS = "meta/info.json", "meta/stats.json", "meta/tasks.parquet"
@@ -255,7 +255,7 @@ class LeRobotFolder:
                 if REWARD in frames
                 else np.zeros(len(actions), dtype=np.float32)
             )
-            _check_episode(obs, actions, rewards, where)
+            check_episode(obs, actions, rewards, where)
             problem = nonfinite({"actions": actions} | {f"obs/{k}": v for k, v in obs.items()})
             if problem and not skip_nonfinite:
                 raise NonFiniteError(
@@ -472,7 +472,7 @@ class LeRobotWriter:
         obs = {k: np.asarray(v) for k, v in obs.items()}
         actions = np.asarray(actions, dtype=np.float32)
         rewards = np.asarray(rewards, dtype=np.float32)
-        _check_episode(obs, actions, rewards, where)
+        check_episode(obs, actions, rewards, where)
         check_finite({"actions": actions} | {f"obs/{k}": v for k, v in obs.items()}, where)
         steps = len(actions)
         if skills is not None and len(skills) != steps:

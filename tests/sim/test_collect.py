@@ -8,7 +8,7 @@ import h5py
 import pytest
 
 from robocompose.cli import main
-from robocompose.sim.dataset import load_demos, read_env_args
+from robocompose.sim.hdf5_dataset import load_demos, read_env_args
 from robocompose.sim.tasks import make_env
 
 

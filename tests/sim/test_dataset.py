@@ -10,17 +10,9 @@ import h5py
 import numpy as np
 import pytest
 
-from robocompose.sim.dataset import (
-    ENV_TYPE_GYMNASIUM,
-    DatasetError,
-    DemoWriter,
-    Episode,
-    SequenceWindows,
-    action_stats,
-    load_demos,
-    obs_stats,
-    read_env_args,
-)
+from robocompose.sim.episode import DatasetError, Episode
+from robocompose.sim.hdf5_dataset import ENV_TYPE_GYMNASIUM, DemoWriter, load_demos, read_env_args
+from robocompose.sim.windows import SequenceWindows, action_stats, obs_stats
 
 
 def _episode(steps: int, seed: int) -> dict[str, np.ndarray]:

@@ -172,7 +172,7 @@ def test_own_preset_runs_collect_train_then_eval_and_compose_elsewhere(fetch, tm
     )
     main(["collect", "--config-dir", str(tmp_path / "cfg"), "task=MyReach"])
     EXTERNAL_TASKS.pop("MyReach")  # what a new process knows: only what the files say
-    from robocompose.sim.dataset import read_env_args
+    from robocompose.sim.hdf5_dataset import read_env_args
 
     env_args = read_env_args(tmp_path / "reach.hdf5")
     assert env_args["env_name"] == "robocompose/MyReach-v0"
@@ -277,7 +277,7 @@ def test_the_readme_expert_in_the_current_folder_collects(fetch, scratch_folder)
     """The README's own expert and preset, as a user runs them: the module sits in the current
     folder, with no PYTHONPATH."""
     from robocompose.cli import main
-    from robocompose.sim.dataset import read_env_args
+    from robocompose.sim.hdf5_dataset import read_env_args
 
     intro = "This one, `my_reach.py`, drives FetchReach:"
     (scratch_folder / "my_reach.py").write_text(_readme_block(intro, "python"))

@@ -18,8 +18,8 @@ import pytest
 pytest.importorskip("pyarrow")
 pytest.importorskip("av")
 
-from robocompose.sim.dataset import (  # noqa: E402
-    DatasetError,
+from robocompose.sim.episode import DatasetError  # noqa: E402
+from robocompose.sim.hdf5_dataset import (  # noqa: E402
     DemoWriter,
     load_demos,
     read_env_args,

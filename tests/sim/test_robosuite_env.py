@@ -12,12 +12,12 @@ import pytest
 pytest.importorskip("robosuite", reason="robosuite is in the `external` extra")
 
 from robocompose.sim.collect import run_expert_episode  # noqa: E402
-from robocompose.sim.dataset import DemoWriter, load_demos  # noqa: E402
 from robocompose.sim.experts.robosuite import (  # noqa: E402
     LiftExpert,
     LiftExpertConfig,
     PickPlaceCanExpert,
 )
+from robocompose.sim.hdf5_dataset import DemoWriter, load_demos  # noqa: E402
 from robocompose.sim.robosuite_env import ENV_IDS, LOW_DIM_KEYS, RobosuiteEnv  # noqa: E402
 
 

@@ -10,15 +10,8 @@ import pytest
 
 from robocompose.cli import main
 from robocompose.sim.collect import run_expert_episode
-from robocompose.sim.dataset import (
-    DatasetError,
-    DemoWriter,
-    Episode,
-    SequenceWindows,
-    load_demos,
-    read_skill_vocabulary,
-    skill_segments,
-)
+from robocompose.sim.episode import DatasetError, Episode
+from robocompose.sim.hdf5_dataset import DemoWriter, load_demos, read_skill_vocabulary
 from robocompose.sim.skill_labels import (
     MAX_TOKENS,
     WORDS,
@@ -29,6 +22,7 @@ from robocompose.sim.skill_labels import (
     tokens,
 )
 from robocompose.sim.tasks import make_env, make_expert
+from robocompose.sim.windows import SequenceWindows, skill_segments
 
 
 @pytest.fixture(scope="module")

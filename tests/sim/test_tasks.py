@@ -17,7 +17,7 @@ from robocompose.config import CONFIGS
 from robocompose.shipped import PARENT_PAIRS
 from robocompose.sim import TASKS, get_task, make_env, make_expert
 from robocompose.sim.collect import collect, run_expert_episode
-from robocompose.sim.dataset import load_demos, read_env_args
+from robocompose.sim.hdf5_dataset import load_demos, read_env_args
 
 TASK_NAMES = list(TASKS)
 

@@ -1,4 +1,5 @@
-"""Demonstrations on disk in robomimic's hdf5 layout, and diffusion_policy-style training windows.
+"""Demonstrations on disk in robomimic's hdf5 layout: `DemoWriter` writes them as they come,
+`load_demos` reads them back (and LeRobot dataset folders, through robocompose.sim.lerobot_dataset).
 
 Layout (robomimic, `docs/datasets/overview.md`)::
 
@@ -12,7 +13,8 @@ Layout (robomimic, `docs/datasets/overview.md`)::
                              `data` attrs `skill_vocabulary` ({"name", "args", "language"} each)
     mask/train, mask/valid   demo names as byte strings (b"demo_0")
 
-No torch here: sim/ is the lowest layer; the torch Dataset wrapper lives in policies/.
+Training windows and statistics over the episodes read are in robocompose.sim.windows. No torch
+here: sim/ is the lowest layer; the torch Dataset wrapper lives in policies/.
 """
 
 from __future__ import annotations
@@ -21,8 +23,7 @@ import json
 import os
 import re
 import warnings
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
@@ -30,6 +31,15 @@ import h5py
 import numpy as np
 
 from robocompose.interrupt import interrupt_deferred
+from robocompose.sim.episode import (
+    DatasetError,
+    Episode,
+    NonFiniteError,
+    check_episode,
+    check_finite,
+    nonfinite,
+    skill_indices,
+)
 
 # robomimic's EnvType uses 1 = robosuite, 2 = old `gym` (its EnvGym calls gym.make), 3 = iGibson
 # MoMaRT (0.3.0 and 0.5.0 alike). Our envs are gymnasium ids, which EnvGym cannot build, so we take
@@ -37,72 +47,6 @@ from robocompose.interrupt import interrupt_deferred
 ENV_TYPE_GYMNASIUM = 4
 
 _DEMO_NAME = re.compile(r"demo_(\d+)")
-
-
-class DatasetError(ValueError):
-    """A demonstration file or episode that cannot be read or written as asked."""
-
-
-class NonFiniteError(DatasetError):
-    """A demonstration holding NaN or inf where training needs numbers."""
-
-
-@dataclass
-class Episode:
-    """One demonstration: `obs[key]` (T, ...), `actions` (T, A), `rewards` (T,)."""
-
-    obs: dict[str, np.ndarray]
-    actions: np.ndarray
-    rewards: np.ndarray
-    name: str = ""
-    skills: np.ndarray | None = None  # (T,) int64 indices into the file's skill vocabulary
-
-    def __len__(self) -> int:
-        return len(self.actions)
-
-
-def _check_episode(
-    obs: Mapping[str, np.ndarray], actions: np.ndarray, rewards: np.ndarray, where: str
-) -> None:
-    """Every array must have the same number of steps T >= 1; errors name the key and both T."""
-    if actions.ndim != 2:
-        raise DatasetError(f"`actions` must have shape (T, A). Got {actions.shape} ({where}).")
-    steps = len(actions)
-    if steps == 0:
-        raise DatasetError(f"`actions` must have at least one step. Got 0 ({where}).")
-    if rewards.ndim != 1:
-        raise DatasetError(f"`rewards` must have shape (T,). Got {rewards.shape} ({where}).")
-    if not obs:
-        raise DatasetError(f"`obs` must have at least one key. Got none ({where}).")
-    lengths = {"rewards": len(rewards)} | {f"obs/{k}": len(v) for k, v in obs.items()}
-    for key, length in lengths.items():
-        if length != steps:
-            raise DatasetError(
-                f"`{key}` must have as many steps as `actions`. Got {length} != {steps} ({where})."
-            )
-
-
-def nonfinite(arrays: Mapping[str, np.ndarray]) -> str | None:
-    """What is not finite in the float `arrays` ({key: array}): the first such key, its first
-    bad index and value, and how many it holds; None when every value is finite."""
-    for key, value in arrays.items():
-        if value.dtype.kind not in "fc":
-            continue
-        bad = ~np.isfinite(value)
-        if bad.any():
-            index = tuple(int(i) for i in np.argwhere(bad)[0])
-            at = index[0] if len(index) == 1 else index
-            return f"`{key}` holds {value[index]} at index {at} ({int(bad.sum())} non-finite)"
-    return None
-
-
-def check_finite(arrays: Mapping[str, np.ndarray], where: str) -> None:
-    """Refuse NaN or inf in float `arrays`, naming key, index and `where` (e.g. the demo and
-    file). Any reader calls it on what it read: one NaN in one action makes the normalisers,
-    then every weight trained from them, NaN."""
-    problem = nonfinite(arrays)
-    if problem:
-        raise NonFiniteError(f"{problem} ({where}); every value must be finite.")
 
 
 class DemoWriter:
@@ -175,7 +119,7 @@ class DemoWriter:
         obs = {k: np.asarray(v) for k, v in obs.items()}
         actions = np.asarray(actions, dtype=np.float32)
         rewards = np.asarray(rewards, dtype=np.float32)
-        _check_episode(obs, actions, rewards, where=f"episode {name} for {self.path}")
+        check_episode(obs, actions, rewards, where=f"episode {name} for {self.path}")
         arrays = {"actions": actions} | {f"obs/{k}": v for k, v in obs.items()}
         if skills is not None:
             if len(skills) != len(actions):
@@ -227,16 +171,9 @@ class DemoWriter:
     def _skill_indices(self, labels: Sequence[Mapping[str, Any]]) -> np.ndarray:
         """(T,) int64 indices of `labels` in the file's vocabulary, which grows as needed."""
         vocabulary = json.loads(self._data.attrs.get("skill_vocabulary", "[]"))
-        known = {json.dumps(v, sort_keys=True): i for i, v in enumerate(vocabulary)}
-        indices = []
-        for label in labels:
-            key = json.dumps(dict(label), sort_keys=True)
-            if key not in known:
-                known[key] = len(vocabulary)
-                vocabulary.append(dict(label))
-            indices.append(known[key])
+        indices = skill_indices(vocabulary, labels)
         self._data.attrs["skill_vocabulary"] = json.dumps(vocabulary)
-        return np.asarray(indices, dtype=np.int64)
+        return indices
 
     def _update_metadata(self) -> None:
         """`total` and a seeded train/valid split; floor(fraction * n) valid, as robomimic does."""
@@ -414,7 +351,7 @@ def load_demos(
                 rewards = demo["rewards"][()].astype(np.float32)
             else:
                 rewards = np.zeros(len(actions), dtype=np.float32)
-            _check_episode(obs, actions, rewards, where)
+            check_episode(obs, actions, rewards, where)
             problem = nonfinite({"actions": actions} | {f"obs/{k}": v for k, v in obs.items()})
             if problem and not skip_nonfinite:
                 raise NonFiniteError(
@@ -455,188 +392,5 @@ def read_skill_vocabulary(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
         return json.loads(f["data"].attrs.get("skill_vocabulary", "[]"))
 
 
-Conditioning = Callable[[Mapping[str, Any]], Mapping[str, np.ndarray]]
-
-
-def skill_segments(
-    episodes: Sequence[Episode],
-    vocabulary: Sequence[Mapping[str, Any]],
-    conditioning: Conditioning | None = None,
-) -> list[Episode]:
-    """Each episode cut into its runs of one skill, so `SequenceWindows` over the result cuts
-    only windows inside one skill segment (the ends repeat the segment's first/last frame).
-
-    `conditioning(label)` gives per-skill obs arrays (e.g. its language tokens) that every step of
-    the segment gets as extra obs keys."""
-    segments = []
-    for episode in episodes:
-        if episode.skills is None:
-            raise DatasetError(f"episode {episode.name or '?'} has no `skills` labels.")
-        cuts = np.flatnonzero(np.diff(episode.skills)) + 1
-        for start, stop in zip([0, *cuts], [*cuts, len(episode)], strict=True):
-            index = int(episode.skills[start])
-            if not 0 <= index < len(vocabulary):
-                raise DatasetError(
-                    f"episode {episode.name or '?'}: skill index {index} outside the "
-                    f"vocabulary of {len(vocabulary)} labels."
-                )
-            extra = dict(conditioning(vocabulary[index])) if conditioning else {}
-            obs = {k: v[start:stop] for k, v in episode.obs.items()}
-            obs |= {k: np.repeat(np.asarray(v)[None], stop - start, 0) for k, v in extra.items()}
-            segments.append(
-                Episode(
-                    obs,
-                    episode.actions[start:stop],
-                    episode.rewards[start:stop],
-                    f"{episode.name}[{start}:{stop}]",
-                    episode.skills[start:stop],
-                )
-            )
-    return segments
-
-
 def _as_stored(value: np.ndarray) -> np.ndarray:
     return value if value.dtype == np.uint8 else value.astype(np.float32)
-
-
-class SequenceWindows:
-    """Training windows as diffusion_policy's `SequenceSampler` (pad_before = n_obs_steps - 1,
-    pad_after = n_action_steps - 1) cuts them.
-
-    A window is `horizon` frames starting at `start` in
-    [-(n_obs_steps - 1), T - horizon + n_action_steps - 1]; frame indices outside [0, T - 1] are
-    clamped, i.e. the first/last frame repeats. `obs` is the window's first `n_obs_steps` frames,
-    `actions` the whole window. An episode shorter than horizon - n_obs_steps - n_action_steps + 2
-    yields no window, as in diffusion_policy.
-    """
-
-    def __init__(
-        self,
-        episodes: Sequence[Episode],
-        obs_keys: Sequence[str],
-        n_obs_steps: int,
-        horizon: int,
-        n_action_steps: int,
-    ) -> None:
-        if n_obs_steps < 1:
-            raise ValueError(f"`n_obs_steps` must be >= 1. Got {n_obs_steps}.")
-        if n_action_steps < 1:
-            raise ValueError(f"`n_action_steps` must be >= 1. Got {n_action_steps}.")
-        # The policy executes action_pred[:, n_obs_steps - 1 : n_obs_steps - 1 + n_action_steps]
-        # (diffusion_policy's predict_action), so that slice must fit in the horizon.
-        if horizon < n_obs_steps + n_action_steps - 1:
-            raise ValueError(
-                "`horizon` must be >= n_obs_steps + n_action_steps - 1. "
-                f"Got {horizon} < {n_obs_steps + n_action_steps - 1}."
-            )
-        for episode in episodes:
-            missing = [k for k in obs_keys if k not in episode.obs]
-            if missing:
-                raise DatasetError(
-                    f"obs key(s) {missing} not in episode {episode.name or '?'}. "
-                    f"Available obs keys: {sorted(episode.obs)}."
-                )
-        self.episodes = list(episodes)
-        self.obs_keys = list(obs_keys)
-        self.n_obs_steps = n_obs_steps
-        self.horizon = horizon
-        self.n_action_steps = n_action_steps
-        self._windows = [
-            (e, start)
-            for e, episode in enumerate(self.episodes)
-            for start in range(-(n_obs_steps - 1), len(episode) - horizon + n_action_steps)
-        ]
-        if not self._windows:
-            raise ValueError(
-                f"No episode is long enough for one window: each needs T >= "
-                f"{horizon - n_obs_steps - n_action_steps + 2} (horizon={horizon}, "
-                f"n_obs_steps={n_obs_steps}, n_action_steps={n_action_steps})."
-            )
-
-        self._frames: np.ndarray | None = None
-
-    def __len__(self) -> int:
-        return len(self._windows)
-
-    def batch(self, indices: np.ndarray) -> dict[str, Any]:
-        """Windows `indices` gathered at once: {"obs": {key: (B, n_obs_steps, ...)},
-        "actions": (B, horizon, A)}; the fast path for training on a whole in-memory dataset."""
-        if self._frames is None:
-            offsets = np.cumsum([0] + [len(e) for e in self.episodes])
-            self._frames = np.stack(
-                [
-                    offsets[e] + np.clip(np.arange(start, start + self.horizon), 0, len(ep) - 1)
-                    for e, start in self._windows
-                    for ep in (self.episodes[e],)
-                ]
-            )
-            self._obs = {
-                k: np.concatenate([e.obs[k] for e in self.episodes]) for k in self.obs_keys
-            }
-            self._actions = np.concatenate([e.actions for e in self.episodes])
-        frames = self._frames[np.asarray(indices)]
-        obs_frames = frames[:, : self.n_obs_steps]
-        return {
-            "obs": {k: v[obs_frames] for k, v in self._obs.items()},
-            "actions": self._actions[frames],
-        }
-
-    def __getitem__(self, i: int) -> dict[str, Any]:
-        """{"obs": {key: (n_obs_steps, ...)}, "actions": (horizon, A)}, fresh writable copies."""
-        if not -len(self) <= i < len(self):
-            raise IndexError(f"window index {i} out of range for {len(self)} windows.")
-        e, start = self._windows[i]
-        episode = self.episodes[e]
-        frames = np.clip(np.arange(start, start + self.horizon), 0, len(episode) - 1)
-        obs_frames = frames[: self.n_obs_steps]
-        return {
-            "obs": {k: episode.obs[k][obs_frames] for k in self.obs_keys},
-            "actions": episode.actions[frames],
-        }
-
-
-@dataclass(frozen=True)
-class Stats:
-    """Per-dimension statistics over all frames, each of the per-frame shape; std is population
-    std and is 0 for constant dimensions (the normaliser decides how to guard that)."""
-
-    min: np.ndarray
-    max: np.ndarray
-    mean: np.ndarray
-    std: np.ndarray
-
-
-def _stats(arrays: Iterable[np.ndarray]) -> Stats:
-    """Stream over episodes merging (n, mean, M2) with Chan et al.'s parallel update, so image
-    datasets never need all frames in float64 at once."""
-    n, mean, m2, low, high = 0, 0.0, 0.0, None, None
-    for array in arrays:
-        x = np.asarray(array, dtype=np.float64)
-        n_b, mean_b = len(x), x.mean(axis=0)
-        m2_b = ((x - mean_b) ** 2).sum(axis=0)
-        delta = mean_b - mean
-        total = n + n_b
-        mean = mean + delta * n_b / total
-        m2 = m2 + m2_b + delta**2 * n * n_b / total
-        n = total
-        low = x.min(axis=0) if low is None else np.minimum(low, x.min(axis=0))
-        high = x.max(axis=0) if high is None else np.maximum(high, x.max(axis=0))
-    if n == 0:
-        raise ValueError("`episodes` must not be empty.")
-    f32 = np.float32
-    return Stats(low.astype(f32), high.astype(f32), mean.astype(f32), np.sqrt(m2 / n).astype(f32))
-
-
-def action_stats(episodes: Sequence[Episode]) -> Stats:
-    """Per action dimension min/max/mean/std over every frame of every episode."""
-    return _stats(episode.actions for episode in episodes)
-
-
-def obs_stats(
-    episodes: Sequence[Episode], obs_keys: Sequence[str] | None = None
-) -> dict[str, Stats]:
-    """Per obs key, per dimension min/max/mean/std over every frame; `None` = the first's keys."""
-    if not episodes:
-        raise ValueError("`episodes` must not be empty.")
-    keys = list(obs_keys) if obs_keys is not None else sorted(episodes[0].obs)
-    return {k: _stats(episode.obs[k] for episode in episodes) for k in keys}
