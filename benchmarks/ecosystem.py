@@ -11,20 +11,22 @@ Parts, each written to benchmarks/results/ecosystem.json under its name:
   view     seconds per episode of `evaluate` against `robocompose view`'s recording of the same
            seeds (rendering every step and writing the .rrd), and the .rrd bytes per episode
   train    the same PushT demos as hdf5 and as a LeRobot dataset, one flow MLP trained on each
-           with the same seed: do the weights (fingerprints) and the evaluated episodes match?
+           with the same seed and evaluated on the same seeds: success with Wilson intervals,
+           the paired difference, and whether the weights (fingerprints) are the same
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 import torch
-from common import ROOT, ResultsFile, add_parts, median_ms
+from common import ROOT, RUNS_DIR, ResultsFile, add_parts, median_ms
 
 from robocompose.sim.collect import run_expert_episode
 from robocompose.sim.hdf5_dataset import DemoWriter, load_demos
@@ -161,50 +163,64 @@ def view_part(episodes: int) -> dict:
 
 
 def train_part(episodes: int, steps: int, eval_episodes: int) -> dict:
+    """The same PushT demos as hdf5 and as a LeRobot folder, a flow MLP trained on each with
+    seed 0, both evaluated on the same seeds: the rates with Wilson intervals and the paired
+    difference. Datasets, checkpoints and episodes stay under runs/benchmarks/ecosystem/train,
+    so a killed run resumes (train continues from its last checkpoint)."""
     from robocompose.evaluation import evaluate
     from robocompose.policies.checkpoint import load_policy
     from robocompose.policies.config import PolicyConfig
     from robocompose.policies.train import train
     from robocompose.policies.train_config import TrainConfig
+    from robocompose.stats import paired_outcomes
 
-    demos = _demos("PushT", ("state",), episodes)
+    root = RUNS_DIR / "ecosystem" / "train" / f"PushT_{episodes}demos_{steps}steps"
+    root.mkdir(parents=True, exist_ok=True)
     env_id = get_task("PushT").env_id
-    out = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        for fmt, path, writer in (
-            ("hdf5", Path(tmp) / "demos.hdf5", DemoWriter),
-            ("lerobot", Path(tmp) / "lerobot", LeRobotWriter),
-        ):
-            with writer(path, env_id, {"obs_keys": ["state"]}) as w:
+    paths = {"hdf5": root / "demos.hdf5", "lerobot": root / "lerobot"}
+    if not (root / "demos.done").exists():
+        demos = _demos("PushT", ("state",), episodes)
+        for fmt, writer in (("hdf5", DemoWriter), ("lerobot", LeRobotWriter)):
+            if paths[fmt].is_dir():  # a collection killed half way: start it again
+                shutil.rmtree(paths[fmt])
+            else:
+                paths[fmt].unlink(missing_ok=True)
+            with writer(paths[fmt], env_id, {"obs_keys": ["state"]}) as w:
                 for d in demos:
                     w.add_episode(d.obs, d.actions, d.rewards, attrs={"seed": d.seed})
-            policy = PolicyConfig(family="flow", backbone="mlp")
-            config = TrainConfig(
-                dataset=str(path), out=str(Path(tmp) / f"ckpt_{fmt}"), steps=steps, policy=policy
-            )
-            start = time.perf_counter()
-            folder = train(config, progress=False)
-            minutes = (time.perf_counter() - start) / 60
-            trained = load_policy(folder)
-            seeds = range(100_000, 100_000 + eval_episodes)
-            result = evaluate(trained, seeds, progress=False)
-            out[fmt] = {
-                "fingerprint": trained.fingerprint(),
-                "success": result.success.rate,
-                "success_text": str(result.success),
-                "successes": [r["success"] for r in result.records],
-                "train_minutes": round(minutes, 2),
-            }
-            print(fmt, {k: v for k, v in out[fmt].items() if k != "successes"}, flush=True)
-    pairs = zip(out["hdf5"]["successes"], out["lerobot"]["successes"], strict=True)
-    paired = sum(a == b for a, b in pairs)
+        (root / "demos.done").touch()
+    seeds = list(range(100_000, 100_000 + eval_episodes))
+    out = {}
+    for fmt, path in paths.items():
+        policy = PolicyConfig(family="flow", backbone="mlp")
+        config = TrainConfig(
+            dataset=str(path), out=str(root / f"ckpt_{fmt}"), steps=steps, policy=policy
+        )
+        start = time.perf_counter()
+        folder = train(config, progress=False)
+        minutes = (time.perf_counter() - start) / 60
+        trained = load_policy(folder)
+        result = evaluate(trained, seeds, progress=False, out=root / f"eval_{fmt}.jsonl")
+        records = sorted(result.records, key=lambda r: r["seed"])
+        out[fmt] = {
+            "fingerprint": trained.fingerprint(),
+            "success": result.success.rate,
+            "success_text": str(result.success),
+            "successes": [bool(r["success"]) for r in records],
+            "train_minutes_this_run": round(minutes, 2),
+        }
+        print(fmt, {k: v for k, v in out[fmt].items() if k != "successes"}, flush=True)
+    hdf5, lerobot = out["hdf5"]["successes"], out["lerobot"]["successes"]
+    paired = paired_outcomes(lerobot, hdf5)
     return {
         "task": "PushT",
+        "policy": "flow_mlp (batch 256, seed 0, one thread)",
         "demos": episodes,
         "steps": steps,
-        "eval_episodes": eval_episodes,
+        "eval_seeds": [seeds[0], seeds[-1]],
         "same_weights": out["hdf5"]["fingerprint"] == out["lerobot"]["fingerprint"],
-        "same_outcome_episodes": paired,
+        "same_outcome_episodes": sum(a == b for a, b in zip(hdf5, lerobot, strict=True)),
+        "lerobot_minus_hdf5": paired.format(),
         **{fmt: {k: v for k, v in row.items() if k != "successes"} for fmt, row in out.items()},
     }
 
@@ -213,10 +229,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     add_parts(parser, PARTS)
     parser.add_argument("--episodes", type=int, default=20, help="demos per io dataset")
-    parser.add_argument("--repeats", type=int, default=50)
-    parser.add_argument("--view-episodes", type=int, default=3)
-    parser.add_argument("--train-steps", type=int, default=300)
-    parser.add_argument("--train-eval-episodes", type=int, default=20)
+    parser.add_argument("--repeats", type=int, default=200)
+    parser.add_argument("--view-episodes", type=int, default=10)
+    parser.add_argument("--train-demos", type=int, default=100)
+    parser.add_argument("--train-steps", type=int, default=4000)
+    parser.add_argument("--train-eval-episodes", type=int, default=100)
     args = parser.parse_args()
     os.environ.setdefault("MUJOCO_GL", "egl")
     torch.set_num_threads(1)
@@ -228,7 +245,7 @@ def main() -> None:
     if "view" in args.parts:
         RESULTS.set(["view"], view_part(args.view_episodes))
     if "train" in args.parts:
-        result = train_part(args.episodes, args.train_steps, args.train_eval_episodes)
+        result = train_part(args.train_demos, args.train_steps, args.train_eval_episodes)
         RESULTS.set(["train"], result)
     print(f"wrote {RESULTS.path}")
 
