@@ -1,6 +1,8 @@
-"""One demonstration in memory (`Episode`) and the checks every demo writer and reader applies
+"""One demonstration in memory (`Episode`) and what every demo writer and reader shares
 (robocompose.sim.hdf5_dataset, robocompose.sim.lerobot_dataset): the same step count in every
-array, finite numbers, skill labels stored as indices into one vocabulary."""
+array, finite numbers, skill labels stored as indices into one vocabulary, the env type both
+record. Both formats import from here, never from each other (load_demos reaches a LeRobot folder
+through a function-level import, one way)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+# robomimic's EnvType uses 1 = robosuite, 2 = old `gym` (its EnvGym calls gym.make), 3 = iGibson
+# MoMaRT (0.3.0 and 0.5.0 alike). Our envs are gymnasium ids, which EnvGym cannot build, so we take
+# the unused value 4: robomimic fails loudly on it instead of building the wrong thing.
+ENV_TYPE_GYMNASIUM = 4
 
 
 class DatasetError(ValueError):

@@ -32,6 +32,7 @@ import numpy as np
 
 from robocompose.interrupt import interrupt_deferred
 from robocompose.sim.episode import (
+    ENV_TYPE_GYMNASIUM,
     DatasetError,
     Episode,
     NonFiniteError,
@@ -40,11 +41,6 @@ from robocompose.sim.episode import (
     nonfinite,
     skill_indices,
 )
-
-# robomimic's EnvType uses 1 = robosuite, 2 = old `gym` (its EnvGym calls gym.make), 3 = iGibson
-# MoMaRT (0.3.0 and 0.5.0 alike). Our envs are gymnasium ids, which EnvGym cannot build, so we take
-# the unused value 4: robomimic fails loudly on it instead of building the wrong thing.
-ENV_TYPE_GYMNASIUM = 4
 
 _DEMO_NAME = re.compile(r"demo_(\d+)")
 

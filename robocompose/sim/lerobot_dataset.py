@@ -49,6 +49,7 @@ import pyarrow.parquet as pq
 
 from robocompose.interrupt import interrupt_deferred
 from robocompose.sim.episode import (
+    ENV_TYPE_GYMNASIUM,
     DatasetError,
     Episode,
     NonFiniteError,
@@ -56,7 +57,6 @@ from robocompose.sim.episode import (
     check_finite,
     nonfinite,
 )
-from robocompose.sim.hdf5_dataset import ENV_TYPE_GYMNASIUM
 
 CODEBASE_VERSION = "v3.0"
 INFO, STATS, TASKS = "meta/info.json", "meta/stats.json", "meta/tasks.parquet"

@@ -10,8 +10,8 @@ import h5py
 import numpy as np
 import pytest
 
-from robocompose.sim.episode import DatasetError, Episode
-from robocompose.sim.hdf5_dataset import ENV_TYPE_GYMNASIUM, DemoWriter, load_demos, read_env_args
+from robocompose.sim.episode import ENV_TYPE_GYMNASIUM, DatasetError, Episode
+from robocompose.sim.hdf5_dataset import DemoWriter, load_demos, read_env_args
 from robocompose.sim.windows import SequenceWindows, action_stats, obs_stats
 
 
