@@ -1,4 +1,4 @@
-"""The hardware bridge on this machine: control-loop timing, transport overhead, smoothness of the
+"""The hardware bridge, measured on loopback: control-loop timing, transport overhead, smoothness of the
 chunk-execution modes under injected latency, task success through server + client + twin next to
 direct evaluation, and the fault table.
 
@@ -32,7 +32,7 @@ from common import RUNS_DIR, ResultsFile, add_parts
 from robocompose.real_robot.client import PolicyClient
 from robocompose.real_robot.drivers.twin import TwinArm
 from robocompose.real_robot.executor import ExecutorConfig
-from robocompose.real_robot.faults import FAULTS, open_rig, run_fault
+from robocompose.real_robot.faults.loop import FAULTS, open_rig, run_fault
 from robocompose.real_robot.policy_adapter import load_served_policy
 from robocompose.real_robot.replay import read_log
 from robocompose.real_robot.steplog import done_seeds

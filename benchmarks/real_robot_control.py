@@ -29,10 +29,10 @@ from common import ROOT
 from robocompose.evaluation import evaluate
 from robocompose.real_robot.control import ControlProcess
 from robocompose.real_robot.control_config import BRAKING, SENT, ControlConfig
-from robocompose.real_robot.control_faults import CONTROL_FAULTS, run_control_fault, twin_control
 from robocompose.real_robot.executor import ChunkExecutor, ExecutorConfig
+from robocompose.real_robot.faults.control import CONTROL_FAULTS, run_control_fault
 from robocompose.real_robot.policy_adapter import load_served_policy
-from robocompose.real_robot.process_loop import ProcessDeployLoop
+from robocompose.real_robot.process_loop import ProcessDeployLoop, twin_control
 from robocompose.real_robot.safety_limits import limits_for
 from robocompose.real_robot.steplog import JsonlWriter, done_seeds
 from robocompose.real_robot.timing_check import inference_loop, measure, percentiles
@@ -186,7 +186,7 @@ def _openpi_client(port: int, calls: int, n_obs: int, queue: Any) -> None:
 def transport(calls: int = 300) -> dict[str, Any]:
     """The server's inference on one torch thread: with two, torch's worker threads keep
     spinning after each call and starve the server's event loop of the core it needs to send
-    the reply (several ms here)."""
+    the reply (milliseconds: real_robot.json, `control_process_transport`)."""
     import torch
 
     threads = torch.get_num_threads()

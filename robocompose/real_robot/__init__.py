@@ -1,0 +1,35 @@
+"""The hardware bridge: a policy served over a websocket, and a robot side that runs it on an arm.
+
+Where things are:
+
+    serve.py             the `serve` verb: ServeConfig, run(config)
+    websocket_server.py  the transport: PolicyServer (openpi's protocol, health check, API key)
+    policy_adapter.py    any checkpoint or composition as a ServedPolicy (load_served_policy)
+    wire.py, obs_check.py, rtc.py
+                         the msgpack format; observations checked against the spec; real-time
+                         chunking guidance toward the committed prefix
+    base.py              the two contracts: PolicySpec / ServedPolicy, and Arm
+    client.py            PolicyClient: the robot side's connection to a policy server
+
+    deploy.py            the `deploy` verb: DeployConfig, run(config), DeployLoop (commands from
+                         the loop at the executor's rate)
+    process_loop.py      deploy with control=process: the policy side of a control process
+    control.py           ControlProcess: starts the per-arm control process and talks to it
+    control_loop.py      the loop inside it, at the arm's servo rate
+    control_config.py    what both processes agree on: settings, default rates, ring layouts
+    ring.py, trajectory.py
+                         shared-memory ring buffers; timestamped waypoints and their trajectory
+    executor.py          ChunkExecutor: which action each control tick gets (sync, ensemble, async)
+    safety.py, safety_limits.py, safety_events.py
+                         the SafetyLayer every command passes; per-robot limits; what it reports
+    steplog.py           the step log (one JSON line per tick) and its bookkeeping
+    replay.py            the `replay` verb: a step log as plots and a summary
+    timing_check.py      can this computer hold an arm's servo rate (run on the robot computer)
+    drivers/             make_arm(robot, ...): the MuJoCo twin (drivers/twin.py) and the UR,
+                         xArm and Franka drivers
+    faults/              fault injection for tests and benchmarks: wrappers (injectors.py), the
+                         runs on the deploy loop (loop.py) and on a control process (control.py)
+
+Figures (latency, transport overhead, servo timing, fault table) are in
+benchmarks/results/real_robot.json, written by benchmarks/real_robot.py.
+"""

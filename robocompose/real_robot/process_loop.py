@@ -33,6 +33,7 @@ from robocompose.real_robot.control_config import DEFAULT_RATES_HZ, SENT, Contro
 from robocompose.real_robot.drivers import make_arm
 from robocompose.real_robot.drivers.twin import TwinArm, ee_target_from_action
 from robocompose.real_robot.executor import ChunkExecutor
+from robocompose.real_robot.safety_limits import twin_limits
 from robocompose.real_robot.steplog import JsonlWriter, StepRecorder
 from robocompose.sim.tasks import get_task
 
@@ -260,6 +261,23 @@ def twin_facts(task: str) -> tuple[int, float]:
         return int(np.asarray(twin.observe().obs["state"]).size), twin.episode_s
     finally:
         twin.close()
+
+
+def twin_control(task: str, rate_hz: float, time_scale: float = 1.0) -> tuple[Any, ControlConfig]:
+    """The arm factory and settings of a twin control process on `task` (tests, benchmarks and
+    `timing_check`: the normal scheduler, the last core)."""
+    obs_dim, _ = twin_facts(task)
+    factory = arm_factory(True, task, "twin", None, {}, rate_hz)
+    cpus = sorted(os.sched_getaffinity(0))
+    config = ControlConfig(
+        rate_hz=rate_hz,
+        limits=twin_limits(task),
+        time_scale=time_scale,
+        blend_s=0.1 / time_scale,  # one tick of a 10 Hz policy
+        obs_dim=obs_dim,
+        cpu=cpus[-1] if len(cpus) > 1 else None,
+    )
+    return factory, config
 
 
 def run_in_control_process(config: Any, link: Any, todo: list[int], done: dict[int, Any]) -> None:

@@ -17,6 +17,7 @@ from robocompose.devices import check_device
 from robocompose.jobs import CompositionSpec
 
 if TYPE_CHECKING:  # the server needs the `robot` extra and torch; the config neither
+    from robocompose.real_robot.base import ServedPolicy
     from robocompose.real_robot.policy_adapter import DenoiserServedPolicy
     from robocompose.real_robot.rtc import PrefixGuidance
     from robocompose.real_robot.websocket_server import PolicyServer
@@ -40,7 +41,7 @@ class ServeConfig:
     port: int = 8000  # 0: any free port (printed)
     api_key: str | None = None
     api_key_env: str = "ROBOCOMPOSE_API_KEY"
-    delay_s: float = 0.0  # injected before every inference: latency tests only
+    delay_s: float = 0.0  # injected before every inference (`LatencyInjector`): latency tests only
     control_hz: float | None = None  # None: the task env's control rate
     rtc_mode: str = "soft"  # real-time chunking guidance toward `prefix_actions`: hard or soft
     rtc_prefix_weight: float = 1.0  # soft mode: weight on the committed prefix, in (0, 1]
@@ -111,13 +112,12 @@ class ServeConfig:
             raise ValueError(
                 f"the policy server needs the `robot` extra ({e}): pip install -e '.[robot]'"
             ) from None
-        return PolicyServer(
-            self.served_policy(),
-            host=self.host,
-            port=self.port,
-            api_key=self.key(),
-            delay_s=self.delay_s,
-        )
+        policy: ServedPolicy = self.served_policy()
+        if self.delay_s > 0:
+            from robocompose.real_robot.faults.injectors import LatencyInjector
+
+            policy = LatencyInjector(policy, self.delay_s)
+        return PolicyServer(policy, host=self.host, port=self.port, api_key=self.key())
 
 
 def announce(server: PolicyServer) -> None:

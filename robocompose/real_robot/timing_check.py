@@ -8,7 +8,9 @@ streams waypoints at 10 Hz, as `deploy control=process` does; with `--checkpoint
 process runs that checkpoint's inference in a loop on another core meanwhile. It prints the
 period error (|tick-to-tick time - period|) p50 / p99 / max, the ticks skipped, whether the
 process got its core and SCHED_FIFO, and whether p99 meets the goal (0.5 ms idle, 1 ms with
-inference at 500 Hz; a quarter of the period at other rates).
+inference at 500 Hz; a quarter of the period at other rates). What the twin and the UR fake
+reached on the reference machine is `control_process_timing` in
+benchmarks/results/real_robot.json.
 """
 
 from __future__ import annotations
@@ -105,7 +107,7 @@ def goal_ms(rate_hz: float, inference: bool) -> float:
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    from robocompose.real_robot.control_faults import twin_control
+    from robocompose.real_robot.process_loop import twin_control
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rate", type=float, default=500.0, help="servo rate, Hz")

@@ -8,16 +8,12 @@
 
 Inference runs on one worker thread, so the event loop keeps answering health checks and other
 connections while a chunk is sampled; calls from every connection are serialised (one policy).
-`server_timing` holds `infer_ms` (the policy's call, injected delay included), `queue_ms` (the
-wait for the worker), `delay_ms` and `stall_ms` (the injected parts) and `total_ms` (message in to
-reply out, without the send).
-
-Fault and latency injection for the robot-side tests and benchmarks are real server options:
-`delay_s` sleeps before every inference (a slower policy), `stall(duration_s)` holds every
-inference until the time is up (a stalled server), `kill()` drops every connection without a
-close handshake and stops listening (a crashed server); `start()` again brings it back on the
-same port. `stop()` is the graceful one: it stops listening, lets the inference under way reply
-(for at most `grace_s`), then closes every connection with code 1001 (going away).
+`server_timing` holds `infer_ms` (the policy's call), `queue_ms` (the wait for the worker),
+`delay_ms` and `stall_ms` (time a fault wrapper injected, 0 without one) and `total_ms` (message
+in to reply out, without the send); a policy whose reply carries `server_timing` entries of its
+own (`faults.injectors.LatencyInjector`) replaces those. `stop()` stops listening, lets the
+inference under way reply (for at most `grace_s`), then closes every connection with code 1001
+(going away). Faults (a slow, stalled or crashed server) are wrappers in `faults/`.
 """
 
 from __future__ import annotations
@@ -100,31 +96,25 @@ class PolicyServer:
         host: str = "127.0.0.1",
         port: int = 0,
         api_key: str | None = None,
-        delay_s: float = 0.0,
         grace_s: float = 5.0,
         max_message_bytes: int = MAX_MESSAGE_BYTES,
     ) -> None:
         if not 0 <= port <= 65535:
             raise ValueError(f"`port` must be in [0, 65535]. Got {port}.")
-        if delay_s < 0:
-            raise ValueError(f"`delay_s` must be >= 0. Got {delay_s}.")
         self.policy = policy
         self.host, self.port = host, port
         self.api_key = api_key or None
-        self.delay_s, self.grace_s = delay_s, grace_s
+        self.grace_s = grace_s
         self.max_message_bytes = max_message_bytes
         self.stats = {"connections": 0, "replies": 0, "errors": 0}
         self._metadata = pack(policy.spec.to_metadata())
         self._lock = threading.Lock()  # one inference at a time, whoever asks
-        self._stall_until = 0.0
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: Server | None = None
         self._stopping: asyncio.Event | None = None
         self._executor: ThreadPoolExecutor | None = None
-        self._handlers: set[asyncio.Task] = set()
         self._in_flight = 0
-        self._aborting = False
 
     @property
     def address(self) -> str:
@@ -168,36 +158,14 @@ class PolicyServer:
     def stop(self, timeout_s: float = 10.0) -> None:
         """Graceful shutdown: stop listening, let inference under way reply (up to
         `grace_s`), close every connection with code 1001 (going away), join."""
-        self._shutdown(timeout_s, abort=False)
-
-    def kill(self, timeout_s: float = 10.0) -> None:
-        """Crash on purpose (fault tests): drop every connection at once, without replies or a
-        close handshake."""
-        self._shutdown(timeout_s, abort=True)
-
-    def stall(self, duration_s: float) -> None:
-        """Hold every inference that starts before `duration_s` from now until then."""
-        self._stall_until = time.monotonic() + duration_s
-
-    def _shutdown(self, timeout_s: float, abort: bool) -> None:
         loop, stopping = self._loop, self._stopping
         if loop is not None and stopping is not None and self.running:
-            loop.call_soon_threadsafe(self._begin_shutdown, abort)
+            loop.call_soon_threadsafe(stopping.set)
         if self._thread is not None:
             self._thread.join(timeout_s)
             if self._thread.is_alive():
                 raise TimeoutError(f"policy server did not stop within {timeout_s} s.")
             self._thread = None
-
-    def _begin_shutdown(self, abort: bool) -> None:
-        self._aborting = abort
-        if abort and self._server is not None:
-            for connection in list(self._server.connections):
-                connection.transport.abort()
-            for handler in list(self._handlers):
-                handler.cancel()
-        assert self._stopping is not None
-        self._stopping.set()
 
     def __enter__(self) -> PolicyServer:
         return self if self.running else self.start()
@@ -213,7 +181,7 @@ class PolicyServer:
     ) -> None:
         self._loop = asyncio.get_running_loop()
         self._stopping = asyncio.Event()
-        self._aborting, self._in_flight = False, 0
+        self._in_flight = 0
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="policy-infer")
         if install_signals:
             for sig in (signal.SIGINT, signal.SIGTERM):
@@ -253,9 +221,9 @@ class PolicyServer:
                 log.info("stopped %s", self.address)
 
     async def _drain(self) -> None:
-        """Wait (at most `grace_s`) for the inference under way to reply, unless aborting."""
+        """Wait (at most `grace_s`) for the inference under way to reply."""
         deadline = time.monotonic() + self.grace_s
-        while self._in_flight and not self._aborting and time.monotonic() < deadline:
+        while self._in_flight and time.monotonic() < deadline:
             await asyncio.sleep(0.01)
 
     # -- protocol ------------------------------------------------------------------------------
@@ -274,17 +242,12 @@ class PolicyServer:
 
     async def _handle(self, connection: ServerConnection) -> None:
         self.stats["connections"] += 1
-        task = asyncio.current_task()
-        assert task is not None
-        self._handlers.add(task)
         try:
             await connection.send(self._metadata)
             async for message in connection:
                 await connection.send(await self._reply(message))
-        except (ConnectionClosed, asyncio.CancelledError):  # a client left, or kill()
+        except ConnectionClosed:  # a client left
             pass
-        finally:
-            self._handlers.discard(task)
 
     async def _reply(self, message: str | bytes) -> str | bytes:
         """The reply frame: msgpack bytes, or text naming the error (openpi clients raise it)."""
@@ -318,17 +281,15 @@ class PolicyServer:
     def _infer(self, obs: dict[str, Any], received: float) -> tuple[dict[str, Any], dict]:
         with self._lock:
             start = time.perf_counter()
-            stall_s = max(0.0, self._stall_until - time.monotonic())
-            time.sleep(stall_s)
-            time.sleep(self.delay_s)
             result = self.policy.infer(obs)
             done = time.perf_counter()
         if not isinstance(result, dict):
             raise TypeError(f"the policy's infer() must return a dict. Got {type(result)}.")
         timing = {
-            "infer_ms": 1000 * (done - start - stall_s),
+            "infer_ms": 1000 * (done - start),
             "queue_ms": 1000 * (start - received),
-            "delay_ms": 1000 * self.delay_s,
-            "stall_ms": 1000 * stall_s,
+            "delay_ms": 0.0,
+            "stall_ms": 0.0,
+            **result.get("server_timing", {}),
         }
         return result, timing

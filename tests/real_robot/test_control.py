@@ -16,9 +16,9 @@ import pytest
 
 from robocompose.real_robot.control import ControlProcess
 from robocompose.real_robot.control_config import BRAKING, ESTOPPED, HOLDING, SENT, ControlConfig
-from robocompose.real_robot.control_faults import received_from_telemetry, twin_control
 from robocompose.real_robot.drivers.twin import TwinArm
-from robocompose.real_robot.faults import limit_violations
+from robocompose.real_robot.faults.report import limit_violations, received_from_telemetry
+from robocompose.real_robot.process_loop import twin_control
 from robocompose.real_robot.ring import RingBuffer
 from robocompose.real_robot.safety_limits import limits_for
 from robocompose.real_robot.trajectory import (

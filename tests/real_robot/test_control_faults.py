@@ -15,12 +15,9 @@ import pytest
 
 from robocompose.real_robot.control import ControlProcess
 from robocompose.real_robot.control_config import BRAKING, event_line
-from robocompose.real_robot.control_faults import (
-    process_alive,
-    received_from_telemetry,
-    twin_control,
-)
-from robocompose.real_robot.faults import limit_violations
+from robocompose.real_robot.faults.control import process_alive
+from robocompose.real_robot.faults.report import limit_violations, received_from_telemetry
+from robocompose.real_robot.process_loop import twin_control
 from robocompose.real_robot.ring import RingBuffer
 
 RATE_HZ = 250.0
@@ -83,7 +80,7 @@ def served():
 
 
 def test_control_process_killed_aborts_the_episode_and_the_run_resumes(served, tmp_path) -> None:
-    from robocompose.real_robot.control_faults import run_control_fault
+    from robocompose.real_robot.faults.control import run_control_fault
 
     report = run_control_fault("control_killed", served, tmp_path, inject_at_s=1.5, episode_s=3.0)
     assert report.details["episodes"] == [True, False]  # aborted, then a full one
@@ -96,7 +93,7 @@ def test_control_process_killed_aborts_the_episode_and_the_run_resumes(served, t
 def test_server_stalled_the_control_process_holds_within_the_watchdog_and_resumes(
     served, tmp_path
 ) -> None:
-    from robocompose.real_robot.control_faults import run_control_fault
+    from robocompose.real_robot.faults.control import run_control_fault
 
     report = run_control_fault("server_stalled", served, tmp_path, inject_at_s=1.5, episode_s=4.5)
     assert report.outside_limits == [] and report.commands_after_fault > 0

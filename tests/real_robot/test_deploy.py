@@ -21,7 +21,7 @@ from robocompose.real_robot.deploy import (
 )
 from robocompose.real_robot.drivers.twin import TwinArm
 from robocompose.real_robot.executor import ChunkExecutor, ExecutorConfig
-from robocompose.real_robot.faults import RecordingArm
+from robocompose.real_robot.faults.report import RecordingArm
 from robocompose.real_robot.policy_adapter import load_served_policy
 from robocompose.real_robot.replay import read_log, summarize
 from robocompose.real_robot.safety import SafetyLayer

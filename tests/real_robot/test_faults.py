@@ -14,7 +14,7 @@ import pytest
 pytest.importorskip("websockets", reason="the hardware bridge extra `robot` is not installed")
 pytest.importorskip("msgpack", reason="the hardware bridge extra `robot` is not installed")
 
-from robocompose.real_robot.faults import FAULTS, run_fault  # noqa: E402
+from robocompose.real_robot.faults.loop import FAULTS, run_fault  # noqa: E402
 from robocompose.real_robot.policy_adapter import load_served_policy  # noqa: E402
 from robocompose.shipped import shipped_path  # noqa: E402
 

@@ -1,4 +1,5 @@
-"""The policy server on loopback with a real shipped checkpoint and a real composed pair."""
+"""The policy server on loopback with a real shipped checkpoint and a real composed pair; the
+server faults (delay, stall, kill) through `faults.injectors.FaultyServer` around it."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from robocompose.real_robot.client import (  # noqa: E402
     PolicyClient,
     PolicyServerError,
 )
+from robocompose.real_robot.faults.injectors import FaultyServer  # noqa: E402
 from robocompose.real_robot.obs_check import check_observation  # noqa: E402
 from robocompose.real_robot.policy_adapter import load_served_policy  # noqa: E402
 from robocompose.real_robot.websocket_server import PolicyServer  # noqa: E402
@@ -204,7 +206,7 @@ def test_graceful_stop_lets_the_inference_under_way_reply(single):
 
 def test_kill_drops_the_inference_under_way(single):
     gated = GatedPolicy(single)
-    server = PolicyServer(gated).start()
+    server = FaultyServer(gated).start()
     errors = []
 
     def ask() -> None:
@@ -222,6 +224,7 @@ def test_kill_drops_the_inference_under_way(single):
     gated.release.set()
     assert errors and "could not reach the policy server" in str(errors[0])
     client.close()
+    server.stop()
 
 
 def test_client_timeout_drops_the_late_reply(single):
@@ -241,7 +244,7 @@ def test_client_timeout_drops_the_late_reply(single):
 
 
 def test_injected_delay_and_stall_are_reported(single):
-    with PolicyServer(single, delay_s=0.05) as server, PolicyClient(server.address) as client:
+    with FaultyServer(single, delay_s=0.05) as server, PolicyClient(server.address) as client:
         timing = client.infer(valid_obs(single.spec))["server_timing"]
         assert timing["delay_ms"] == pytest.approx(50.0) and timing["infer_ms"] >= 50.0
         server.stall(0.5)
@@ -251,7 +254,7 @@ def test_injected_delay_and_stall_are_reported(single):
 
 
 def test_kill_restart_and_graceful_stop(single):
-    server = PolicyServer(single).start()
+    server = FaultyServer(single).start()
     client = PolicyClient(server.address, connect_timeout_s=10)
     port = server.port
     server.kill()
@@ -292,7 +295,7 @@ def test_port_and_delay_are_checked(single):
     with pytest.raises(ValueError, match="`port` must be in"):
         PolicyServer(single, port=70000)
     with pytest.raises(ValueError, match="`delay_s` must be >= 0"):
-        PolicyServer(single, delay_s=-1)
+        FaultyServer(single, delay_s=-1)
 
 
 def test_plain_http_without_upgrade_is_refused(server):

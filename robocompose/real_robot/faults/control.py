@@ -10,13 +10,12 @@ loop scheduling waypoints, and the twin inside its control process at the servo 
 - ring_overrun: each policy tick writes more than the ring holds.
 
 What reached the arm is read from the control process's telemetry (every target it sent after
-the safety layer, and when it held), so a report checks the stream at the servo rate.
+the safety layer, and when it held; `report.received_from_telemetry`), so a report checks the
+stream at the servo rate.
 """
 
 from __future__ import annotations
 
-import functools
-import json
 import multiprocessing
 import os
 import signal
@@ -30,17 +29,17 @@ import numpy as np
 
 from robocompose.real_robot.base import ServedPolicy
 from robocompose.real_robot.control import ControlProcess
-from robocompose.real_robot.control_config import HOLDING, SENT, ControlConfig, event_line
-from robocompose.real_robot.drivers.twin import TwinArm
+from robocompose.real_robot.control_config import event_line
 from robocompose.real_robot.executor import ChunkExecutor, ExecutorConfig
-from robocompose.real_robot.faults import (
-    OUT_OF_RANGE_OFFSET_M,
-    STALL_S,
+from robocompose.real_robot.faults.injectors import STALL_S, FaultyControl, FaultyServer
+from robocompose.real_robot.faults.report import (
     FaultReport,
     hold_latencies_ms,
     limit_violations,
+    received_from_telemetry,
+    watchdog_details,
 )
-from robocompose.real_robot.process_loop import ProcessDeployLoop, twin_facts
+from robocompose.real_robot.process_loop import ProcessDeployLoop, twin_control
 from robocompose.real_robot.ring import RingBuffer
 from robocompose.real_robot.safety_limits import twin_limits
 from robocompose.real_robot.steplog import JsonlWriter
@@ -54,92 +53,6 @@ CONTROL_FAULTS = (
     "out_of_range_waypoints",
     "ring_overrun",
 )
-LATE_S = 0.1
-
-
-def received_from_telemetry(rows: np.ndarray) -> list[tuple]:
-    """Telemetry as what the arm received: ("ee", t, pos, gripper) per sent target and ("hold", t)
-    when a hold began (the format of `faults.RecordingArm.received`)."""
-    received: list[tuple] = []
-    holding = True
-    for row in rows:
-        flags = int(row[10])
-        if flags & SENT:
-            grip = None if not np.isfinite(row[8]) else float(row[8])
-            received.append(("ee", float(row[1]), row[5:8].copy(), grip))
-        if flags & HOLDING and not holding:
-            received.append(("hold", float(row[1])))
-        holding = bool(flags & HOLDING)
-    return received
-
-
-class FaultyControl:
-    """Wraps a `ControlProcess`'s scheduling with the waypoint faults while `active` is set."""
-
-    def __init__(self, control: ControlProcess, fault: str) -> None:
-        self.control, self.fault = control, fault
-        self.active = threading.Event()
-        self.corrupted = 0
-        self._schedule = control.schedule
-        control.schedule = self.schedule  # type: ignore[method-assign]
-
-    def schedule(
-        self, times_s: np.ndarray, positions_m: np.ndarray, grippers: np.ndarray | None = None
-    ) -> None:
-        if not self.active.is_set():
-            self._schedule(times_s, positions_m, grippers)
-            return
-        self.corrupted += 1
-        if self.fault == "late_waypoints":
-            late = threading.Timer(LATE_S, self._schedule, (times_s, positions_m, grippers))
-            late.daemon = True
-            late.start()
-        elif self.fault == "nan_waypoints":
-            self._schedule(times_s, np.full_like(positions_m, np.nan), grippers)
-        elif self.fault == "out_of_range_waypoints":
-            grips = None if grippers is None else grippers + 3.0
-            self._schedule(times_s, positions_m + OUT_OF_RANGE_OFFSET_M, grips)
-        elif self.fault == "ring_overrun":  # the reader stalls while the writer laps it
-            repeats = self.control.config.capacity // len(times_s) + 2
-            os.kill(self.control.pid, signal.SIGSTOP)  # type: ignore[arg-type]
-            try:
-                for _ in range(repeats):
-                    self._schedule(times_s, positions_m, grippers)
-            finally:
-                os.kill(self.control.pid, signal.SIGCONT)  # type: ignore[arg-type]
-
-
-def watchdog_details(log_path: Path) -> dict[str, Any]:
-    """From the step log: how long after the last fresh waypoint each watchdog hold began, and
-    how many ticks the braking took."""
-    silent, braking = [], []
-    with open(log_path) as f:
-        for line in map(json.loads, f):
-            kind = line.get("kind")
-            for event in (
-                line["events"] if kind == "step" else [line] if kind == "control_event" else []
-            ):
-                if event.get("event") == "control:watchdog_hold":
-                    silent.append(event["silent_ms"])
-                elif event.get("event") == "control:held":
-                    braking.append(event["braking_ticks"])
-    return {"watchdog_silent_ms": silent, "braking_ticks": braking}
-
-
-def twin_control(task: str, rate_hz: float, time_scale: float = 1.0) -> tuple[Any, ControlConfig]:
-    """The arm factory and settings of a twin control process on `task`."""
-    obs_dim, _ = twin_facts(task)
-    factory = functools.partial(TwinArm, task, realtime=False, command_timeout_s=0.5)
-    cpus = sorted(os.sched_getaffinity(0))
-    config = ControlConfig(
-        rate_hz=rate_hz,
-        limits=twin_limits(task),
-        time_scale=time_scale,
-        blend_s=0.1 / time_scale,  # one tick of a 10 Hz policy
-        obs_dim=obs_dim,
-        cpu=cpus[-1] if len(cpus) > 1 else None,
-    )
-    return factory, config
 
 
 def run_control_fault(
@@ -162,13 +75,12 @@ def run_control_fault(
     if fault == "policy_killed":
         return _policy_killed(served, out_dir, seed, rate_hz, control_hz, inject_at_s, episode_s)
     from robocompose.real_robot.client import PolicyClient
-    from robocompose.real_robot.websocket_server import PolicyServer
 
     task = str(served.spec.extra.get("task", "PickPlace"))
     factory, config = twin_control(task, control_hz)
     log_path = Path(out_dir) / f"control_{fault}_{seed}_steps.jsonl"
     log_path.unlink(missing_ok=True)
-    server = PolicyServer(served).start()
+    server = FaultyServer(served).start()
     client = PolicyClient(f"127.0.0.1:{server.port}", timeout_s=5.0, connect_timeout_s=1.0)
     executor = ChunkExecutor(
         lambda obs: client.infer(obs)["actions"], client.spec, ExecutorConfig(rate_hz=rate_hz)
@@ -300,12 +212,10 @@ def _policy_killed(
     inject_at_s: float,
     episode_s: float,
 ) -> FaultReport:
-    from robocompose.real_robot.websocket_server import PolicyServer
-
     task = str(served.spec.extra.get("task", "PickPlace"))
     log_path = Path(out_dir) / f"control_policy_killed_{seed}_steps.jsonl"
     log_path.unlink(missing_ok=True)
-    server = PolicyServer(served).start()
+    server = FaultyServer(served).start()
     context = multiprocessing.get_context("spawn")
     names = context.Queue()
     try:
