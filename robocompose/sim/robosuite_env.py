@@ -9,7 +9,8 @@ and an episode terminates on it; the episode limit comes from gymnasium's TimeLi
 Seeding: robosuite draws object placements and robot init noise from the generator `env.rng`,
 shared by reference with its placement samplers. `reset(seed=s)` rewinds that generator in place
 to `default_rng(s)`, so a seeded reset gives the same scene whatever ran before. `robosuite.make`
-costs about a second, so one env is built per instance and reused across resets (no hard reset).
+builds and compiles the whole model, far slower than a reset, so one env is built per instance
+and reused across resets (no hard reset).
 
 Importing this module registers `robocompose/RobosuiteLift-v0` and
 `robocompose/RobosuitePickPlaceCan-v0`.
