@@ -1,4 +1,4 @@
-"""The hardware bridge, measured on loopback: control-loop timing, transport overhead, smoothness of the
+"""The hardware bridge on loopback: control-loop timing, transport overhead, smoothness of the
 chunk-execution modes under injected latency, task success through server + client + twin next to
 direct evaluation, and the fault table.
 
