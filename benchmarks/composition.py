@@ -379,7 +379,7 @@ def vertex_gap(parents: list, names: list[str], seeds: list[int], out_dir, tag: 
     how it ran before, on the grid the pair composes on inside the simplex, measured where
     that grid is another parent's. `tag` prefixes the compositions' episode files (for a
     folder that several pairs share)."""
-    steps = compose(parents, "convex", (0.5, 0.5)).config.denoising_steps()
+    steps = compose(parents, "convex", (0.5, 0.5)).steps
     grids = [p.denoiser_for(None).sigmas(steps) for p in parents]
     inside = compose(parents, "convex", (0.5,) * len(parents)).resolved_sigmas()
     shared = grids.index(inside) if inside in grids else None

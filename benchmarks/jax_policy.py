@@ -144,7 +144,7 @@ def overhead(repeats: int) -> dict[str, Any]:
         "twin": TORCH_TWIN,
         "operator": "convex",
         "weights": list(weights),
-        "steps": mixed.config.denoising_steps(),
+        "steps": mixed.steps,
         "batch": 1,
         "torch_threads": torch.get_num_threads(),
         "xla_flags": os.environ.get("XLA_FLAGS", ""),

@@ -151,15 +151,16 @@ def _predictor(
             f"{executes or 'its own number of'} steps per chunk: set `n_action_steps` in its "
             "CompositionConfig (composition.n_action_steps) instead."
         )
-    own = getattr(getattr(policy, "config", None), "denoising_steps", None)
-    if steps is not None and not callable(own):
+    # a ComposedPolicy samples in its own number of steps; a PolicyPredictor's were set for it
+    own = None if isinstance(policy, PolicyPredictor) else getattr(policy, "steps", None)
+    if steps is not None and own is None:
         raise ValueError(
             f"`steps`={steps} applies to a checkpoint or a GenerativePolicy; a "
             f"{type(policy).__name__} chooses its own."
         )
-    if steps is not None and own() != steps:
+    if steps is not None and own != steps:
         raise ValueError(
-            f"`steps`={steps} but the composed policy samples in {own()} steps: set "
+            f"`steps`={steps} but the composed policy samples in {own} steps: set "
             "`steps` in its CompositionConfig (composition.steps) instead."
         )
     missing = [a for a in ("predict_actions", "fingerprint", "obs_keys") if not hasattr(policy, a)]

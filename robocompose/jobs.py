@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from robocompose.composition.config import CompositionConfig
+from robocompose.composition.methods import CompositionMethod, method_of
 from robocompose.composition.weight_search import SearchSettings
 from robocompose.devices import check_device
 from robocompose.shipped import parent_pair
@@ -54,7 +55,19 @@ class TaskConfig:
 
 @dataclass(kw_only=True)
 class CompositionSpec(CompositionConfig):
-    """A verb's `CompositionConfig`: its method (`operator`), weights and shared settings."""
+    """A verb's `CompositionConfig`: its method (`operator`), weights and shared settings,
+    checked against the method as the verb's arguments are read."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        method_of(self)
+
+    def method(self) -> CompositionMethod:
+        return method_of(self)
+
+    def denoising_steps(self) -> int:
+        """`steps`, or the method's default when unset."""
+        return self.method().denoising_steps(self)
 
     def settings(self) -> dict[str, Any]:
         """Every field but operator and weights: what a search keeps across its candidates."""

@@ -1,5 +1,6 @@
-"""The shipped composition methods: the linear operators, SuperDiff AND/OR, the exact mixture
-and the parameter merge. Torch-free at import (see `robocompose.composition.methods`)."""
+"""The shipped composition methods: the linear operators, SuperDiff AND/OR, the exact mixture,
+the selector and the parameter merge. Torch-free at import (see `robocompose.composition.methods`);
+the package imports this module first, so every lookup finds them."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from robocompose.composition.methods import (
+    Composition,
     CompositionMethod,
     DenoiserMethod,
     register_method,
@@ -17,7 +19,6 @@ if TYPE_CHECKING:
 
     from robocompose.composition.config import CompositionConfig
     from robocompose.composition.operators import Operator
-    from robocompose.composition.policy import ComposedPolicy
     from robocompose.policies.base import GenerativePolicy
 
 # SuperDiff integrates the reverse SDE by Euler-Maruyama, whose noise per step is too large on a
@@ -101,9 +102,9 @@ class SuperDiffMethod(CompositionMethod):
         return Convex([1.0 / len(config.weights)] * len(config.weights))
 
     def sample(
-        self, policy: ComposedPolicy, obs: dict[str, torch.Tensor], noise: torch.Tensor
+        self, policy: Composition, obs: dict[str, torch.Tensor], noise: torch.Tensor
     ) -> torch.Tensor:
-        from robocompose.composition.policy import row_generators
+        from robocompose.composition.samplers import row_generators
         from robocompose.composition.superdiff import sample_superdiff
 
         horizons = {p.config.horizon for p in policy.parents}
@@ -140,7 +141,7 @@ class MixtureMethod(CompositionMethod):
     weights_nonnegative = True
 
     def predict_actions(
-        self, policy: ComposedPolicy, obs: dict[str, torch.Tensor], noise: torch.Tensor
+        self, policy: Composition, obs: dict[str, torch.Tensor], noise: torch.Tensor
     ) -> torch.Tensor:
         """The draw is made on the CPU in float64 from the extra noise row, so every device and
         dtype picks the same parent for the same noise."""
@@ -157,7 +158,7 @@ class MixtureMethod(CompositionMethod):
             if len(rows) == 0:
                 continue
             view = {k: v[rows] for k, v in policy.parent_view(parent, obs).items()}
-            steps = policy.config.denoising_steps()
+            steps = policy.steps
             with policy.times.sampling(i, len(rows)):
                 chunk = parent.sample(view, steps, noise[rows, : parent.config.horizon])
             begin = policy.executed.start - policy.starts[i]  # parent i's current step
@@ -199,7 +200,7 @@ class SelectorMethod(CompositionMethod):
         return Convex(config.weights)
 
     def predict_actions(
-        self, policy: ComposedPolicy, obs: dict[str, torch.Tensor], noise: torch.Tensor
+        self, policy: Composition, obs: dict[str, torch.Tensor], noise: torch.Tensor
     ) -> torch.Tensor:
         import torch
 

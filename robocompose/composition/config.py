@@ -1,7 +1,8 @@
 """How to compose K parents: the operator, its weights, the sampler and its grid.
 
-Kept apart from the composed policy, which needs torch, so that a verb's config names and checks
-a composition without loading torch.
+Data only: it imports nothing of robocompose, so every layer above (the methods, the composed
+policy, a verb's config) can import it without loading torch. What only the method knows (its
+weight constraints, its default number of steps) is the method's: `methods.method_of(config)`.
 """
 
 from __future__ import annotations
@@ -11,10 +12,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from robocompose.composition.methods import CompositionMethod
+from typing import Any
 
 # the names of composition.samplers.SAMPLERS, which need torch: a config names and checks them
 # without it (a test keeps both in step); the annealed MCMC's scores vanish at sigma = inf
@@ -28,7 +26,8 @@ LATER_FIELDS: dict[str, Any] = {"n_action_steps": None}
 @dataclass
 class CompositionConfig:
     """How to compose: the method's name (`operator`, see `composition.methods`), weights (one
-    per parent), sampler, steps, sigma grid."""
+    per parent), sampler, steps, sigma grid. Checks each field on its own; the method checks
+    the rest (`methods.method_of`)."""
 
     operator: str = "convex"
     weights: Sequence[float] = (0.5, 0.5)
@@ -44,10 +43,10 @@ class CompositionConfig:
     sigma_switch: float = 1.0  # schedule only: `weights` above this sigma, `low_weights` below
     low_weights: Sequence[float] | None = None  # schedule only: weights below sigma_switch
     sampler_kwargs: dict[str, Any] = field(default_factory=dict)
-    # Parents on their own threads. Off by default: on this 2-core CPU one thread running the
-    # parents in turn was as fast or faster for every shipped pair at batch 1 (P2 in
-    # benchmarks/results/composition.json: sub-millisecond forwards fight over the GIL);
-    # threads tie or win slightly only at batch 16.
+    # Parents on their own threads. Off by default: for every shipped pair at batch 1, one
+    # thread running the parents in turn was as fast or faster (sub-millisecond forwards fight
+    # over the GIL); threads tie or win slightly only at batch 16. Figures: P2 in
+    # benchmarks/results/composition.json.
     parallel: bool = False
     allow_normalizer_mismatch: bool = False
     # backbones run in stacked form, one network per group of parents of one backbone config,
@@ -67,7 +66,6 @@ class CompositionConfig:
                 "`weights` must have one entry per parent: 2 parents need 2 weights (e.g. "
                 f"0.6,0.4). Got {len(self.weights)}: {self.weights}."
             )
-        method = self.method()
         if self.sampler not in SAMPLER_NAMES:
             raise ValueError(f"`sampler` must be one of {SAMPLER_NAMES}. Got {self.sampler!r}.")
         if not re.fullmatch(r"reference|karras|parent\d+", self.grid):
@@ -79,7 +77,6 @@ class CompositionConfig:
             raise ValueError(f"`steps` must be >= 1 or None. Got {self.steps}.")
         if self.n_action_steps is not None and self.n_action_steps < 1:
             raise ValueError(f"`n_action_steps` must be >= 1 or None. Got {self.n_action_steps}.")
-        method.check(self)
 
     def check_parent_count(self, parents: int) -> None:
         """Refuse weights that are not one per parent, naming both counts."""
@@ -101,15 +98,3 @@ class CompositionConfig:
     def grid_parent(self) -> int | None:
         """The parent whose own grid `grid` names ("parent<i>" -> i), else None."""
         return int(self.grid.removeprefix("parent")) if self.grid.startswith("parent") else None
-
-    def method(self) -> CompositionMethod:
-        from robocompose.composition.methods import get_method
-
-        return get_method(self.operator)
-
-    def denoising_steps(self) -> int:
-        """`steps`, or the method's default when unset (left unset in the config, so a config
-        built for one method and switched to another gets the new default)."""
-        if self.steps is not None:
-            return self.steps
-        return self.method().default_steps

@@ -1,34 +1,39 @@
 """Composition methods: one registered object per method says what it needs and how it runs.
 
 The callers (`ComposedPolicy`, `compose`, the verbs' configs, a sweep, the policy server) ask
-the method object instead of checking its name. Its declarations are class attributes, read
-without torch, so a config names and checks a method on the CLI's torch-free path; `operator`,
-`sample`, `predict_actions` and `build` import what they run when they run.
+the method object instead of checking its name: `method_of(config)` is the method a
+`CompositionConfig` names, after it has checked that config. Its declarations are class
+attributes, read without torch, so a verb's config names and checks a method on the CLI's
+torch-free path; `operator`, `sample`, `predict_actions` and `build` import what they run when
+they run.
+
+Layers (each imports only those before it): `config` (data) <- `methods` (this registry) <-
+`builtin_methods` <- `policy` <- `api`. A method's hooks see the composed policy that
+runs them through the `Composition` protocol below, so this module never imports it.
 
 Adding a method: subclass `CompositionMethod` (or `DenoiserMethod` for an operator on the
 parents' denoiser outputs) in any module, decorate it with `@register_method("<name>")`, import
 that module before use, and add the preset configs/composition/<name>.yaml. The built-in
-methods live in `robocompose.composition.builtin_methods`.
+methods live in `robocompose.composition.builtin_methods`, which the package imports first.
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, ClassVar, TypeVar
+from typing import TYPE_CHECKING, ClassVar, Protocol, TypeVar
 
 if TYPE_CHECKING:
     import torch
 
-    from robocompose.composition.api import AnyPolicy
+    from robocompose.composition.composed import ComposedDenoiser
     from robocompose.composition.config import CompositionConfig
     from robocompose.composition.operators import Operator
-    from robocompose.composition.policy import ComposedPolicy
+    from robocompose.composition.samplers import DenoiseFn
+    from robocompose.composition.timing import ParentTimes
     from robocompose.policies.base import GenerativePolicy
 
 DEFAULT_STEPS = 10
 SIMPLEX_ATOL = 1e-6
-BUILTIN_MODULE = "robocompose.composition.builtin_methods"
 # names that once meant something else, and what to write now
 RENAMED = {
     "and": "preset `composition=and` ran the product of experts, now operator 'weighted_sum' "
@@ -36,6 +41,36 @@ RENAMED = {
     "or": "preset `composition=or` ran the exact mixture, now operator 'mixture' (preset "
     "`composition=mixture`); SuperDiff OR is operator 'superdiff_or'",
 }
+
+
+class Composition(Protocol):
+    """What a method's hooks use of the `ComposedPolicy` running them: K parents, the config,
+    where each parent's chunk starts and which steps run, the joint denoiser and its grid."""
+
+    parents: list[GenerativePolicy]
+    config: CompositionConfig
+    starts: list[int]  # parent i's chunk begins this many steps after parent 0's
+    executed: slice  # the steps of parent 0's chunk that are executed
+    times: ParentTimes
+
+    @property
+    def steps(self) -> int: ...
+
+    def denoiser(self, obs: dict[str, torch.Tensor]) -> ComposedDenoiser: ...
+
+    def sigmas(self, denoiser: ComposedDenoiser) -> list[float]: ...
+
+    def run_sampler(
+        self, denoise: DenoiseFn, noise: torch.Tensor, sigmas: list[float]
+    ) -> torch.Tensor: ...
+
+    def sample_normalized(
+        self, obs: dict[str, torch.Tensor], noise: torch.Tensor
+    ) -> torch.Tensor: ...
+
+    def parent_view(
+        self, parent: GenerativePolicy, obs: dict[str, torch.Tensor]
+    ) -> dict[str, torch.Tensor]: ...
 
 
 class CompositionMethod:
@@ -68,6 +103,11 @@ class CompositionMethod:
         if self.weights_nonnegative and negative:
             raise ValueError(f"`weights` of {self.name} must be >= 0. Got {weights}.")
 
+    def denoising_steps(self, config: CompositionConfig) -> int:
+        """`config.steps`, or this method's default when unset (left unset in the config, so a
+        config built for one method and switched to another gets the new default)."""
+        return config.steps if config.steps is not None else self.default_steps
+
     def needs_finite_sigma_max(self, config: CompositionConfig) -> bool:
         """Whether the sampling grid must start at a finite sigma (a Karras grid otherwise)."""
         return False
@@ -77,19 +117,21 @@ class CompositionMethod:
         are not evaluated jointly."""
         return None
 
-    def build(self, parents: Sequence[GenerativePolicy], config: CompositionConfig) -> AnyPolicy:
-        from robocompose.composition.policy import ComposedPolicy
-
-        return ComposedPolicy(parents, config)
+    def build(
+        self, parents: Sequence[GenerativePolicy], config: CompositionConfig
+    ) -> GenerativePolicy | None:
+        """The policy of a method that is not run as a `ComposedPolicy` (a parameter merge);
+        None: the parents run as a `ComposedPolicy`."""
+        return None
 
     def sample(
-        self, policy: ComposedPolicy, obs: dict[str, torch.Tensor], noise: torch.Tensor
+        self, policy: Composition, obs: dict[str, torch.Tensor], noise: torch.Tensor
     ) -> torch.Tensor:
         """Composed chunks (B, H_0, A) in parent 0's normalised action space."""
         raise ValueError(f"operator {self.name!r} samples no whole chunk; use predict_actions.")
 
     def predict_actions(
-        self, policy: ComposedPolicy, obs: dict[str, torch.Tensor], noise: torch.Tensor
+        self, policy: Composition, obs: dict[str, torch.Tensor], noise: torch.Tensor
     ) -> torch.Tensor:
         """The executed actions (B, n_action_steps, A) in env units."""
         chunk = policy.sample_normalized(obs, noise)
@@ -105,7 +147,7 @@ class DenoiserMethod(CompositionMethod):
         raise NotImplementedError(f"{type(self).__name__} must define its operator.")
 
     def sample(
-        self, policy: ComposedPolicy, obs: dict[str, torch.Tensor], noise: torch.Tensor
+        self, policy: Composition, obs: dict[str, torch.Tensor], noise: torch.Tensor
     ) -> torch.Tensor:
         denoiser = policy.denoiser(obs)
         return policy.run_sampler(denoiser, noise, policy.sigmas(denoiser))
@@ -128,19 +170,21 @@ def register_method(name: str) -> Callable[[M], M]:
     return add
 
 
-def _registry() -> dict[str, CompositionMethod]:
-    importlib.import_module(BUILTIN_MODULE)  # registers the built-ins on first use
-    return _REGISTRY
-
-
 def method_names() -> tuple[str, ...]:
-    return tuple(_registry())
+    return tuple(_REGISTRY)
 
 
 def get_method(name: str) -> CompositionMethod:
-    methods = _registry()
     if name in RENAMED:
         raise ValueError(f"`operator` {name!r} is no longer a method name: {RENAMED[name]}.")
-    if name not in methods:
-        raise ValueError(f"`operator` must be one of {tuple(methods)}. Got {name!r}.")
-    return methods[name]
+    if name not in _REGISTRY:
+        raise ValueError(f"`operator` must be one of {tuple(_REGISTRY)}. Got {name!r}.")
+    return _REGISTRY[name]
+
+
+def method_of(config: CompositionConfig) -> CompositionMethod:
+    """The method `config.operator` names, once it has refused what it cannot run (naming the
+    field): the check a `CompositionConfig`, which is data, leaves to its method."""
+    method = get_method(config.operator)
+    method.check(config)
+    return method

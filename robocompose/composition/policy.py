@@ -25,7 +25,8 @@ from robocompose.composition.fused import (
     stack_groups,
     stack_networks,
 )
-from robocompose.composition.samplers import SAMPLERS, DenoiseFn
+from robocompose.composition.methods import method_of
+from robocompose.composition.samplers import SAMPLERS, DenoiseFn, RowGenerators
 from robocompose.composition.timing import ParentTimes
 from robocompose.evaluation import parent_name
 from robocompose.policies.base import GenerativePolicy
@@ -69,33 +70,6 @@ def shared_executor() -> ThreadPoolExecutor:
     return _EXECUTOR
 
 
-class RowGenerators(Sequence[torch.Generator]):
-    """`row_generators(noise)`, made on first use: a deterministic sampler never asks for them,
-    so it never reads the noise's values (a tensor on `meta` has none)."""
-
-    def __init__(self, noise: torch.Tensor) -> None:
-        self._noise = noise
-        self._made: list[torch.Generator] | None = None
-
-    def _generators(self) -> list[torch.Generator]:
-        if self._made is None:
-            self._made = row_generators(self._noise)
-        return self._made
-
-    def __len__(self) -> int:
-        return len(self._generators())
-
-    def __getitem__(self, i: int) -> torch.Generator:  # type: ignore[override]
-        return self._generators()[i]
-
-
-def row_generators(noise: torch.Tensor) -> list[torch.Generator]:
-    """One CPU generator per batch row, seeded from that row's noise values (summed on the CPU,
-    so noise on a GPU seeds the same draws as on the CPU)."""
-    seeds = (noise.detach().cpu().flatten(1).double().abs().sum(1) * 1e6).long() % (2**62)
-    return [torch.Generator().manual_seed(int(s)) for s in seeds]
-
-
 def parent_names(parents: Sequence[GenerativePolicy]) -> list[str]:
     """Each parent's checkpoint folder name (else "parent i"), made unique by its place."""
     names = [parent_name(p, i) for i, p in enumerate(parents)]
@@ -105,7 +79,7 @@ def parent_names(parents: Sequence[GenerativePolicy]) -> list[str]:
 class ComposedPolicy:
     """A `ChunkPredictor` (see `robocompose.policies.runner`) over K composed parents.
 
-    What it runs is the config's method (`config.method()`, see `composition.methods`). It runs
+    What it runs is the config's method (`method_of(config)`, see `composition.methods`). It runs
     where its parents are, in their dtype; `to(...)` moves them all. What it derives from the
     parents' weights (the fused network, the action maps) follows them there."""
 
@@ -116,7 +90,7 @@ class ComposedPolicy:
         dims = [p.config.action_dim for p in parents]
         if len(set(dims)) != 1:
             raise ValueError(f"parents must share one action dimension. Got {dims}.")
-        self.method = config.method()
+        self.method = method_of(config)
         if (config.grid_parent() or 0) >= len(parents):
             raise ValueError(
                 f"`grid` {config.grid!r} names a parent that is not there: parents are "
@@ -148,6 +122,11 @@ class ComposedPolicy:
         # what each parent costs per chunk, over every chunk this policy infers
         parallel = self._executor is not None and (self._groups is None or len(self._groups) > 1)
         self.times = ParentTimes(parent_names(parents), parallel=parallel)
+
+    @property
+    def steps(self) -> int:
+        """Denoising steps per chunk: `config.steps`, else the method's default."""
+        return self.method.denoising_steps(self.config)
 
     @property
     def device(self) -> torch.device:
@@ -272,7 +251,7 @@ class ComposedPolicy:
         ("reference"), one parent's own ("parent<i>"), or Karras; a Karras grid also where the
         method or sampler needs a finite sigma_max and the reference choice starts at inf."""
         cfg = self.config
-        steps = cfg.denoising_steps()
+        steps = self.steps
         finite = self.method.needs_finite_sigma_max(cfg) or cfg.sampler in FINITE_SIGMA_SAMPLERS
         own = cfg.grid_parent()
         if own is not None:
@@ -284,7 +263,7 @@ class ComposedPolicy:
 
     def _parent_grid(self, denoiser: ComposedDenoiser, i: int, finite: bool) -> list[float]:
         """Parent i's own grid, refused where a parent or the method cannot start at its top."""
-        grid = denoiser.parents[i].sigmas(self.config.denoising_steps())
+        grid = denoiser.parents[i].sigmas(self.steps)
         if math.isinf(grid[0]):
             unsound = [k for k, p in enumerate(denoiser.parents) if not p.sound_at_inf]
             if finite or unsound:
@@ -332,7 +311,7 @@ class ComposedPolicy:
         sigma grid (a Karras grid replaces the reference one when the method needs it)."""
         parts = [p.fingerprint() for p in self.parents]
         config = self.config.as_record() | {
-            "steps": self.config.denoising_steps(),
+            "steps": self.steps,
             "sigmas": self.resolved_sigmas(),
         }
         for how_it_runs in ("parallel", "fuse"):  # the same actions to float rounding

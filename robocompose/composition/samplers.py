@@ -45,6 +45,33 @@ def rand(shape: Sequence[int], rng: Rng, like: torch.Tensor) -> torch.Tensor:
     return _draw(torch.rand, shape, rng, like)
 
 
+class RowGenerators(Sequence[torch.Generator]):
+    """`row_generators(noise)`, made on first use: a deterministic sampler never asks for them,
+    so it never reads the noise's values (a tensor on `meta` has none)."""
+
+    def __init__(self, noise: torch.Tensor) -> None:
+        self._noise = noise
+        self._made: list[torch.Generator] | None = None
+
+    def _generators(self) -> list[torch.Generator]:
+        if self._made is None:
+            self._made = row_generators(self._noise)
+        return self._made
+
+    def __len__(self) -> int:
+        return len(self._generators())
+
+    def __getitem__(self, i: int) -> torch.Generator:  # type: ignore[override]
+        return self._generators()[i]
+
+
+def row_generators(noise: torch.Tensor) -> list[torch.Generator]:
+    """One CPU generator per batch row, seeded from that row's noise values (summed on the CPU,
+    so noise on a GPU seeds the same draws as on the CPU)."""
+    seeds = (noise.detach().cpu().flatten(1).double().abs().sum(1) * 1e6).long() % (2**62)
+    return [torch.Generator().manual_seed(int(s)) for s in seeds]
+
+
 def _check_sigmas(sigmas: Sequence[float]) -> None:
     if len(sigmas) < 2 or sigmas[-1] != 0.0:
         raise ValueError(f"`sigmas` must have >= 2 entries and end at 0. Got {list(sigmas)}.")

@@ -22,15 +22,15 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from robocompose.composition.samplers import randn
+from robocompose.composition.samplers import RowGenerators, randn
 
 if TYPE_CHECKING:
-    from robocompose.composition.policy import ComposedPolicy
+    from robocompose.composition.methods import Composition
 
 DENOISING_SIGMAS = (0.1, 0.5, 1.0)  # where `denoising` probes the parents
 
 
-def _executed(policy: ComposedPolicy, i: int, chunk: torch.Tensor) -> torch.Tensor:
+def _executed(policy: Composition, i: int, chunk: torch.Tensor) -> torch.Tensor:
     """Parent i's chunk (in env units, its own horizon) -> the executed steps, normalised in
     parent 0's action space."""
     n_exec = policy.executed.stop - policy.executed.start
@@ -40,13 +40,13 @@ def _executed(policy: ComposedPolicy, i: int, chunk: torch.Tensor) -> torch.Tens
 
 
 def candidates(
-    policy: ComposedPolicy, obs: dict[str, torch.Tensor], noise: torch.Tensor, per_parent: int
+    policy: Composition, obs: dict[str, torch.Tensor], noise: torch.Tensor, per_parent: int
 ) -> tuple[torch.Tensor, list[str]]:
     """(C, B, n_exec, A) candidates in parent 0's normalised space and their sources:
     `per_parent` native samples of each parent, then one composed sample (the configured
     operator at the configured weights on the configured sampler)."""
-    generators = policy_row_generators(noise)
-    steps = policy.config.denoising_steps()
+    generators = RowGenerators(noise)
+    steps = policy.steps
     chunks, sources = [], []
     for i, parent in enumerate(policy.parents):
         view = policy.parent_view(parent, obs)
@@ -65,20 +65,14 @@ def candidates(
     return torch.stack(chunks), sources
 
 
-def policy_row_generators(noise: torch.Tensor):
-    from robocompose.composition.policy import RowGenerators
-
-    return RowGenerators(noise)
-
-
-def agreement(policy: ComposedPolicy, obs, chunks: torch.Tensor) -> torch.Tensor:
+def agreement(policy: Composition, obs, chunks: torch.Tensor) -> torch.Tensor:
     """Minus each candidate's mean distance to the others (C, B)."""
     flat = chunks.flatten(2)  # (C, B, n * A)
     distances = torch.cdist(flat.transpose(0, 1), flat.transpose(0, 1)).transpose(0, 1)
     return -distances.sum(-1) / max(chunks.shape[0] - 1, 1)
 
 
-def denoising(policy: ComposedPolicy, obs, chunks: torch.Tensor) -> torch.Tensor:
+def denoising(policy: Composition, obs, chunks: torch.Tensor) -> torch.Tensor:
     """Minus the parents' summed denoising error on each candidate (C, B), each candidate
     noised at DENOISING_SIGMAS with fixed per-level noise and denoised by every parent on the
     executed window it covers."""
@@ -106,5 +100,5 @@ def denoising(policy: ComposedPolicy, obs, chunks: torch.Tensor) -> torch.Tensor
     return -error
 
 
-Score = Callable[["ComposedPolicy", dict, torch.Tensor], torch.Tensor]
+Score = Callable[["Composition", dict, torch.Tensor], torch.Tensor]
 SCORES: dict[str, Score] = {"agreement": agreement, "denoising": denoising}

@@ -111,7 +111,7 @@ def _denoising(
         steps = config.steps or policy.config.num_inference_steps
         paths = {Path(config.run[0]).name: policy_path(policy, obs, noise, steps)}
     else:
-        steps = policy.config.denoising_steps()
+        steps = policy.steps
         names = parent_names(policy.parents)
         paths = {
             name: policy_path(parent, obs, noise, steps)

@@ -10,6 +10,7 @@ import torch
 
 from robocompose.composition.composed import ComposedDenoiser, karras_sigmas
 from robocompose.composition.merge import merge_parameters
+from robocompose.composition.methods import get_method, method_of
 from robocompose.composition.operators import Convex
 from robocompose.composition.policy import ComposedPolicy, CompositionConfig
 from robocompose.composition.weight_search import (
@@ -111,9 +112,9 @@ def test_weights_off_the_simplex_are_refused_and_named() -> None:
     with pytest.raises(ValueError, match=r"`weights` of convex must lie on the simplex"):
         Convex([0.7, 0.7])
     with pytest.raises(ValueError, match="`weights` of convex must lie on the simplex"):
-        CompositionConfig(operator="convex", weights=(0.7, 0.7))
+        method_of(CompositionConfig(operator="convex", weights=(0.7, 0.7)))
     with pytest.raises(ValueError, match="`operator` must be one of .*'superdiff_or'"):
-        CompositionConfig(operator="sum")
+        method_of(CompositionConfig(operator="sum"))
 
 
 def test_merge_interpolates_parameters_and_refuses_other_architectures() -> None:
@@ -179,7 +180,7 @@ def test_grid_can_be_one_parents_own_and_is_refused_where_a_parent_cannot_start(
     def composed(grid: str) -> ComposedPolicy:
         return ComposedPolicy([flow, ddpm], CompositionConfig(weights=(0.5, 0.5), grid=grid))
 
-    steps = CompositionConfig().denoising_steps()
+    steps = composed("reference").steps
     own = ddpm.denoiser_for(None).sigmas(steps)
     assert composed("parent1").resolved_sigmas() == own
     assert composed("parent1").fingerprint() != composed("karras").fingerprint()
@@ -279,9 +280,12 @@ def test_karras_grid_ends_at_zero_and_decreases() -> None:
 
 
 def test_superdiff_gets_more_denoising_steps_by_default() -> None:
-    assert CompositionConfig(operator="convex").denoising_steps() == 10
-    assert CompositionConfig(operator="superdiff_or").denoising_steps() == 40
-    assert CompositionConfig(operator="superdiff_and", steps=12).denoising_steps() == 12
+    def steps(operator: str, steps: int | None = None) -> int:
+        return get_method(operator).denoising_steps(CompositionConfig(operator, steps=steps))
+
+    assert steps("convex") == 10
+    assert steps("superdiff_or") == 40
+    assert steps("superdiff_and", steps=12) == 12
 
 
 @pytest.mark.parametrize(

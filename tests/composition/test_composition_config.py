@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from robocompose.composition.config import SAMPLER_NAMES, CompositionConfig
-from robocompose.composition.methods import get_method, method_names
+from robocompose.composition.methods import get_method, method_names, method_of
 from robocompose.composition.operators import Convex, Guided, Schedule, WeightedSum
 from robocompose.composition.samplers import SAMPLERS
 
@@ -31,7 +31,7 @@ def test_every_linear_operator_is_a_method_with_one_denoiser() -> None:
     linear = {"convex": Convex, "weighted_sum": WeightedSum, "guided": Guided, "schedule": Schedule}
     for name, operator_class in linear.items():
         config = CompositionConfig(operator=name, low_weights=(0.5, 0.5))
-        method = config.method()
+        method = method_of(config)
         assert method.single_denoiser and type(method.operator(config)) is operator_class
 
 
@@ -39,21 +39,21 @@ def test_declarations_say_how_a_method_runs() -> None:
     assert get_method("mixture").extra_noise_rows == 1
     assert not get_method("mixture").samples_full_chunk
     assert get_method("merge").merges_parameters
-    assert CompositionConfig(operator="superdiff_or").denoising_steps() == 40
-    assert CompositionConfig(operator="convex").denoising_steps() == 10
-    product = CompositionConfig(operator="weighted_sum", weights=(1.0, 1.0))
-    assert product.method().needs_finite_sigma_max(product)
-    assert not product.method().needs_finite_sigma_max(CompositionConfig(operator="weighted_sum"))
+    assert get_method("superdiff_or").denoising_steps(CompositionConfig()) == 40
+    assert get_method("convex").denoising_steps(CompositionConfig()) == 10
+    product = get_method("weighted_sum")
+    assert product.needs_finite_sigma_max(CompositionConfig(weights=(1.0, 1.0)))
+    assert not product.needs_finite_sigma_max(CompositionConfig())
 
 
 def test_weight_constraints_are_checked_without_torch() -> None:
     with pytest.raises(ValueError, match=r"`weights` of mixture must be >= 0. Got \[-0.5, 1.5\]"):
-        CompositionConfig(operator="mixture", weights=(-0.5, 1.5))
+        method_of(CompositionConfig(operator="mixture", weights=(-0.5, 1.5)))
     with pytest.raises(ValueError, match="`weights` of schedule must lie on the simplex"):
-        CompositionConfig(operator="schedule", weights=(1.0, 1.0), low_weights=(0.5, 0.5))
+        method_of(CompositionConfig("schedule", weights=(1.0, 1.0), low_weights=(0.5, 0.5)))
     with pytest.raises(ValueError, match="`low_weights` must be set for operator 'schedule'"):
-        CompositionConfig(operator="schedule")
-    assert CompositionConfig(operator="guided", weights=(1.0, -0.5)).weights == [1.0, -0.5]
+        method_of(CompositionConfig(operator="schedule"))
+    assert method_of(CompositionConfig(operator="guided", weights=(1.0, -0.5))).name == "guided"
 
 
 @pytest.mark.parametrize(
@@ -62,7 +62,7 @@ def test_weight_constraints_are_checked_without_torch() -> None:
 )
 def test_retired_names_name_what_replaces_them(old: str, new: str) -> None:
     with pytest.raises(ValueError, match=f"`operator` '{old}' is no longer a method name: .*{new}"):
-        CompositionConfig(operator=old)
+        method_of(CompositionConfig(operator=old))
 
 
 def test_retired_presets_stop_with_their_replacement_and_are_not_offered() -> None:

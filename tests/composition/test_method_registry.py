@@ -17,13 +17,14 @@ from robocompose.composition.methods import (
     DenoiserMethod,
     get_method,
     method_names,
+    method_of,
     register_method,
 )
 from robocompose.composition.operators import Convex, Operator
 from robocompose.composition.policy import ComposedPolicy
 from robocompose.composition.samplers import sample_euler
 from robocompose.config import load as load_config
-from robocompose.jobs import ComposeConfig
+from robocompose.compose_verb import ComposeConfig
 from robocompose.shipped import shipped_path
 from tests.composition.test_composed_policy import _obs, tiny_policy
 from tests.composition.test_gaussian_composition import GaussianDenoiser
@@ -59,7 +60,7 @@ class HeaviestParent(CompositionMethod):
     ) -> torch.Tensor:
         parent = policy.parents[_heaviest(policy.config.weights)]
         view = policy.parent_view(parent, obs)
-        chunk = parent.sample(view, policy.config.denoising_steps(), noise)
+        chunk = parent.sample(view, policy.steps, noise)
         return chunk[:, policy.executed]
 
 
@@ -67,7 +68,7 @@ def test_registered_methods_are_named_and_checked_by_the_config() -> None:
     assert {"heaviest_denoiser", "heaviest_parent"} <= set(method_names())
     assert isinstance(get_method("heaviest_parent"), HeaviestParent)
     with pytest.raises(ValueError, match=r"`weights` of heaviest_denoiser must be >= 0"):
-        CompositionConfig(operator="heaviest_denoiser", weights=(-1.0, 2.0))
+        method_of(CompositionConfig(operator="heaviest_denoiser", weights=(-1.0, 2.0)))
     with pytest.raises(ValueError, match="already registered"):
         register_method("convex")(HeaviestParent)
 
@@ -75,7 +76,7 @@ def test_registered_methods_are_named_and_checked_by_the_config() -> None:
 def test_a_parameter_merge_is_built_by_its_method_not_by_composed_policy() -> None:
     parents = [tiny_policy(0), tiny_policy(1)]
     config = CompositionConfig(operator="merge", weights=(0.25, 0.75))
-    merged = config.method().build(parents, config)
+    merged = method_of(config).build(parents, config)
     assert not isinstance(merged, ComposedPolicy) and merged.config == parents[0].config
     with pytest.raises(ValueError, match="'merge' merges the parents into one policy"):
         ComposedPolicy(parents, CompositionConfig(operator="merge"))
@@ -84,7 +85,7 @@ def test_a_parameter_merge_is_built_by_its_method_not_by_composed_policy() -> No
 def test_denoiser_method_samples_the_heaviest_gaussian_exactly() -> None:
     config = CompositionConfig(operator="heaviest_denoiser", weights=(0.3, 0.7))
     a, b = GaussianDenoiser(-1.0, 0.2), GaussianDenoiser(2.0, 0.5)
-    composed = ComposedDenoiser([a, b], config.method().operator(config))
+    composed = ComposedDenoiser([a, b], method_of(config).operator(config))
     noise = torch.randn(4000, 1, 1, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
     x = sample_euler(composed, noise, a.sigmas(400))
     assert x.mean().item() == pytest.approx(2.0, abs=0.04)

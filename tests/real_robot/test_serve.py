@@ -26,7 +26,7 @@ def test_config_from_the_command_line():
     assert config.composition.operator == "convex" and config.composition.weights == [0.3, 0.7]
     assert config.host == "127.0.0.1" and config.checkpoint is None
     served = config.served_policy()
-    assert served.policy.config.denoising_steps() == 4
+    assert served.policy.steps == 4
     assert served.spec.extra["policy"] == "convex [0.3, 0.7] of Stack_diffusion_mlp, Stack_flow_mlp"
 
 
