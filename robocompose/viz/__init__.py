@@ -4,8 +4,17 @@
     robocompose view --denoising checkpoints/Stack_diffusion_mlp checkpoints/Stack_flow_mlp --seed 3
     robocompose deploy twin viewer=rerun
 
-`recording` opens a recording and reads one back; `episodes` records rollouts (camera, state,
-executed actions, each predicted chunk as a 3-D path, success and score); `denoising` records
-one chunk's denoising, each parent's and the composed one; `live` streams a deploy loop;
-`view` is the verb.
+Where things are:
+
+    recording.py   open a recording (an .rrd file, or a spawned viewer), actions as 3-D points,
+                   and read an .rrd back with Rerun's own reader (entity paths, row counts)
+    episodes.py    record rollouts: camera, state, executed actions, each predicted chunk as a
+                   3-D path, success and score (the episodes eval scores)
+    denoising.py   record one chunk's denoising at one state, each parent's and the composed one
+    live.py        `deploy viewer=rerun`: the deploy loop's step log streamed as it runs (a gRPC
+                   server for viewers to connect to, a running viewer, or an .rrd file)
+    view.py        the `view` verb
+
+The ecosystem beside it: LeRobot datasets are robocompose.sim.lerobot_dataset, LeRobot parents
+robocompose.policies.lerobot.
 """
