@@ -217,6 +217,11 @@ class TabletopEnv(MujocoTaskEnv):
         z = self.data.xpos[self._cube_body[i], 2]
         return abs(z - centre_z) < REST_TOL_M and self.cube_speed(i) < REST_SPEED_M_S
 
+    def placed_in_disc(self, i: int, centre_xy: np.ndarray, radius_m: float) -> bool:
+        """Cube i rests on the table inside the disc at `centre_xy`, let go by the gripper."""
+        in_disc = np.linalg.norm(self.cube_pos(i)[:2] - centre_xy) < radius_m
+        return bool(in_disc and self.at_rest(i, CUBE_HALF_M) and self.released(i))
+
     def robot_obs(self) -> np.ndarray:
         return np.append(self.ee_pos(), self.opening())
 
@@ -291,8 +296,7 @@ class PickPlaceEnv(TabletopEnv):
 
     def placed(self, i: int) -> bool:
         """Cube i rests on the table inside the target, let go by the gripper."""
-        in_disc = np.linalg.norm(self.cube_pos(i)[:2] - self.target_xy()) < TARGET_RADIUS_M
-        return bool(in_disc and self.at_rest(i, CUBE_HALF_M) and self.released(i))
+        return self.placed_in_disc(i, self.target_xy(), TARGET_RADIUS_M)
 
     def _state_obs(self) -> np.ndarray:
         cubes = [self.cube_obs(i) for i in range(self.n_cubes)]

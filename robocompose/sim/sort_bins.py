@@ -52,13 +52,11 @@ from collections.abc import Sequence
 import numpy as np
 
 from robocompose.sim.pick_place import (
-    CUBE_HALF_M,
     SCORE_SCALE_M,
     TARGET_RADIUS_M,
     TabletopEnv,
-    cube_xml,
 )
-from robocompose.sim.stack import COLORS
+from robocompose.sim.stack import COLORS, blocks_xml
 
 MAX_EPISODE_STEPS = 450
 BIN_RADIUS_M = TARGET_RADIUS_M
@@ -114,10 +112,7 @@ class SortBinsEnv(TabletopEnv):
         _validate(blocks, bins)
         self.blocks, self.bin_colours = tuple(blocks), tuple(bins)
         self.bin_of_block = tuple(self.bin_colours.index(b) for b in self.blocks)
-        bodies = "".join(bin_xml(f"{c}_bin", c) for c in self.bin_colours) + "".join(
-            cube_xml(name, COLORS[name], (0.1 * i, 0.0, CUBE_HALF_M))
-            for i, name in enumerate(self.blocks)
-        )
+        bodies = "".join(bin_xml(f"{c}_bin", c) for c in self.bin_colours) + blocks_xml(self.blocks)
         super().__init__(
             "sort_bins",
             bodies,
@@ -140,8 +135,7 @@ class SortBinsEnv(TabletopEnv):
 
     def sorted_block(self, i: int) -> bool:
         """Block i rests on the table inside its colour's bin, let go by the gripper."""
-        gap = np.linalg.norm(self.cube_pos(i)[:2] - self.bin_xy(self.bin_of_block[i]))
-        return bool(gap < BIN_RADIUS_M and self.at_rest(i, CUBE_HALF_M) and self.released(i))
+        return self.placed_in_disc(i, self.bin_xy(self.bin_of_block[i]), BIN_RADIUS_M)
 
     def _state_obs(self) -> np.ndarray:
         blocks = [self.cube_obs(i) for i in range(len(self.blocks))]

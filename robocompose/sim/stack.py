@@ -83,6 +83,13 @@ def _validate(blocks: Sequence[str], order: Sequence[str]) -> None:
         raise ValueError(f"`order` must not repeat a block. Got {order!r}.")
 
 
+def blocks_xml(blocks: Sequence[str]) -> str:
+    """One cube body per colour name in `blocks`, in a row on the table (a reset places them)."""
+    return "".join(
+        cube_xml(name, COLORS[name], (0.1 * i, 0.0, CUBE_HALF_M)) for i, name in enumerate(blocks)
+    )
+
+
 class StackEnv(TabletopEnv):
     """Stack the blocks of `order` bottom to top. See the module docstring for details."""
 
@@ -100,13 +107,9 @@ class StackEnv(TabletopEnv):
         _validate(blocks, order)
         self.blocks, self.order = tuple(blocks), tuple(order)
         self.order_ids = tuple(self.blocks.index(b) for b in self.order)
-        bodies = "".join(
-            cube_xml(name, COLORS[name], (0.1 * i, 0.0, CUBE_HALF_M))
-            for i, name in enumerate(self.blocks)
-        )
         super().__init__(
             "stack",
-            bodies,
+            blocks_xml(self.blocks),
             self.blocks,
             obs_keys=obs_keys,
             image_size=image_size,
