@@ -14,7 +14,7 @@ Where things are:
     collect.py          expert rollouts -> demos; collect_verb.py / experts_verb.py: the commands
     episode.py          Episode (one demo in memory) and the checks every demo format applies
     hdf5_dataset.py     robomimic hdf5 demos: DemoWriter, load_demos (also reads LeRobot folders)
-    lerobot_dataset.py  LeRobot v3.0 dataset folders: reader and writer
+    lerobot_dataset/    LeRobot v3.0 dataset folders: layout, reader, writer, video, stats
     windows.py          training windows (SequenceWindows, skill_segments) and normaliser stats
     rollout.py          run a policy on vector envs, one episode per seed (under evaluate)
 """
