@@ -345,11 +345,12 @@ class DeployLoop:
                 result = self.layer.command_ee(pos_m, gripper)
                 if result.sent:
                     sent = [*result.target.tolist(), result.gripper]
+            estopped = self.layer.estopped  # before the drain: the e-stop's event is logged
             safety = [e.as_dict() for e in self.layer.drain_events()]
             events = list(decision.events)
             steps.record(tick, started, obs, state, decision, sent, safety, events)
             ended = success and self.stop_on_success
-            if ended or self.layer.estopped or tick + 1 >= max_ticks:
+            if ended or estopped or tick + 1 >= max_ticks:
                 break
             tick = ticker.wait_next(tick)
         record = {

@@ -209,6 +209,42 @@ def test_estop_ends_the_episode_and_nothing_reaches_the_arm_after_it(wrapped):
     assert not loop.run_episode(100_001, 0.3)["estop"]
 
 
+class EstopWhileLogging(JsonlWriter):
+    """Engages the e-stop while tick 2's step line is written: after the loop drained that
+    tick's safety events, before it checks the e-stop (a Ctrl-C landing there)."""
+
+    def __init__(self, path, layer: SafetyLayer) -> None:
+        super().__init__(path)
+        self.layer = layer
+
+    def write(self, record) -> None:
+        super().write(record)
+        if record.get("kind") == "step" and record["tick"] == 2:
+            self.layer.estop("between the drain and the check")
+
+
+def test_an_estop_between_the_drain_and_the_check_is_still_logged(tmp_path):
+    served = load_served_policy(POLICY.checkpoint)
+    twin = TwinArm("PickPlace", time_scale=4.0)
+    layer = SafetyLayer(twin, twin_limits("PickPlace"), control_hz=10.0)
+    executor = ChunkExecutor(
+        lambda obs: served.infer(obs)["actions"], served.spec, ExecutorConfig(mode="sync")
+    )
+    log = EstopWhileLogging(tmp_path / "steps.jsonl", layer)
+    loop = DeployLoop(twin, layer, executor, twin_observer(twin), log, time_scale=4.0, twin=twin)
+    try:
+        record = loop.run_episode(100_000, 10.0)
+    finally:
+        executor.close()
+        layer.close()
+        log.close()
+    assert record["estop"] and record["events"]["safety:estop_engaged"] == 1
+    lines = [json.loads(line) for line in (tmp_path / "steps.jsonl").read_text().splitlines()]
+    steps = [line for line in lines if line["kind"] == "step"]
+    assert [s["tick"] for s in steps] == [0, 1, 2, 3]  # the tick after it logs the e-stop
+    assert steps[-1]["sent"] is None
+
+
 def test_an_observer_module_in_the_current_folder_imports(tmp_path, monkeypatch):
     import sys
 
