@@ -27,7 +27,7 @@ import torch
 from common import CHECKPOINTS, ResultsFile
 
 from robocompose.composition.api import compose, load
-from robocompose.composition.policy import ComposedPolicy
+from robocompose.composition.composed_policy import ComposedPolicy
 from robocompose.evaluation import evaluate
 from robocompose.records import EvalResult
 

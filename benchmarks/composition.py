@@ -87,13 +87,13 @@ from search_replay import (
 from robocompose.compare import Comparison, compare
 from robocompose.composition.api import candidate_label, compose, search
 from robocompose.composition.builtin_methods import SELECTOR_CANDIDATES, SelectorMethod
+from robocompose.composition.composed_policy import ComposedPolicy
 from robocompose.composition.fused import (
     StackedDenoiser,
     StackedNetwork,
     fusable,
     stack_networks,
 )
-from robocompose.composition.policy import ComposedPolicy
 from robocompose.composition.samplers import sample_euler
 from robocompose.composition.selector import SCORES, candidates
 from robocompose.composition.weight_search import (

@@ -41,8 +41,8 @@ from composition import _euler, parents_of
 from policy_latency import random_obs
 from torch import Tensor, nn
 
+from robocompose.composition.composed_policy import ComposedPolicy
 from robocompose.composition.fused import StackedNetwork, fusable, stack_networks
-from robocompose.composition.policy import ComposedPolicy
 from robocompose.shipped import PARENT_PAIRS
 
 STEPS = 10

@@ -2,23 +2,27 @@
 
     from robocompose.composition import load, compose, evaluate, search
 
-Where things are (each layer imports only the ones above it; tests/test_import_cycles.py):
+Where things are:
 
-    config.py           CompositionConfig: operator, weights, sampler, grid (data, no torch)
-    methods.py          the method registry: what a method needs and how it runs
-    builtin_methods.py  the shipped methods (convex, weighted_sum, guided, schedule,
-                        superdiff_and/or, mixture, selector, merge)
-    operators.py        operators on the parents' denoiser outputs (convex, product, guided, ...)
-    samplers.py         samplers in sigma space (Euler, Heun, ancestral, annealed MCMC)
-    superdiff.py        SuperDiff AND/OR's own sampler;  selector.py: the selector's candidates
-    merge.py            the parameter merge (model soup)
-    fused.py            parents' backbones run as one stacked network
-    composed.py         ComposedDenoiser: K parents' denoisers as one
-    timing.py           what each parent costs per chunk
-    policy.py           ComposedPolicy: K parents and a method, run by the harness
-    weight_search.py    the search over weights (grid, racing, successive halving)
-    search_record.py    what a search ran on, its record on disk and resume
-    api.py              load, compose, evaluate, search: the notebook API and the verbs'
+    config.py             CompositionConfig: operator, weights, sampler, grid (data, no torch)
+    methods.py            the method registry: what a method needs and how it runs
+    builtin_methods.py    the shipped methods (convex, weighted_sum, guided, schedule,
+                          superdiff_and/or, mixture, selector, merge)
+    operators.py          operators on the parents' denoiser outputs (convex, product, guided)
+    samplers.py           samplers in sigma space (Euler, Heun, ancestral, annealed MCMC)
+    superdiff.py          SuperDiff AND/OR's own sampler
+    selector.py           the selector's candidates and scores
+    merge.py              the parameter merge (model soup)
+    fused.py              the parents' backbones run as one stacked network
+    composed_denoiser.py  ComposedDenoiser: the parents' denoisers as one, by an operator
+    timing.py             what each parent costs per chunk
+    composed_policy.py    ComposedPolicy: K parents and a method, run by the harness
+    weight_search.py      the search over weights (grid, racing, successive halving)
+    search_record.py      what a search ran on, its record on disk, its resume
+    api.py                load, compose, evaluate, search: the notebook API the verbs call
+
+The layers run one way: config <- methods <- builtin_methods <- composed_policy <- api
+(tests/test_import_cycles.py fails on any import cycle).
 """
 
 from __future__ import annotations

@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from robocompose.composition import search_record
+from robocompose.composition.composed_policy import ComposedPolicy
+from robocompose.composition.config import CompositionConfig
 from robocompose.composition.methods import method_of
-from robocompose.composition.policy import ComposedPolicy, CompositionConfig
 from robocompose.composition.timing import ParentTimes, sum_times
 from robocompose.composition.weight_search import (
     Key,

@@ -8,7 +8,7 @@ torch-free path; `operator`, `sample`, `predict_actions` and `build` import what
 they run.
 
 Layers (each imports only those before it): `config` (data) <- `methods` (this registry) <-
-`builtin_methods` <- `policy` <- `api`. A method's hooks see the composed policy that
+`builtin_methods` <- `composed_policy` <- `api`. A method's hooks see the composed policy that
 runs them through the `Composition` protocol below, so this module never imports it.
 
 Adding a method: subclass `CompositionMethod` (or `DenoiserMethod` for an operator on the
@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, ClassVar, Protocol, TypeVar
 if TYPE_CHECKING:
     import torch
 
-    from robocompose.composition.composed import ComposedDenoiser
+    from robocompose.composition.composed_denoiser import ComposedDenoiser
     from robocompose.composition.config import CompositionConfig
     from robocompose.composition.operators import Operator
     from robocompose.composition.samplers import DenoiseFn

@@ -26,8 +26,8 @@ import numpy as np
 import torch
 
 from robocompose.composition.api import AnyPolicy, compose, task_of
+from robocompose.composition.composed_policy import ComposedPolicy
 from robocompose.composition.methods import get_method, method_names
-from robocompose.composition.policy import ComposedPolicy
 from robocompose.composition.samplers import sample_euler
 from robocompose.devices import resolve_device
 from robocompose.policies.base import GenerativePolicy, is_image_shape

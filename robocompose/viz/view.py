@@ -95,7 +95,7 @@ def _denoising(
 ) -> list[str]:
     import torch
 
-    from robocompose.composition.policy import parent_names
+    from robocompose.composition.composed_policy import parent_names
     from robocompose.policies.base import GenerativePolicy
     from robocompose.viz.denoising import (
         composed_path,

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 import torch
 
-from robocompose.composition.composed import ComposedDenoiser, karras_sigmas
+from robocompose.composition.composed_denoiser import ComposedDenoiser, karras_sigmas
+from robocompose.composition.composed_policy import ComposedPolicy, CompositionConfig
 from robocompose.composition.merge import merge_parameters
 from robocompose.composition.methods import get_method, method_of
 from robocompose.composition.operators import Convex
-from robocompose.composition.policy import ComposedPolicy, CompositionConfig
 from robocompose.composition.weight_search import (
     grid_search,
     racing,

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import torch
 
+from robocompose.composition.composed_policy import ComposedPolicy, CompositionConfig
 from robocompose.composition.merge import merge_parameters
-from robocompose.composition.policy import ComposedPolicy, CompositionConfig
 from robocompose.composition.samplers import sample_ancestral, sample_annealed_mcmc
 from robocompose.composition.superdiff import sample_superdiff
 from robocompose.policies.runner import PolicyPredictor, PolicyRunner

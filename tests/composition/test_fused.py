@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 
+from robocompose.composition.composed_policy import ComposedPolicy, CompositionConfig
 from robocompose.composition.fused import (
     StackedDenoiser,
     StackedMlpDenoiser,
@@ -13,7 +14,6 @@ from robocompose.composition.fused import (
     fusable,
     stack_networks,
 )
-from robocompose.composition.policy import ComposedPolicy, CompositionConfig
 from robocompose.composition.samplers import sample_euler, sample_heun
 from robocompose.policies.checkpoint import build_policy
 from robocompose.policies.config import PolicyConfig

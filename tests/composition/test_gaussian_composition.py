@@ -15,7 +15,7 @@ import pytest
 import torch
 from diffusers import DDPMScheduler
 
-from robocompose.composition.composed import ComposedDenoiser, karras_sigmas
+from robocompose.composition.composed_denoiser import ComposedDenoiser, karras_sigmas
 from robocompose.composition.operators import Convex, Schedule, WeightedSum
 from robocompose.composition.samplers import (
     sample_ancestral,

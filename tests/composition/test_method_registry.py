@@ -9,8 +9,10 @@ import math
 import pytest
 import torch
 
+from robocompose.compose_verb import ComposeConfig
 from robocompose.composition.api import compose, evaluate, load
-from robocompose.composition.composed import ComposedDenoiser
+from robocompose.composition.composed_denoiser import ComposedDenoiser
+from robocompose.composition.composed_policy import ComposedPolicy
 from robocompose.composition.config import CompositionConfig
 from robocompose.composition.methods import (
     CompositionMethod,
@@ -21,10 +23,8 @@ from robocompose.composition.methods import (
     register_method,
 )
 from robocompose.composition.operators import Convex, Operator
-from robocompose.composition.policy import ComposedPolicy
 from robocompose.composition.samplers import sample_euler
 from robocompose.config import load as load_config
-from robocompose.compose_verb import ComposeConfig
 from robocompose.shipped import shipped_path
 from tests.composition.test_composed_policy import _obs, tiny_policy
 from tests.composition.test_gaussian_composition import GaussianDenoiser

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from robocompose.composition.policy import ComposedPolicy, CompositionConfig
+from robocompose.composition.composed_policy import ComposedPolicy, CompositionConfig
 from robocompose.composition.weight_search import (
     NativeParent,
     grid_search,

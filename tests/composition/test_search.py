@@ -14,7 +14,7 @@ import pytest
 
 from robocompose.cli import load_verb_config, main
 from robocompose.composition import load, search
-from robocompose.composition.policy import CompositionConfig
+from robocompose.composition.composed_policy import CompositionConfig
 from robocompose.composition.search_record import SearchRecordError, seed_entry, start
 from robocompose.composition.weight_search import SearchSettings
 from robocompose.demo import DemoConfig

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from robocompose.composition.policy import ComposedPolicy, CompositionConfig
+from robocompose.composition.composed_policy import ComposedPolicy, CompositionConfig
 from robocompose.composition.selector import agreement, candidates, denoising
 from tests.composition.test_composed_policy import _obs, tiny_policy
 

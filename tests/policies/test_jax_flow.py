@@ -16,10 +16,10 @@ pytest.importorskip("optax", reason="the `jax` extra (jax, flax, optax) trains t
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
-from robocompose.composition.composed import ComposedDenoiser, karras_sigmas  # noqa: E402
+from robocompose.composition.composed_denoiser import ComposedDenoiser, karras_sigmas  # noqa: E402
+from robocompose.composition.composed_policy import ComposedPolicy  # noqa: E402
 from robocompose.composition.config import CompositionConfig  # noqa: E402
 from robocompose.composition.operators import Convex, WeightedSum  # noqa: E402
-from robocompose.composition.policy import ComposedPolicy  # noqa: E402
 from robocompose.composition.samplers import sample_heun  # noqa: E402
 from robocompose.policies.config import PolicyConfig  # noqa: E402
 from robocompose.policies.flow import FlowDenoiser  # noqa: E402

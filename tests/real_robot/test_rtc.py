@@ -13,7 +13,7 @@ import math
 import pytest
 import torch
 
-from robocompose.composition.composed import ComposedDenoiser, karras_sigmas
+from robocompose.composition.composed_denoiser import ComposedDenoiser, karras_sigmas
 from robocompose.composition.operators import Convex
 from robocompose.composition.samplers import sample_ancestral, sample_euler, sample_heun
 from robocompose.policies.denoiser import Denoiser, DenoiserOutput

@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
-from robocompose.composition.composed import ActionMap, ComposedDenoiser, karras_sigmas
+from robocompose.composition.composed_denoiser import ActionMap, ComposedDenoiser, karras_sigmas
 from robocompose.composition.config import FINITE_SIGMA_SAMPLERS, CompositionConfig
 from robocompose.composition.fused import (
     BoundStack,
