@@ -109,3 +109,25 @@ def test_a_port_in_use_is_one_line_naming_the_port_and_its_holder(caplog):
     assert f"pid {os.getpid()} (" in message and "--port 0 for any free port" in message
     assert "\n" not in message
     assert "stopped" not in caplog.text
+
+
+def test_delay_s_slows_every_inference_and_the_reply_says_so():
+    """`delay_s` wraps the served policy (the server itself injects nothing); replies carry the
+    same `server_timing` keys with or without it."""
+    pytest.importorskip("websockets", reason="the `robot` extra is not installed")
+    from robocompose.real_robot.client import PolicyClient
+
+    obs = {"state": np.zeros((2, 11))}
+    timings = []
+    for delay in ("0", "0.05"):
+        config = load_verb_config(
+            "serve", [f"checkpoint={CHECKPOINT}", "port=0", f"delay_s={delay}"]
+        )
+        with config.server() as server, PolicyClient(server.address) as client:
+            timings.append(client.infer(obs)["server_timing"])
+    plain, delayed = timings
+    assert (
+        set(plain) == set(delayed) == {"infer_ms", "queue_ms", "delay_ms", "stall_ms", "total_ms"}
+    )
+    assert plain["delay_ms"] == plain["stall_ms"] == delayed["stall_ms"] == 0.0
+    assert delayed["delay_ms"] == pytest.approx(50.0) and delayed["infer_ms"] >= 50.0
