@@ -321,17 +321,7 @@ class DeployLoop:
         max_ticks = max(1, round(episode_s * self.rate_hz))
         steps = StepRecorder(self.log, self.client, seed)
         counts = steps.counts
-        self.log.write(
-            {
-                "kind": "episode_start",
-                "seed": seed,
-                "time": time.time(),
-                "rate_hz": self.rate_hz,
-                "time_scale": self.time_scale,
-                "period_s": self.period_s,
-                "mode": self.executor.config.mode,
-            }
-        )
+        steps.start(self.rate_hz, self.time_scale, self.period_s, self.executor.config.mode)
         ticker = Ticker(self.period_s)
         tick, success, score, start = 0, None, 0.0, time.monotonic()
         while True:

@@ -30,6 +30,7 @@ import numpy as np
 from robocompose.real_robot.base import Arm
 from robocompose.real_robot.control import ControlProcess
 from robocompose.real_robot.control_config import DEFAULT_RATES_HZ, SENT, ControlConfig
+from robocompose.real_robot.deploy import Ticker
 from robocompose.real_robot.drivers import make_arm
 from robocompose.real_robot.drivers.twin import TwinArm, ee_target_from_action
 from robocompose.real_robot.executor import ChunkExecutor
@@ -130,20 +131,16 @@ class ProcessDeployLoop:
         max_ticks = max(1, round(episode_s * self.rate_hz))
         steps = StepRecorder(self.log, self.client, seed)
         counts = steps.counts
-        self.log.write(
-            {
-                "kind": "episode_start",
-                "seed": seed,
-                "time": time.time(),
-                "rate_hz": self.rate_hz,
-                "control": "process",
-                "control_rate_hz": self.control.config.rate_hz,
-                "time_scale": self.time_scale,
-                "period_s": self.period_s,
-                "mode": self.executor.config.mode,
-            }
+        steps.start(
+            self.rate_hz,
+            self.time_scale,
+            self.period_s,
+            self.executor.config.mode,
+            control="process",
+            control_rate_hz=self.control.config.rate_hz,
         )
-        t0 = time.monotonic()
+        ticker = Ticker(self.period_s)
+        t0 = ticker.t0
         tick, success, score, aborted = 0, None, 0.0, False
         while True:
             started = time.monotonic()
@@ -155,8 +152,7 @@ class ProcessDeployLoop:
                 break
             obs, success, score = self.observe()
             state = self.control.read_state()
-            deadline = t0 + (tick + 1) * self.period_s
-            decision = self.executor.act(tick, obs, deadline - 0.1 * self.period_s)
+            decision = self.executor.act(tick, obs, ticker.deadline(tick) - 0.1 * self.period_s)
             if decision.action is not None and not self.control.estopped:
                 self.schedule(tick, t0)
             sent, safety, events = self.collect(decision.events)
@@ -164,7 +160,7 @@ class ProcessDeployLoop:
             ended = success and self.stop_on_success
             if ended or self.control.estopped or tick + 1 >= max_ticks:
                 break
-            tick = self.wait_next(tick, t0)
+            tick = ticker.wait_next(tick)
         if not aborted and not self.control.estopped:
             self.control.request("hold")
         record = {
@@ -214,15 +210,6 @@ class ProcessDeployLoop:
             else:
                 other.append(line)
         return sent, safety, other
-
-    def wait_next(self, tick: int, t0: float) -> int:
-        """Sleep until the next tick starts; the tick to run (late ticks are skipped)."""
-        due = t0 + (tick + 1) * self.period_s
-        now = time.monotonic()
-        if now < due:
-            time.sleep(due - now)
-            return tick + 1
-        return max(tick + 1, int((now - t0) / self.period_s))
 
     def close(self) -> None:
         self.control.close()

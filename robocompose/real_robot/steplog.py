@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -68,6 +69,24 @@ class StepRecorder:
         self.counts: Counter[str] = Counter()
         self._reconnects = getattr(client, "reconnects", 0)
         self._last_start: float | None = None
+
+    def start(
+        self, rate_hz: float, time_scale: float, period_s: float, mode: str, **control: Any
+    ) -> None:
+        """The episode's first line: seed, wall time and the loop's settings (`control`: those of
+        a control process)."""
+        self.log.write(
+            {
+                "kind": "episode_start",
+                "seed": self.seed,
+                "time": time.time(),
+                "rate_hz": rate_hz,
+                **control,
+                "time_scale": time_scale,
+                "period_s": period_s,
+                "mode": mode,
+            }
+        )
 
     def record(
         self,
