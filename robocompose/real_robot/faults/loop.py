@@ -3,8 +3,9 @@
 Each fault is injected into real parts while a real episode runs (policy server, client, twin,
 safety layer, executor, deploy loop):
 
-- server_killed: the server drops every connection and stops listening, then comes back;
-- server_stalled: every inference is held for 2 s;
+- server_killed: the server drops every connection and stops listening, then comes back
+  (`injectors.FaultyServer`);
+- server_stalled: every inference is held for `injectors.STALL_S`;
 - nan_actions / out_of_range_actions: the served policy's chunks are corrupted for a while
   (`injectors.CorruptingPolicy` wraps the real policy);
 - connection_dropped: a TCP relay between client and server cuts every connection and refuses
