@@ -5,19 +5,41 @@ win on seeds where one parent succeeds and the other fails.
     from robocompose.compare import compare
     print(compare("checkpoints/Stack_diffusion_mlp", "checkpoints/Stack_flow_mlp",
                   range(100_000, 100_100), out_dir="runs/compare").table())
+
+`robocompose compare A B` is `run(CompareConfig(...))`. Light to import: `compare` imports the
+rollout when it runs.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from robocompose.evaluation import PolicyLike, evaluate
 from robocompose.records import EvalResult, is_success
+from robocompose.rollout_config import EpisodesConfig
 from robocompose.stats import PairedOutcomes, paired_outcomes
+
+if TYPE_CHECKING:
+    from robocompose.evaluation import PolicyLike
+
+
+@dataclass(kw_only=True)
+class CompareConfig(EpisodesConfig):
+    """`robocompose compare A B`: two checkpoints on the same seeds, and where each succeeds
+    alone (what a composition of them could gain)."""
+
+    checkpoints: list[str]
+    num_envs: int | None = None
+    out: str = "runs/compare"  # episodes of each (<name>.jsonl, resumable) and compare.json
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if len(self.checkpoints) != 2:
+            raise ValueError(f"`checkpoints` must name 2 checkpoints. Got {self.checkpoints}.")
 
 
 @dataclass(frozen=True)
@@ -79,6 +101,8 @@ def compare(
 ) -> Comparison:
     """Evaluate `a` and `b` on the same `seeds` (into out_dir/<label>.jsonl, resumable) and pair
     their outcomes seed by seed; `evaluate_kwargs` go to `robocompose.evaluation.evaluate`."""
+    from robocompose.evaluation import evaluate
+
     if _same_policy(a, b):
         raise ValueError(
             f"compare runs two different policies; both are {a if _is_path(a) else 'one object'} "
@@ -100,6 +124,23 @@ def compare(
     )
     outcomes = [[is_success(r["success"]) for r in result.records] for result in results]
     return Comparison(labels, results, paired_outcomes(*outcomes))  # type: ignore[arg-type]
+
+
+def run(config: CompareConfig) -> Comparison:
+    """Compare, print the table and write it to `out/compare.json`."""
+    result = compare(
+        *config.checkpoints,
+        config.seeds(),
+        out_dir=config.out,
+        num_envs=config.num_envs,
+        device=config.device,
+        batch_invariant=config.batch_invariant,
+    )
+    print(result.table())
+    record = Path(config.out) / "compare.json"
+    record.write_text(json.dumps(result.to_dict(), indent=2) + "\n")
+    print(f"record: {record}")
+    return result
 
 
 def _label(policy: PolicyLike, index: int) -> str:

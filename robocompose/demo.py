@@ -41,7 +41,7 @@ class DemoConfig:
         check_device(self.device)
 
 
-def run_demo(config: DemoConfig) -> dict:
+def run(config: DemoConfig) -> dict:
     from robocompose.composition.api import candidate_label, chosen_policy, compose, load, search
     from robocompose.composition.weight_search import NativeParent, plot_search
     from robocompose.evaluation import evaluate

@@ -29,6 +29,13 @@ class ReportConfig:
     out: str | None = None  # the PNG; None: <run>/curves.png
 
 
+def run(config: ReportConfig) -> Path:
+    """Write the report and print where it went."""
+    out = write_report(config)
+    print(f"plot: {out}")
+    return out
+
+
 def write_report(config: ReportConfig) -> Path:
     """Plot every scalar of the run's events into one PNG; returns its path."""
     run = Path(config.run)

@@ -6,12 +6,13 @@ import json
 
 import pytest
 
-from robocompose.demo import DemoConfig, run_demo
+from robocompose import demo
+from robocompose.demo import DemoConfig
 
 
 def test_demo_writes_its_table_plot_video_and_record(tmp_path, capsys) -> None:
     config = DemoConfig(episodes=4, first_slice=2, num_envs=2, out=str(tmp_path))
-    record = run_demo(config)
+    record = demo.run(config)
     labels = [r["label"] for r in record["rows"]]
     assert labels[:2] == ["Stack_diffusion_mlp", "Stack_flow_mlp"]
     # the search's choice: the convex weights, or a parent alone when none beat it
@@ -33,7 +34,7 @@ def test_demo_writes_its_table_plot_video_and_record(tmp_path, capsys) -> None:
     # record gone it films again, and demo.json names the file it wrote (the first is kept)
     (folder / "video_episode.jsonl").unlink()
     with pytest.warns(UserWarning, match=r"seed_100000\.mp4 exists \(kept\)"):
-        again = run_demo(config)
+        again = demo.run(config)
     assert again["rows"] == record["rows"]
     assert again["video"] == str(folder / "videos" / "seed_100000-2.mp4")
     assert json.loads((folder / "demo.json").read_text())["video"] == again["video"]

@@ -9,10 +9,11 @@ from typing import Any
 import pytest
 import torch
 
+from robocompose import demo
 from robocompose.cli import main
 from robocompose.composition.api import compose
 from robocompose.composition.api import evaluate as api_evaluate
-from robocompose.demo import DemoConfig, run_demo
+from robocompose.demo import DemoConfig
 from robocompose.evaluation import check_observations, evaluate, task_of
 from robocompose.interrupt import ResumableInterrupt
 from robocompose.policies.checkpoint import load_policy
@@ -208,7 +209,7 @@ def test_the_configs_device_reaches_the_evaluation(tmp_path) -> None:
             ]
         )
     with pytest.raises(ValueError, match=r"`device`='cuda': this machine has 0 CUDA"):
-        run_demo(DemoConfig(episodes=1, out=str(tmp_path), device="cuda"))
+        demo.run(DemoConfig(episodes=1, out=str(tmp_path), device="cuda"))
     assert not list(tmp_path.rglob("*.jsonl"))  # refused before any episode ran
 
 

@@ -1,4 +1,5 @@
-"""The training config, kept free of torch so the CLI can validate overrides without loading it."""
+"""The `train` verb: its config, kept free of torch so the CLI can validate overrides without
+loading it, and `run(config)`, which imports the training loop (`robocompose.policies.train`)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from robocompose.devices import check_device
-from robocompose.jobs import TaskConfig
 from robocompose.policies.config import PolicyConfig
+from robocompose.rollout_config import TaskConfig
 
 # Curves live in their own subfolder: the run folder's top level stays the checkpoint a loader
 # reads, and the folder name says which tool opens it.
@@ -102,3 +103,19 @@ class TrainConfig:
         d = asdict(self)
         d["policy"] = self.policy.to_dict()
         return d
+
+
+def run(config: TrainConfig) -> Path:
+    """`robocompose train`: say where the checkpoint and curves go, train (resuming what `out`
+    holds), print the checkpoint."""
+    from robocompose.policies.train import train
+
+    print(
+        f"training into {config.out} (checkpoint and train_state, saved as it goes); curves: "
+        f"{config.events_dir}/, view with `robocompose report {config.out}` or "
+        f"`tensorboard --logdir {config.events_dir}`",
+        flush=True,
+    )
+    checkpoint = train(config)
+    print(f"checkpoint: {checkpoint}")
+    return checkpoint

@@ -361,7 +361,8 @@ class DeployLoop:
 
 
 def run(config: DeployConfig) -> dict[str, Any]:
-    """Every episode of `config` not yet in `out/episodes.jsonl`; the run's summary."""
+    """`robocompose deploy`: every episode of `config` not yet in `out/episodes.jsonl`; prints
+    and returns the run's summary."""
     out = Path(config.out)
     results_path = out / "episodes.jsonl"
     done = done_seeds(results_path)
@@ -386,6 +387,7 @@ def run(config: DeployConfig) -> dict[str, Any]:
         "episodes_log": str(results_path),
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
+    print(f"success {summary['success_text']}; step log {summary['steps_log']}")
     return summary
 
 

@@ -189,7 +189,11 @@ class ReplayConfig:
 
 
 def run(config: ReplayConfig) -> tuple[str, list[Path]]:
-    """The printed summary and the plots written."""
+    """`robocompose replay`: print the summary and the plots written; returns both."""
     lines = read_log(config.log)
     out = Path(config.out) if config.out else Path(config.log).parent / "plots"
-    return format_summary(summarize(lines)), plot(lines, out, config.seed)
+    text, plots = format_summary(summarize(lines)), plot(lines, out, config.seed)
+    print(text)
+    for path in plots:
+        print(f"plot: {path}")
+    return text, plots

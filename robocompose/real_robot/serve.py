@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from robocompose.devices import check_device
-from robocompose.jobs import CompositionSpec
+from robocompose.rollout_config import CompositionSpec
 
 if TYPE_CHECKING:  # the server needs the `robot` extra and torch; the config neither
     from robocompose.real_robot.base import ServedPolicy

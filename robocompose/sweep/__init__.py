@@ -1,5 +1,11 @@
 """Ablation sweeps: a grid of compositions from Hydra configs, every episode a row of one table,
-run here or on Ray, summarised as a markdown table and one plot per axis."""
+run here or on Ray, summarised as a markdown table and one plot per axis.
+
+Where things are: `config.py` (the sweep's config and its grid of cells: `plan(overrides)`),
+`run.py` (the verb: `run(plan)` runs the cells' missing episodes and summarises), `launchers.py`
+(local and Ray), `table.py` (the episode table, summary, plots), `describe.py` (what the cells
+share, for the summary and plots).
+"""
 
 from __future__ import annotations
 
@@ -11,7 +17,6 @@ _EXPORTS = {
     "SweepConfig": "config",
     "plan": "config",
     "SweepReport": "run",
-    "run_sweep": "run",
 }
 __all__ = list(_EXPORTS)
 

@@ -19,7 +19,7 @@ from hydra.core.override_parser.types import Override
 from hydra.errors import HydraException
 
 from robocompose.config import ConfigError, build, compose_all, to_tree
-from robocompose.jobs import RolloutConfig
+from robocompose.rollout_config import RolloutConfig
 
 LAUNCHERS = ("local", "ray")
 # what may change when a sweep is rerun into the same folder: nothing that moves a result

@@ -1,4 +1,4 @@
-"""`robocompose sweep`: plan the cells, run the episodes not yet in the table, summarise.
+"""`robocompose sweep`: run the planned cells' episodes not yet in the table, summarise.
 
     <sweep.dir>/episodes.csv   one row per episode: axis values, episode seed, outcome
     <sweep.dir>/summary.md     task, parents, shared settings, seeds; then per cell: mean
@@ -21,7 +21,7 @@ from tqdm import tqdm
 
 from robocompose.config import ConfigError
 from robocompose.interrupt import ResumableInterrupt
-from robocompose.sweep.config import Cell, SweepPlan, plan
+from robocompose.sweep.config import Cell, SweepPlan
 from robocompose.sweep.describe import plot_context, summary_header
 from robocompose.sweep.launchers import Task, launch
 from robocompose.sweep.table import EpisodeTable, plot_axes, summary
@@ -103,9 +103,9 @@ def _tasks(
     ]
 
 
-def run_sweep(overrides: Sequence[str], progress: bool = True) -> SweepReport:
-    """Run (or resume) the sweep the overrides describe and write its table, summary, plots."""
-    sweep_plan = plan(overrides)
+def run(sweep_plan: SweepPlan, progress: bool = True) -> SweepReport:
+    """Run (or resume) the planned sweep (`robocompose.sweep.config.plan(overrides)`), write
+    its table, summary and plots, and print the summary and where they went."""
     base, axes, cells = sweep_plan.base, sweep_plan.axes, sweep_plan.cells
     folder = Path(base.sweep.dir)
     _check_parents(sweep_plan)
@@ -146,4 +146,8 @@ def run_sweep(overrides: Sequence[str], progress: bool = True) -> SweepReport:
     text = f"{summary_header(sweep_plan)}\n\n{summary(rows, axes, skipped)}"
     (folder / "summary.md").write_text(text + "\n")
     plots = plot_axes(rows, axes, folder / "plots", plot_context(sweep_plan))
+    print(f"\n{text}\n")
+    print(f"table: {table.path} ({len(rows)} episodes, {ran} run now)")
+    for path in plots:
+        print(f"plot: {path}")
     return SweepReport(table.path, text, plots, len(rows), ran)

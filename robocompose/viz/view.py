@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from robocompose.jobs import CompositionSpec, EpisodesConfig
+from robocompose.rollout_config import CompositionSpec, EpisodesConfig
 
 
 @dataclass(kw_only=True)
@@ -52,8 +52,9 @@ def load_run(config: ViewConfig) -> Any:
     return compose(parents, spec.operator, spec.weights, **spec.settings())
 
 
-def run_view(config: ViewConfig) -> str:
-    """Record, and say what was recorded where (one line per episode, or per path)."""
+def run(config: ViewConfig) -> str:
+    """`robocompose view`: record, then print and return what was recorded where (one line
+    per episode, or per path)."""
     from robocompose.evaluation import check_observations, task_of
     from robocompose.policies.base import GenerativePolicy
     from robocompose.policies.runner import PolicyPredictor
@@ -82,7 +83,9 @@ def run_view(config: ViewConfig) -> str:
     finally:
         close_recording(stream)
     where = f"recording: {config.save}" if config.save else "recording streamed to the viewer"
-    return "\n".join([*lines, where])
+    text = "\n".join([*lines, where])
+    print(text)
+    return text
 
 
 def _denoising(

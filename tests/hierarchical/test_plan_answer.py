@@ -8,22 +8,22 @@ import io
 
 import pytest
 
-from robocompose.cli import _read_answer
 from robocompose.hierarchical.run.corrections import CorrectionQueue, read_lines_into
+from robocompose.hierarchical.run.plan_verb import read_answer
 
 
 def test_the_answer_comes_through_the_corrections_reader():
     queue = CorrectionQueue()
     reader = read_lines_into(io.StringIO("\n2\n"), queue)
-    assert _read_answer(queue, reader) == "2"
+    assert read_answer(queue, reader) == "2"
     reader.join(timeout=5)
-    assert _read_answer(queue, reader) is None  # the input ended
+    assert read_answer(queue, reader) is None  # the input ended
 
 
 def test_the_answer_comes_from_stdin_without_the_reader(monkeypatch):
     monkeypatch.setattr("sys.stdin", io.StringIO("use blue instead\n"))
-    assert _read_answer(CorrectionQueue(), None) == "use blue instead"
-    assert _read_answer(CorrectionQueue(), None) is None
+    assert read_answer(CorrectionQueue(), None) == "use blue instead"
+    assert read_answer(CorrectionQueue(), None) is None
 
 
 @pytest.mark.smollm2

@@ -15,11 +15,11 @@ from robocompose.cli import main
 from robocompose.composition.api import compose
 from robocompose.composition.config import CompositionConfig
 from robocompose.evaluation import evaluate
-from robocompose.jobs import CompositionSpec
 from robocompose.policies.checkpoint import load_policy
 from robocompose.policies.runner import PolicyPredictor
 from robocompose.real_robot.policy_adapter import load_served_policy
 from robocompose.real_robot.serve import ServeConfig
+from robocompose.rollout_config import CompositionSpec
 from tests.composition.test_composed_policy import _obs, tiny_policy
 
 PUSHT = "checkpoints/PushT_flow_mlp"  # horizon 16, n_obs_steps 2, trained n_action_steps 8

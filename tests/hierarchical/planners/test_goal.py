@@ -165,9 +165,9 @@ def test_the_plan_verb_asks_back_and_reads_the_answer_from_stdin(qwen, tmp_path,
         assert first.outcome in ("asked", "declined") and "purple" in first.message
         assert runner.world.steps == 0
         monkeypatch.setattr("sys.stdin", io.StringIO("use the blue block instead\n"))
-        from robocompose.cli import _read_answer
+        from robocompose.hierarchical.run.plan_verb import read_answer
 
-        answer = _read_answer(runner.queue, None)
+        answer = read_answer(runner.queue, None)
         second = runner.answer(answer)
         assert "use the blue block instead" in runner.instruction
         assert second.outcome in ("success", "asked", "declined")

@@ -1,7 +1,6 @@
-"""The verbs' configs (built from `configs/<verb>.yaml` by `robocompose.config`) and the one job
-the rollout verbs share: a task's parents, composed, run on a seed list.
-
-`compose` runs one `RolloutConfig`; `search` searches its weights; `sweep` runs one per cell.
+"""The config parts the rollout verbs share: a task, which episodes (seeds, device), and a task's
+parents composed (`RolloutConfig`: compose runs one, search searches its weights, sweep runs one
+per cell; eval, compare, view and serve use the parts). Light to import: no torch.
 """
 
 from __future__ import annotations
@@ -14,7 +13,6 @@ from typing import TYPE_CHECKING, Any
 
 from robocompose.composition.config import CompositionConfig
 from robocompose.composition.methods import CompositionMethod, method_of
-from robocompose.composition.weight_search import SearchSettings
 from robocompose.devices import check_device
 from robocompose.shipped import parent_pair
 from robocompose.sim.tasks import get_task, register_external
@@ -151,92 +149,6 @@ class RolloutConfig(EpisodesConfig):
 @functools.lru_cache(maxsize=16)
 def load_parent(path: str) -> GenerativePolicy:
     """One load per checkpoint per process (a sweep's cells, a Ray worker's tasks share it)."""
-    from robocompose.composition.api import load
+    from robocompose.policies.checkpoint import load_policy
 
-    return load(path)
-
-
-@dataclass(kw_only=True)
-class ComposeConfig(RolloutConfig):
-    """`robocompose compose`: one composition, episodes to `out/<label>.jsonl` (resumable)."""
-
-    out: str = "runs/compose"
-    video_seeds: list[int] = field(default_factory=list)
-    # image observation keys and cameras the videos show side by side; []: the env's view
-    video_views: list[str] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        self.composition.check_parent_count(len(self.parents) or 2)  # none: the shipped pair
-
-
-@dataclass(kw_only=True)
-class SearchConfig(RolloutConfig):
-    """`robocompose search`: the weights of `composition.operator` (its `weights` are what the
-    search finds; the other composition fields apply to every candidate)."""
-
-    search: SearchSettings = field(default_factory=SearchSettings)
-    out: str = "runs/search"
-
-
-@dataclass(kw_only=True)
-class CollectConfig:
-    """`robocompose collect`: successful expert demos appended to `out` until it holds
-    `episodes`."""
-
-    task: TaskConfig
-    episodes: int
-    out: str
-    obs_keys: list[str] = field(default_factory=lambda: ["state"])
-    image_size: int | None = None  # side of the `image` key in pixels; None: the env's default
-    seed_start: int = 0
-    expert: dict[str, Any] = field(default_factory=dict)  # e.g. +expert.action_noise_m=0.003
-    # per-step skill labels (and `skill_args` on the tabletop tasks): skill-policy data
-    skills: bool = False
-    env: dict[str, Any] = field(default_factory=dict)  # more env kwargs, e.g. +env.order=[..]
-    # hdf5 (robomimic's layout) or lerobot (`out` a LeRobot v3.0 dataset folder)
-    format: str = "hdf5"
-
-    def __post_init__(self) -> None:
-        check_seed_start(self.seed_start)
-        if self.format not in ("hdf5", "lerobot"):
-            raise ValueError(f"`format` must be 'hdf5' or 'lerobot'. Got {self.format!r}.")
-
-
-@dataclass(kw_only=True)
-class EvalConfig(EpisodesConfig):
-    """`robocompose eval`: one checkpoint on its own task."""
-
-    checkpoint: str
-    # the env of a checkpoint whose own is not registered (trained on a file of another suite)
-    task: TaskConfig | None = None
-    steps: int | None = None  # denoising steps; None: the checkpoint's own
-    # actions of each predicted chunk executed before replanning; None: as trained
-    n_action_steps: int | None = None
-    num_envs: int | None = None
-    out: str | None = None  # episodes JSONL; None: runs/eval/<checkpoint name>.jsonl
-    video_seeds: list[int] = field(default_factory=list)
-    video_views: list[str] = field(default_factory=list)  # as ComposeConfig's
-
-
-@dataclass(kw_only=True)
-class CompareConfig(EpisodesConfig):
-    """`robocompose compare A B`: two checkpoints on the same seeds, and where each succeeds
-    alone (what a composition of them could gain)."""
-
-    checkpoints: list[str]
-    num_envs: int | None = None
-    out: str = "runs/compare"  # episodes of each (<name>.jsonl, resumable) and compare.json
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if len(self.checkpoints) != 2:
-            raise ValueError(f"`checkpoints` must name 2 checkpoints. Got {self.checkpoints}.")
-
-
-@dataclass(kw_only=True)
-class ExpertsConfig:
-    """`robocompose experts`: every task's scripted expert, a table and one video each."""
-
-    episodes: int = 5
-    out: str = "runs/experts"
+    return load_policy(path)
