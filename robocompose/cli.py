@@ -102,7 +102,7 @@ def _verb_parser(name: str, verb: Verb, parser: VerbParser) -> None:
 
 class InstalledVersion(argparse.Action):
     """`--version`: the installed package's version, looked up only when asked (importing
-    importlib.metadata costs every command 20 ms)."""
+    importlib.metadata would slow every command; benchmarks/cli_startup.py times startup)."""
 
     def __init__(self, option_strings: list[str], dest: str, **kwargs: Any) -> None:
         super().__init__(option_strings, dest, nargs=0, help="print the version and exit")

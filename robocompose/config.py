@@ -26,8 +26,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-# Hydra and OmegaConf are imported by the functions that compose (0.15 s): `--help` and
-# `--version` build and describe dataclasses only
+# Hydra and OmegaConf are imported by the functions that compose (slow to import; see
+# benchmarks/cli_startup.py): `--help` and `--version` build and describe dataclasses only
 if TYPE_CHECKING:
     from omegaconf import DictConfig
 

@@ -79,9 +79,9 @@ def evaluate(
             which ("batch"), and a resume into a file of the other layout is refused.
         torch_threads: torch's intra-op threads while it runs (restored after). One by default:
             batch-of-one inference gains little from more, and with more it stalls whenever
-            anything else wants a core (2 episodes of a PickPlace UNet took 160 s with two
-            threads beside a training job on two cores, 5.5 s with one). The thread count can
-            change the rounding, so the default also keeps a rerun's records identical.
+            anything else wants a core (benchmarks/train_threads.py measures the same on
+            training). The thread count can change the rounding, so the default also keeps a
+            rerun's records identical.
             None: leave torch's setting.
     """
     seeds = list(seeds)
