@@ -1,4 +1,25 @@
-"""robocompose: compose pretrained diffusion and flow robot policies at test time."""
+"""robocompose: compose pretrained diffusion and flow robot policies at test time.
+
+Where things are (each package's own docstring maps its modules):
+
+- the command line: `cli.py` parses; `verbs.py` is the table of verbs. Each verb is a
+  `<Verb>Config` dataclass and `run(config)` in a light module of the package doing the work:
+  `eval_verb.py`, `compose_verb.py`, `search_verb.py`, `compare.py`, `demo.py`, `report.py`,
+  `sim/collect_verb.py`, `sim/experts_verb.py`, `policies/train_config.py`, `sweep/run.py`,
+  `viz/view.py`, `real_robot/{serve,deploy,replay}.py`, `hierarchical/run/*_verb.py`.
+  Configs: `config.py` (Hydra's `configs/<verb>.yaml` into the dataclass), `config_help.py`
+  (`--help`'s field list), `rollout_config.py` (the parts the rollout verbs share: task, seeds,
+  parents composed), `devices.py`.
+- evaluation: `evaluation.py` (`evaluate`, the one way a policy is evaluated) over
+  `sim/rollout.py` (`run_episodes`, the gym rollout harness); `records.py` (episode records,
+  their JSONL files and pooling), `stats.py` (Wilson intervals, paired outcomes), `compare.py`,
+  `interrupt.py` (Ctrl-C that leaves the work saved: `ResumableInterrupt`).
+- `sim/` tasks, scripted experts, demo datasets; `policies/` policy families, training and
+  checkpoints (`policies.checkpoint.load_policy`, re-exported as `composition.load`);
+  `composition/` composing parents, samplers, weight search and the notebook API;
+  `sweep/` grids of compositions; `hierarchical/` LLM planning; `real_robot/` serving and
+  deployment; `viz/` Rerun recordings; `shipped.py` the checkpoints this repository ships.
+"""
 
 import os
 
