@@ -13,9 +13,11 @@ weights load as saved); observations are normalised per LeRobot's `normalization
 LeRobot's order (`observation.state`, then `observation.environment_state`), then flattened.
 
 Native sampling is LeRobot's: diffusers' DDIM or DDPM scheduler built from its config (clipping
-x0 to `clip_sample_range` as it does). As a Denoiser it is our discrete-diffusion adapter on its
-alphas with x0_hat clipped the same way: Euler in sigma space on that adapter is LeRobot's DDIM
-step for step (tests/policies/test_lerobot_policy.py checks chunks against LeRobot's own code).
+x0 to `clip_sample_range` as it does; DDPM's steps draw their noise from torch's global
+generator, as LeRobot's `conditional_sample` does when given none, so only DDIM is
+seed-reproducible). As a Denoiser it is our discrete-diffusion adapter on its alphas with x0_hat
+clipped the same way: Euler in sigma space on that adapter is LeRobot's DDIM step for step
+(tests/policies/test_lerobot_policy.py checks chunks against LeRobot's own code).
 
 Supported: LeRobot 0.4.x (checked on 0.4.4), policy type "diffusion", low-dim inputs only (image
 inputs need LeRobot's torchvision ResNet and are refused). Feature names map to our obs keys as
