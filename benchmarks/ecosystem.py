@@ -56,7 +56,7 @@ def _size(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
-def io_part(episodes: int) -> dict:
+def io_part(episodes: int, repeats: int = 3) -> dict:
     rows = {}
     for name, task, keys in (
         ("state", "PickPlace", ("state", "proprio")),
@@ -66,25 +66,27 @@ def io_part(episodes: int) -> dict:
         frames = sum(len(d.actions) for d in demos)
         env_id = get_task(task).env_id
         row = {"task": task, "obs_keys": list(keys), "episodes": episodes, "frames": frames}
-        with tempfile.TemporaryDirectory() as tmp:
-            for fmt, path, writer in (
-                ("hdf5", Path(tmp) / "demos.hdf5", DemoWriter),
-                ("lerobot", Path(tmp) / "lerobot", LeRobotWriter),
-            ):
-                start = time.perf_counter()
-                with writer(path, env_id, {"obs_keys": list(keys)}) as w:
-                    for d in demos:
-                        w.add_episode(d.obs, d.actions, d.rewards, attrs={"seed": d.seed})
-                write_s = time.perf_counter() - start
-                start = time.perf_counter()
-                back = load_demos(path, list(keys))
-                read_s = time.perf_counter() - start
-                assert sum(len(e) for e in back) == frames
-                row[fmt] = {
-                    "write_frames_per_s": round(frames / write_s, 1),
-                    "read_frames_per_s": round(frames / read_s, 1),
-                    "bytes": _size(path),
-                }
+        for fmt, writer in (("hdf5", DemoWriter), ("lerobot", LeRobotWriter)):
+            write_s, read_s = [], []
+            for _ in range(repeats):  # the median of `repeats` fresh writes and reads
+                with tempfile.TemporaryDirectory() as tmp:
+                    path = Path(tmp) / ("demos.hdf5" if fmt == "hdf5" else "lerobot")
+                    start = time.perf_counter()
+                    with writer(path, env_id, {"obs_keys": list(keys)}) as w:
+                        for d in demos:
+                            w.add_episode(d.obs, d.actions, d.rewards, attrs={"seed": d.seed})
+                    write_s.append(time.perf_counter() - start)
+                    start = time.perf_counter()
+                    back = load_demos(path, list(keys))
+                    read_s.append(time.perf_counter() - start)
+                    assert sum(len(e) for e in back) == frames
+                    size = _size(path)
+            row[fmt] = {
+                "write_frames_per_s": round(frames / float(np.median(write_s)), 1),
+                "read_frames_per_s": round(frames / float(np.median(read_s)), 1),
+                "bytes": size,
+                "repeats": repeats,
+            }
         rows[name] = row
         print(name, row, flush=True)
     return rows
@@ -228,7 +230,8 @@ def train_part(episodes: int, steps: int, eval_episodes: int) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     add_parts(parser, PARTS)
-    parser.add_argument("--episodes", type=int, default=20, help="demos per io dataset")
+    parser.add_argument("--episodes", type=int, default=50, help="demos per io dataset")
+    parser.add_argument("--io-repeats", type=int, default=3)
     parser.add_argument("--repeats", type=int, default=200)
     parser.add_argument("--view-episodes", type=int, default=10)
     parser.add_argument("--train-demos", type=int, default=100)
@@ -239,7 +242,7 @@ def main() -> None:
     torch.set_num_threads(1)
     np.set_printoptions(precision=3)
     if "io" in args.parts:
-        RESULTS.set(["io"], io_part(args.episodes))
+        RESULTS.set(["io"], io_part(args.episodes, args.io_repeats))
     if "latency" in args.parts:
         RESULTS.set(["latency"], latency_part(args.repeats))
     if "view" in args.parts:
