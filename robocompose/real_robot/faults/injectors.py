@@ -73,7 +73,6 @@ class FaultyServer:
         self, policy: ServedPolicy, *, delay_s: float = 0.0, host: str = "127.0.0.1", **server: Any
     ) -> None:
         self.injector = LatencyInjector(policy, delay_s)
-        self.policy = self.injector
         self.server = PolicyServer(self.injector, host=host, **server)
         self.host, self.port = host, 0
         self.relay: TcpRelay | None = None
