@@ -263,6 +263,31 @@ def grid_choice(task: str, fresh: list[int], search_seeds: list[int]) -> dict[st
     return out
 
 
+def store_task(doc: dict[str, Any], task: str, result: dict[str, Any]) -> None:
+    """The task's row, keeping its vertex gap (stored apart by `--vertex`)."""
+    kept = {k: doc[task][k] for k in ("vertex_gap",) if k in doc.get(task, {})}
+    doc[task] = result | kept
+
+
+def headlines(doc: dict[str, Any]) -> None:
+    """Over every pair measured (these tasks and GymPushT's two pairs): `never_worse`, no
+    pair's chosen candidate significantly below its better parent on the fresh seeds, and
+    `vertex_gaps_contain_zero`, every vertex gap's interval holding 0; each with its pairs."""
+    pairs = {t: doc[t] for t in PARENTS if t in doc}
+    gym = doc.get("GymPushT", {})
+    for part in ("policies", "policies_unet"):
+        if part in gym:
+            pairs[f"GymPushT.{part}"] = gym[part]
+    chosen = {name: row["never_worse"] for name, row in pairs.items() if "never_worse" in row}
+    gaps = {name: row["vertex_gap"] for name, row in pairs.items() if "vertex_gap" in row}
+    doc["never_worse"] = all(chosen.values()) if chosen else None
+    doc["never_worse_pairs"] = sorted(chosen)
+    doc["vertex_gaps_contain_zero"] = (
+        all(g["all_contain_zero"] for g in gaps.values()) if gaps else None
+    )
+    doc["vertex_gap_pairs"] = sorted(gaps)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--tasks", default=",".join(PARENTS), help=f"comma list of {list(PARENTS)}")
@@ -313,7 +338,8 @@ def main() -> None:
             RESULTS.set([f"{task}_grid_cost"], cost)
             continue
         result = task_result(task, fresh, search_seeds, args.first_slice, args.step)
-        RESULTS.set([task], result)
+        RESULTS.update(lambda doc, task=task, result=result: store_task(doc, task, result))
+    RESULTS.update(headlines)
 
 
 if __name__ == "__main__":
