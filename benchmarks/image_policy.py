@@ -25,7 +25,8 @@ import torch
 from common import ResultsFile, add_parts, median_ms
 from policy_latency import random_obs
 
-from robocompose.policies.checkpoint import build_policy, load_policy
+from robocompose.policies.base import build_policy
+from robocompose.policies.checkpoint import load_policy
 from robocompose.policies.config import PolicyConfig
 from robocompose.policies.normalizer import AffineNormalizer
 from robocompose.sim.tasks import make_env

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from robocompose.policies.base import GenerativePolicy
-from robocompose.policies.checkpoint import build_policy
+from robocompose.policies.base import GenerativePolicy, build_policy
 
 
 def merge_parameters(

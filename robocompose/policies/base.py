@@ -1,6 +1,7 @@
 """What every generative action-chunk policy shares: normalisers, observation encoder, backbone.
 
-A family (diffusion, flow) adds its training loss, its native sampler and its Denoiser adapter.
+A family (diffusion, flow) adds its training loss, its native sampler and its Denoiser adapter,
+and registers itself with `register_family` (the table is `robocompose.policies.registry`).
 Shapes: observations (B, T, ...) with T = n_obs_steps; action chunks (B, H, A).
 """
 
@@ -10,6 +11,8 @@ import dataclasses
 import hashlib
 import json
 from abc import abstractmethod
+from collections.abc import Callable
+from typing import TypeVar
 
 import torch
 from torch import nn
@@ -19,6 +22,7 @@ from robocompose.policies.denoiser import Denoiser, NetworkDenoiser
 from robocompose.policies.encoders import ObservationEncoder
 from robocompose.policies.networks import BoundBackbone, make_backbone
 from robocompose.policies.normalizer import AffineNormalizer
+from robocompose.policies.registry import Family, Trainer, add_family, get_family
 
 
 def is_image_shape(shape: tuple[int, ...]) -> bool:
@@ -171,3 +175,37 @@ class GenerativePolicy(nn.Module):
             self.executed_slice(n_action_steps)
             self.config = dataclasses.replace(self.config, n_action_steps=n_action_steps)
         return self
+
+
+P = TypeVar("P", bound=type[GenerativePolicy])
+
+
+def register_family(
+    name: str, *, config: type[PolicyConfig], trainer: Trainer | str | None = None
+) -> Callable[[P], P]:
+    """Class decorator: register the policy class as family `name`, configured by `config`
+    (and trained by `trainer`, when the family has its own loop; see `registry.Family`)."""
+    if not (isinstance(config, type) and issubclass(config, PolicyConfig)):
+        raise TypeError(f"family {name!r}: `config` must be a PolicyConfig subclass. Got {config}.")
+    if config.family != name:
+        raise ValueError(
+            f"family {name!r}: its config {config.__name__} must default `family` to {name!r}. "
+            f"Got {config.family!r}."
+        )
+
+    def register(policy: P) -> P:
+        add_family(Family(name, policy, config, trainer))
+        return policy
+
+    return register
+
+
+def build_policy(
+    config: PolicyConfig, normalizers: dict[str, AffineNormalizer]
+) -> GenerativePolicy:
+    """A fresh (untrained) policy of `config`'s family; a plain PolicyConfig becomes the
+    family's config with the family's settings at their defaults."""
+    family = get_family(config.family)
+    if not isinstance(config, family.config):
+        config = PolicyConfig.from_dict(config.to_dict())
+    return family.policy(config, normalizers)

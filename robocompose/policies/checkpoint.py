@@ -17,10 +17,9 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
-from robocompose.policies.base import GenerativePolicy
+from robocompose.policies.base import GenerativePolicy, build_policy
 from robocompose.policies.config import CONFIG, WEIGHTS, PolicyConfig
 from robocompose.policies.normalizer import AffineNormalizer
-from robocompose.policies.registry import build_policy
 from robocompose.shipped import CHECKPOINTS, make_target
 from robocompose.sim.tasks import register_recorded
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from robocompose.policies.registry import get_family
+
 BACKBONES = ("unet", "mlp")
 
 # Every config held these family settings before they moved to their families: a checkpoint
@@ -82,8 +84,6 @@ class PolicyConfig:
     def config_class_for(cls, tree: dict[str, Any]) -> type[PolicyConfig]:
         """The config class of the family `tree` names (how `robocompose.config.build` picks
         it); an unknown family lists the registered ones."""
-        from robocompose.policies.registry import get_family
-
         return get_family(str(tree.get("family", PolicyConfig.family))).config
 
     def to_dict(self) -> dict[str, Any]:

@@ -15,11 +15,10 @@ import torch
 from diffusers import DDIMScheduler, DDPMScheduler
 from torch.nn import functional as F
 
-from robocompose.policies.base import GenerativePolicy
+from robocompose.policies.base import GenerativePolicy, register_family
 from robocompose.policies.config import PolicyConfig
 from robocompose.policies.denoiser import Affine, BoundNet, DenoiserOutput, NetworkDenoiser
 from robocompose.policies.normalizer import AffineNormalizer
-from robocompose.policies.registry import register_family
 
 PREDICTION_TYPES = ("epsilon", "sample", "v_prediction")
 

@@ -9,10 +9,9 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
-from robocompose.policies.base import GenerativePolicy
+from robocompose.policies.base import GenerativePolicy, register_family
 from robocompose.policies.config import PolicyConfig
 from robocompose.policies.denoiser import Affine, BoundNet, DenoiserOutput, NetworkDenoiser
-from robocompose.policies.registry import register_family
 
 
 @dataclass

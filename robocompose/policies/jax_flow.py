@@ -19,26 +19,21 @@ import dataclasses
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import torch
 
-from robocompose.policies.base import GenerativePolicy, is_image_shape
+from robocompose.policies.base import GenerativePolicy, is_image_shape, register_family
 from robocompose.policies.flow import FlowConfig, FlowDenoiser
 from robocompose.policies.jax_bridge import JaxBoundNet, to_jax, to_torch, torch_dtype
 from robocompose.policies.jax_net import MlpDenoiser, Params, from_state_names, to_state_names
-from robocompose.policies.registry import register_family
-
-if TYPE_CHECKING:
-    from robocompose.policies.train_config import TrainConfig
 
 # Each call's result is needed at once (torch reads it next), so XLA runs it on the calling
-# thread: with async dispatch every call hands off to a worker thread and waits for it, which
-# cost a denoiser call at batch 1 1.11 ms against 0.42 ms here (Stack, beside other jobs).
+# thread: with async dispatch every call hands off to a worker thread and waits for it, a round
+# trip that costs a small batch's denoiser call more than the call itself.
 jax.config.update("jax_cpu_enable_async_dispatch", False)
 
 
@@ -104,13 +99,10 @@ def encode_low_dim(
     return jnp.concatenate(parts, axis=-1)
 
 
-def _train(config: TrainConfig, progress: bool = True, stop_at_step: int | None = None) -> Path:
-    from robocompose.policies.jax_train import train_jax
-
-    return train_jax(config, progress, stop_at_step)
-
-
-@register_family("flow_jax", config=FlowJaxConfig, trainer=_train)
+# the training loop imports this module: named, imported when training starts
+@register_family(
+    "flow_jax", config=FlowJaxConfig, trainer="robocompose.policies.jax_train:train_jax"
+)
 class JaxFlowPolicy(GenerativePolicy):
     """The flow policy on a flax MLP; see the module docstring."""
 

@@ -42,12 +42,11 @@ import torch
 from safetensors.torch import load_file
 from torch import nn
 
-from robocompose.policies.base import GenerativePolicy
+from robocompose.policies.base import GenerativePolicy, register_family
 from robocompose.policies.config import PolicyConfig
 from robocompose.policies.denoiser import Affine, DenoiserOutput
 from robocompose.policies.diffusion import DiscreteDiffusionDenoiser
 from robocompose.policies.normalizer import AffineNormalizer
-from robocompose.policies.registry import register_family
 
 FAMILY = "lerobot_diffusion"
 SUPPORTED_TYPES = ("diffusion",)

@@ -1,15 +1,18 @@
-"""The policy families, each registered by a decorator on its policy class.
+"""The policy families by name: each family's policy class, config class and trainer.
 
 A family is one module: its config (a `PolicyConfig` subclass with the family's own settings),
 its policy (a `GenerativePolicy`: training loss and native sampler) and its Denoiser adapter,
 the one interface composition uses. Its policy class carries
 
-    @register_family("flow", config=FlowConfig)
+    @register_family("flow", config=FlowConfig)      # from robocompose.policies.base
 
 and importing the module registers it. Checkpoint loading, config validation (the CLI's too),
 training and composition look families up here. The built-in families' modules are imported
 the first time any family is looked up; adding one is one module and one line in
 `FAMILY_MODULES` (or, outside this package, importing the module before use).
+
+This table imports nothing of robocompose: `config.py` looks a family's config class up here and
+`base.py` checks and adds the families, so both sit above it.
 """
 
 from __future__ import annotations
@@ -18,13 +21,6 @@ import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-from robocompose.policies.config import PolicyConfig
-
-if TYPE_CHECKING:
-    from robocompose.policies.base import GenerativePolicy
-    from robocompose.policies.normalizer import AffineNormalizer
 
 FAMILY_MODULES = (
     "robocompose.policies.diffusion",
@@ -35,44 +31,41 @@ FAMILY_MODULES = (
 # built-in family never imports that extra (name -> (module, extra))
 OPTIONAL_FAMILY_MODULES = {"flow_jax": ("robocompose.policies.jax_flow", "jax")}
 
+# (train config, progress, stop_at_step) -> run folder
+Trainer = Callable[..., Path]
+
 
 @dataclass(frozen=True)
 class Family:
     name: str
-    policy: type[GenerativePolicy]
-    config: type[PolicyConfig]
-    # (train config, progress, stop_at_step) -> run folder: the family's own training loop
-    # (one not driven by torch's optimiser); None: `robocompose.policies.train.train`
-    trainer: Callable[..., Path] | None = None
+    policy: type  # its GenerativePolicy subclass (robocompose.policies.base)
+    config: type  # its PolicyConfig subclass (robocompose.policies.config)
+    # the family's own training loop (one not driven by torch's optimiser), or "module:function"
+    # naming it, imported when training starts (a loop that imports the family's module);
+    # None: `robocompose.policies.train.train`
+    trainer: Trainer | str | None = None
+
+    def training_loop(self) -> Trainer | None:
+        """The family's own training loop, imported if named by a string; None: the default."""
+        if not isinstance(self.trainer, str):
+            return self.trainer
+        module, _, function = self.trainer.partition(":")
+        return getattr(importlib.import_module(module), function)
 
 
 _FAMILIES: dict[str, Family] = {}
 
 
-def register_family(
-    name: str, *, config: type[PolicyConfig], trainer: Callable[..., Path] | None = None
-) -> Callable[[type[GenerativePolicy]], type[GenerativePolicy]]:
-    """Class decorator: register the policy class as family `name`, configured by `config`
-    (and trained by `trainer`, when the family has its own loop)."""
-    if not (isinstance(config, type) and issubclass(config, PolicyConfig)):
-        raise TypeError(f"family {name!r}: `config` must be a PolicyConfig subclass. Got {config}.")
-    if config.family != name:
+def add_family(family: Family) -> None:
+    """Add a checked family (see `robocompose.policies.base.register_family`); another class
+    under a registered name is refused (a reload of the same class re-registers)."""
+    known = _FAMILIES.get(family.name)
+    if known and _qualname(known.policy) != _qualname(family.policy):
         raise ValueError(
-            f"family {name!r}: its config {config.__name__} must default `family` to {name!r}. "
-            f"Got {config.family!r}."
+            f"policy family {family.name!r} is already registered by {_qualname(known.policy)}; "
+            f"{_qualname(family.policy)} must take another name."
         )
-
-    def register(policy: type[GenerativePolicy]) -> type[GenerativePolicy]:
-        known = _FAMILIES.get(name)
-        if known and _qualname(known.policy) != _qualname(policy):  # a reload re-registers
-            raise ValueError(
-                f"policy family {name!r} is already registered by {_qualname(known.policy)}; "
-                f"{_qualname(policy)} must take another name."
-            )
-        _FAMILIES[name] = Family(name, policy, config, trainer)
-        return policy
-
-    return register
+    _FAMILIES[family.name] = family
 
 
 def _qualname(cls: type) -> str:
@@ -107,14 +100,3 @@ def family_names() -> list[str]:
     """The registered families and the optional ones (whose extra may be missing)."""
     _import_builtin_families()
     return sorted(set(_FAMILIES) | set(OPTIONAL_FAMILY_MODULES))
-
-
-def build_policy(
-    config: PolicyConfig, normalizers: dict[str, AffineNormalizer]
-) -> GenerativePolicy:
-    """A fresh (untrained) policy of `config`'s family; a plain PolicyConfig becomes the
-    family's config with the family's settings at their defaults."""
-    family = get_family(config.family)
-    if not isinstance(config, family.config):
-        config = PolicyConfig.from_dict(config.to_dict())
-    return family.policy(config, normalizers)

@@ -36,9 +36,8 @@ from tqdm import tqdm
 from robocompose.devices import resolve_device
 from robocompose.evaluation import torch_threads_set
 from robocompose.interrupt import ResumableInterrupt, interrupt_deferred
-from robocompose.policies.base import GenerativePolicy, is_image_shape
+from robocompose.policies.base import GenerativePolicy, build_policy, is_image_shape
 from robocompose.policies.checkpoint import (
-    build_policy,
     read_checkpoint_config,
     save_policy,
     write_atomic,
@@ -178,7 +177,7 @@ def train(config: TrainConfig, progress: bool = True, stop_at_step: int | None =
     right after that step's checkpoint would; running again resumes to `config.steps`.
     A family with its own training loop (see `register_family`'s `trainer`) runs that one.
     """
-    trainer = get_family(config.policy.family).trainer or _train
+    trainer = get_family(config.policy.family).training_loop() or _train
     with torch_threads_set(config.torch_threads):
         return trainer(config, progress, stop_at_step)
 

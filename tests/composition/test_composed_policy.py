@@ -19,7 +19,7 @@ from robocompose.composition.weight_search import (
     simplex_grid,
     successive_halving,
 )
-from robocompose.policies.checkpoint import build_policy
+from robocompose.policies.base import build_policy
 from robocompose.policies.config import PolicyConfig
 from robocompose.policies.normalizer import AffineNormalizer
 from tests.composition.test_gaussian_composition import GaussianDenoiser

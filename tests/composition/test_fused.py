@@ -15,7 +15,7 @@ from robocompose.composition.fused import (
     stack_networks,
 )
 from robocompose.composition.samplers import sample_euler, sample_heun
-from robocompose.policies.checkpoint import build_policy
+from robocompose.policies.base import build_policy
 from robocompose.policies.config import PolicyConfig
 from robocompose.policies.normalizer import AffineNormalizer
 

@@ -17,8 +17,8 @@ from robocompose.composition.weight_search import (
     simplex_grid,
     successive_halving,
 )
+from robocompose.policies.base import build_policy
 from robocompose.policies.diffusion import DiffusionConfig
-from robocompose.policies.registry import build_policy
 from tests.composition.test_composed_policy import _obs, tiny_policy
 
 STEPS = 10

@@ -12,7 +12,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-from robocompose.policies.checkpoint import build_policy
+from robocompose.policies.base import build_policy
 from robocompose.policies.config import PolicyConfig
 from robocompose.policies.normalizer import AffineNormalizer
 from robocompose.policies.runner import PolicyPredictor, PolicyRunner

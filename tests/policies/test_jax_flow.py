@@ -21,6 +21,7 @@ from robocompose.composition.composed_policy import ComposedPolicy  # noqa: E402
 from robocompose.composition.config import CompositionConfig  # noqa: E402
 from robocompose.composition.operators import Convex, WeightedSum  # noqa: E402
 from robocompose.composition.samplers import sample_heun  # noqa: E402
+from robocompose.policies.base import build_policy  # noqa: E402
 from robocompose.policies.config import PolicyConfig  # noqa: E402
 from robocompose.policies.flow import FlowDenoiser  # noqa: E402
 from robocompose.policies.jax_bridge import (  # noqa: E402
@@ -31,7 +32,6 @@ from robocompose.policies.jax_bridge import (  # noqa: E402
 )
 from robocompose.policies.jax_flow import JaxFlowPolicy  # noqa: E402
 from robocompose.policies.normalizer import AffineNormalizer  # noqa: E402
-from robocompose.policies.registry import build_policy  # noqa: E402
 from tests.composition.test_gaussian_composition import (  # noqa: E402
     MUS,
     SIGMA_MAX,

@@ -17,11 +17,11 @@ from robocompose.cli import load_verb_config
 from robocompose.composition.api import compose
 from robocompose.composition.samplers import sample_euler
 from robocompose.config import ConfigError, group_options
-from robocompose.policies.base import GenerativePolicy
+from robocompose.policies.base import GenerativePolicy, register_family
 from robocompose.policies.checkpoint import load_policy, save_policy
 from robocompose.policies.config import FLAT_CONFIG_DEFAULTS, PolicyConfig
 from robocompose.policies.denoiser import BoundNet, DenoiserOutput, NetworkDenoiser
-from robocompose.policies.registry import family_names, get_family, register_family
+from robocompose.policies.registry import family_names, get_family
 from robocompose.policies.train import STATE_JSON, TrainConfig, train
 from robocompose.shipped import shipped_path
 from robocompose.sim.collect import collect
