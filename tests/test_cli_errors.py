@@ -1,10 +1,14 @@
-"""Bad values for the CLI's shorthand flags name the flag and what it expects."""
+"""Bad values for the CLI's shorthand flags name the flag and what it expects; the verb table
+names runs that exist, and which errors end a verb in one line."""
 
 from __future__ import annotations
+
+import inspect
 
 import pytest
 
 from robocompose.cli import main
+from robocompose.verbs import VERBS, imported
 
 
 @pytest.mark.parametrize(
@@ -89,3 +93,23 @@ def test_a_mistyped_preset_lists_no_retired_name_and_suggests_the_nearest() -> N
     assert "Available options in 'composition': convex, guided," in message
     assert "Did you mean 'convex'?" in message
     assert not {"and", "or"} & set(message.split(": ")[-1].split(". ")[0].split(", "))
+
+
+@pytest.mark.parametrize("verb", sorted(VERBS))
+def test_every_verb_names_a_run_that_takes_its_config(verb: str) -> None:
+    """The table names each verb's `run` as "module:function": it must import and take the
+    config (or the sweep's plan) as its one required argument."""
+    parameters = list(inspect.signature(imported(VERBS[verb].run)).parameters.values())
+    assert parameters, f"{VERBS[verb].run} takes no config"
+    assert all(p.default is not p.empty for p in parameters[1:])
+
+
+def test_a_verbs_listed_errors_end_in_one_line_and_others_do_not() -> None:
+    """Listed by name, so a subclass counts (ConnectionRefusedError is a ConnectionError) and
+    nothing is imported to check; an unlisted error keeps its traceback."""
+    deploy = VERBS["deploy"]
+    assert deploy.is_user_error(ConnectionRefusedError("no server on ws://127.0.0.1:1"))
+    assert deploy.is_user_error(ModuleNotFoundError("no module named rtde_control"))
+    assert deploy.is_user_error(ValueError("`rate_hz` must be in [10, 50]"))
+    assert not deploy.is_user_error(RuntimeError("a bug"))
+    assert not VERBS["eval"].is_user_error(ConnectionRefusedError())
