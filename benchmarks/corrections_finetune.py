@@ -23,18 +23,21 @@ LLM disk cache makes repeated planning calls free.
         [--tasks stack_three,sort_by_colour] [--unseen-tasks stack_three] [--items-per-task 24]
         [--n-threads 1]
 
-Writes `corrections_finetune` (per model) into benchmarks/results/skills.json, under a lock.
+Writes `corrections_finetune` (per model) into benchmarks/results/skills.json, the one key of
+that shared file this script owns (common.KEY_OWNERS; skills.py and language_to_rewards.py own
+the others).
 """
 
 from __future__ import annotations
 
 import argparse
-import fcntl
 import json
 import shutil
 import time
 from pathlib import Path
 from typing import Any
+
+from common import RUNS_DIR, ResultsFile, read_jsonl
 
 from robocompose.hierarchical.api import PlanConfig, Runner
 from robocompose.hierarchical.llm import make_backend
@@ -49,8 +52,8 @@ from robocompose.hierarchical.tasks import (
 )
 from robocompose.stats import paired_outcomes, success_rate
 
-RESULTS = Path(__file__).parent / "results" / "skills.json"
-EPISODES = Path(__file__).resolve().parent.parent / "runs" / "benchmarks" / "corrections"
+RESULTS = ResultsFile("skills.json", writer="corrections_finetune.py")
+EPISODES = RUNS_DIR / "corrections"
 KEY = "corrections_finetune"
 SPLITS = {
     "same_phrasings": "bank from every training item; evaluated on every phrasing with other "
@@ -122,10 +125,7 @@ def _episode(config: PlanConfig, llm: Any, watch: bool) -> dict[str, Any]:
 
 
 def _done(path: Path) -> dict[str, dict[str, Any]]:
-    if not path.is_file():
-        return {}
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    return {row["key"]: row for row in rows}
+    return {row["key"]: row for row in read_jsonl(path)}
 
 
 def _run_phase(phase: str, jobs: list[tuple[str, Any, bool]], llm: Any, out: Path) -> dict:
@@ -181,12 +181,8 @@ def _summary(keys: list[str], before: dict, after: dict) -> dict[str, Any]:
 
 
 def _store(model: str, value: dict[str, Any]) -> None:
-    """Re-read skills.json under a lock and replace only this benchmark's entry for `model`."""
-    with open(RESULTS.with_suffix(".lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
-        results.setdefault(KEY, {})[model] = value
-        RESULTS.write_text(json.dumps(results, indent=2) + "\n")
+    """Replace only this benchmark's entry for `model` in skills.json."""
+    RESULTS.set([KEY, model], value)
 
 
 def main() -> None:

@@ -31,17 +31,18 @@ Success rates come with their episode counts and Wilson 95% intervals.
 
     python benchmarks/skills.py [--seeds 50] [--parts all] [--implementations "scripted;..."]
 
-On a busy machine run it with OMP_NUM_THREADS=1: with torch's default threads the diffusion
-UNet's place_in took ~95 s per scene here under load, ~3 s with one thread.
+On a busy machine run it with OMP_NUM_THREADS=1: torch's default thread pool fights the other
+jobs for the cores, and the diffusion UNet's place_in slows down most.
 
 A part's figures replace its old ones in skills.json; place_in's are kept per implementation, so
-slow implementations can run on fewer seeds in a separate call.
+slow implementations can run on fewer seeds in a separate call. skills.json is shared: this
+script owns every key but `language_to_rewards` (language_to_rewards.py) and
+`corrections_finetune` (corrections_finetune.py); common.KEY_OWNERS refuses a write to theirs.
 """
 
 from __future__ import annotations
 
 import argparse
-import fcntl
 import json
 import time
 from collections.abc import Sequence
@@ -49,7 +50,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from common import resume_records
+from common import RUNS_DIR, ResultsFile, add_parts, resume_records
 
 from robocompose.hierarchical.api import LONG_TASKS, plan_and_run
 from robocompose.hierarchical.skills.learned import registry_for
@@ -66,8 +67,8 @@ from robocompose.sim.stack import STACK_XY_TOL_M
 from robocompose.sim.tasks import get_task, make_env, make_expert
 from robocompose.stats import paired_outcomes, success_rate
 
-RESULTS = Path(__file__).parent / "results" / "skills.json"
-EPISODES = Path(__file__).resolve().parent.parent / "runs" / "benchmarks" / "skills"  # resumable
+RESULTS = ResultsFile("skills.json", writer="skills.py")
+EPISODES = RUNS_DIR / "skills"  # resumable
 IMPLEMENTATIONS = (
     "scripted",
     "policy:PickPlace_flow_mlp",
@@ -459,7 +460,7 @@ def planner_learned_skills(out: Path, learned: str) -> dict:
 
 def _searched_specs() -> dict[str, str]:
     """Per skill the composition skill_policies chose (place: its place_on case)."""
-    stored = json.loads(RESULTS.read_text()).get("skill_policies") if RESULTS.exists() else None
+    stored = RESULTS.read().get("skill_policies")
     if not stored:
         raise SystemExit("long_horizon_skills needs the skill_policies part first.")
     return {
@@ -469,23 +470,17 @@ def _searched_specs() -> dict[str, str]:
 
 
 def _update(key: str, value: Any, merge: bool = False) -> None:
-    """Re-read skills.json and replace only `key` (`merge`: update its mapping), under a lock
-    (other scripts write it too)."""
-    RESULTS.parent.mkdir(exist_ok=True)
-    with open(RESULTS.with_suffix(".lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        result = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
-        if merge:
-            result.setdefault(key, {}).update(value)
-        else:
-            result[key] = value
-        RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+    """Replace only `key` of skills.json (`merge`: update its mapping)."""
+    if merge:
+        RESULTS.update(lambda result: result.setdefault(key, {}).update(value))
+    else:
+        RESULTS.set([key], value)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--seeds", type=int, default=50)
-    parser.add_argument("--parts", default="all", help=f"comma list of {PARTS} or 'all'")
+    add_parts(parser, PARTS)
     parser.add_argument(
         "--implementations",
         default=";".join(IMPLEMENTATIONS),
@@ -498,13 +493,9 @@ def main() -> None:
     parser.add_argument("--learned", default=f"learned:{SKILL_PARENTS[1]}")
     parser.add_argument("--minilm", default=MINILM, help="skill_language's MiniLM checkpoint")
     args = parser.parse_args()
-    parts = PARTS if args.parts == "all" else tuple(args.parts.split(","))
-    unknown = [p for p in parts if p not in PARTS]
-    if unknown:
-        parser.error(f"unknown part {unknown[0]!r}; choose from {PARTS}")
     seeds = list(range(args.seeds))
     fresh = list(range(FRESH_SEED_START, FRESH_SEED_START + args.skill_seeds))
-    for part in parts:
+    for part in args.parts:
         start = time.perf_counter()
         if part in PAIRS:
             search = list(range(SEARCH_SEED_START, SEARCH_SEED_START + args.search_seeds))
