@@ -5,7 +5,7 @@ Where things are (each package's own docstring maps its modules):
 - the command line: `cli.py` parses; `verbs.py` is the table of verbs. Each verb is a
   `<Verb>Config` dataclass and `run(config)` in a light module of the package doing the work:
   `eval_verb.py`, `compose_verb.py`, `search_verb.py`, `compare.py`, `demo.py`, `report.py`,
-  `sim/collect_verb.py`, `sim/experts_verb.py`, `policies/train_config.py`, `sweep/run.py`,
+  `sim/collect_verb.py`, `sim/experts_verb.py`, `policies/train.py`, `sweep/run.py`,
   `viz/view.py`, `real_robot/{serve,deploy,replay}.py`, `hierarchical/run/*_verb.py`.
   Configs: `config.py` (Hydra's `configs/<verb>.yaml` into the dataclass), `config_help.py`
   (`--help`'s field list), `rollout_config.py` (the parts the rollout verbs share: task, seeds,

@@ -184,7 +184,7 @@ VERBS: dict[str, Verb] = {
     "train": Verb(
         "train a policy, e.g. dataset=data/PushT.hdf5 out=ckpt/pusht policy=flow_mlp steps=5000",
         "robocompose.policies.train_config:TrainConfig",
-        "robocompose.policies.train_config:run",
+        "robocompose.policies.train:run",  # train.py imports torch; train_config.py does not
         ("policy", "task"),
     ),
     "eval": Verb(

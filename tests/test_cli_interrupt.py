@@ -138,7 +138,8 @@ def test_ctrl_c_during_train_saves_the_step_it_reached_and_a_rerun_resumes(
     from safetensors.torch import load_file
 
     from robocompose.policies.config import PolicyConfig
-    from robocompose.policies.train import STATE_JSON, STATE_TENSORS, TrainConfig, train
+    from robocompose.policies.train import TrainConfig, train
+    from robocompose.policies.train_state import STATE_JSON, STATE_TENSORS
     from robocompose.sim.collect import collect
 
     dataset, out, log = tmp_path / "pusht.hdf5", tmp_path / "run", tmp_path / "stderr.txt"

@@ -16,8 +16,6 @@ thread pool from the process's CPU affinity (XLA_FLAGS' thread settings do not l
 
 from __future__ import annotations
 
-import json
-import math
 import time
 from pathlib import Path
 from typing import Any
@@ -27,28 +25,24 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import torch
-from safetensors.torch import save_file
 from tqdm import tqdm
 
 from robocompose.interrupt import ResumableInterrupt, interrupt_deferred
-from robocompose.policies.checkpoint import save_policy, write_atomic
+from robocompose.policies.checkpoint import save_policy
 from robocompose.policies.jax_bridge import to_torch
 from robocompose.policies.jax_flow import JaxFlowPolicy, encode_low_dim, flow_matching_loss
 from robocompose.policies.jax_net import Params, from_state_names, to_state_names
-from robocompose.policies.train import (
-    STATE_JSON,
-    STATE_TENSORS,
-    TrainingCurves,
-    TrainingDiverged,
-    _read_state_document,
-    _read_state_tensors,
-    _refuse_fewer_steps,
-    check_resumable,
-    evaluate_ema,
-    learning_rate,
-    prepare,
-)
+from robocompose.policies.train import learning_rate, prepare
 from robocompose.policies.train_config import TrainConfig
+from robocompose.policies.train_monitor import TrainingCurves, check_finite, evaluate_ema
+from robocompose.policies.train_state import (
+    STATE_JSON,
+    check_resumable,
+    read_state_document,
+    read_state_tensors,
+    refuse_fewer_steps,
+    write_state,
+)
 
 
 def optimizer(config: TrainConfig) -> optax.GradientTransformation:
@@ -147,7 +141,7 @@ def _jax_params(tensors: dict[str, torch.Tensor], prefix: str) -> Params:
 def train_jax(config: TrainConfig, progress: bool = True, stop_at_step: int | None = None) -> Path:
     """Train (or resume) a `flow_jax` policy; returns the run folder (see the module doc)."""
     out = Path(config.out)
-    _refuse_fewer_steps(out, config.steps)
+    refuse_fewer_steps(out, config.steps)
     policy, windows, metadata = prepare(config)
     assert isinstance(policy, JaxFlowPolicy)
     _check_config(config, metadata)
@@ -159,10 +153,10 @@ def train_jax(config: TrainConfig, progress: bool = True, stop_at_step: int | No
     sampler = torch.Generator().manual_seed(config.seed)
     step, minutes = 0, 0.0
     if (out / STATE_JSON).exists():
-        document = _read_state_document(out)
+        document = read_state_document(out)
         check_resumable(out, config, document)
         step, minutes = int(document["step"]), float(document["train_minutes"])
-        tensors = _read_state_tensors(out, step)
+        tensors = read_state_tensors(out, step)
         params = _jax_params(tensors, "model.")
         ema = _jax_params(tensors, "ema.")
         opt_state = _restore_optimizer_state(opt_state, tensors)
@@ -205,8 +199,7 @@ def train_jax(config: TrainConfig, progress: bool = True, stop_at_step: int | No
                     decay,
                 )
                 value, norm = float(loss), float(grad_norm)
-                if not (math.isfinite(value) and math.isfinite(norm)):  # the update not kept
-                    raise TrainingDiverged(step + 1, value, norm, out, saved)
+                check_finite(step + 1, value, norm, out, saved)  # else the update is not kept
                 params, opt_state, ema, key = state
                 step += 1
             smoothed = value if smoothed is None else 0.98 * smoothed + 0.02 * value
@@ -253,6 +246,4 @@ def _save_state(
     tensors["rng.jax"] = torch.from_numpy(np.array(jax.random.key_data(key)))
     tensors["rng.sampler"] = sampler.get_state()
     tensors = {k: v.detach().cpu().contiguous().clone() for k, v in tensors.items()}
-    write_atomic(out / STATE_TENSORS, lambda p: save_file(tensors, str(p)))
-    document = {"step": step, "train_minutes": minutes, "config": config.to_dict()}
-    write_atomic(out / STATE_JSON, lambda p: p.write_text(json.dumps(document, indent=2) + "\n"))
+    write_state(out, config, tensors, step, minutes)

@@ -1,73 +1,52 @@
-"""Train a policy on a robomimic-layout hdf5 file: seeded, resumable, checkpointed as it goes.
+"""Train a policy on a demo file (robomimic hdf5 or a LeRobot folder): seeded, resumable,
+checkpointed as it goes; `run(config)` is the `train` verb.
 
 The run folder holds the inference checkpoint (`model.safetensors` = EMA weights, `config.json`),
-the training state (`train_state.safetensors` + `train_state.json`: raw weights, EMA, AdamW
-moments, RNG states, step) and TensorBoard curves in `tensorboard/`. Rerunning the same command
-resumes from the last saved step; the curves continue from it.
-
-Scalars, every `log_every` steps and at the last step:
-    train/loss        mean training loss over the steps since the previous point
-    train/grad_norm   mean total L2 norm of the gradients (before clipping and the update)
-    train/lr          learning rate of the step
-    train/steps_per_s training speed (data + update; checkpoints and evaluation excluded)
-and every `eval_every` steps: eval/success, eval/success_ci_low, eval/success_ci_high (Wilson
-95%) over `eval_episodes` episodes of the EMA weights.
+the training state (`train_state.py`) and TensorBoard curves in `tensorboard/`
+(`train_monitor.py` lists the scalars). Rerunning the same command resumes from the last saved
+step; the curves continue from it. A family with its own loop (the JAX flow policy:
+`jax_train.py`) shares `prepare`, the schedule, the state files and the monitoring.
 """
 
 from __future__ import annotations
 
 import functools
-import json
 import math
 import os
 import time
 import warnings
-from contextlib import AbstractContextManager
-from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
-from safetensors import SafetensorError
-from safetensors.torch import load_file, save_file
 from tqdm import tqdm
 
 from robocompose.devices import resolve_device
 from robocompose.evaluation import torch_threads_set
 from robocompose.interrupt import ResumableInterrupt, interrupt_deferred
 from robocompose.policies.base import GenerativePolicy, build_policy, is_image_shape
-from robocompose.policies.checkpoint import (
-    read_checkpoint_config,
-    save_policy,
-    write_atomic,
-)
+from robocompose.policies.checkpoint import read_checkpoint_config, save_policy
 from robocompose.policies.config import PolicyConfig
+from robocompose.policies.mixed_precision import MixedPrecision
 from robocompose.policies.normalizer import AffineNormalizer
 from robocompose.policies.registry import get_family
 from robocompose.policies.train_config import TrainConfig
+from robocompose.policies.train_monitor import TrainingCurves, check_finite, evaluate_ema
+from robocompose.policies.train_state import (
+    STATE_JSON,
+    check_resumable,
+    read_state_document,
+    read_state_tensors,
+    refuse_fewer_steps,
+    write_state,
+)
 from robocompose.sim.episode import Episode
 from robocompose.sim.hdf5_dataset import load_demos, read_env_args, read_skill_vocabulary
 from robocompose.sim.tasks import attached_env, is_registered, missing_env_error
 from robocompose.sim.windows import SequenceWindows, action_stats, obs_stats, skill_segments
-from robocompose.stats import SuccessRate
 
-__all__ = ["STATE_JSON", "STATE_TENSORS", "TrainConfig", "learning_rate", "prepare", "train"]
-
-STATE_TENSORS, STATE_JSON = "train_state.safetensors", "train_state.json"
-EVAL_SEED_START = 100_000  # the evaluation seeds every verb uses, disjoint from the demos'
-# fields a resumed run may change: none of them changes the weights it trains
-RESUMABLE_CHANGES = (
-    "steps",
-    "checkpoint_every",
-    "torch_threads",
-    "out",
-    "device",
-    "amp",
-    "log_every",
-    "eval_every",
-    "eval_episodes",
-)
+__all__ = ["TrainConfig", "learning_rate", "prepare", "run", "train"]
 
 
 def action_normalizer(config: TrainConfig, episodes: list, action_dim: int) -> AffineNormalizer:
@@ -184,7 +163,7 @@ def train(config: TrainConfig, progress: bool = True, stop_at_step: int | None =
 
 def _train(config: TrainConfig, progress: bool, stop_at_step: int | None) -> Path:
     out = Path(config.out)
-    _refuse_fewer_steps(out, config.steps)
+    refuse_fewer_steps(out, config.steps)
     device = resolve_device(config.device)
     precision = MixedPrecision(config.amp, device)
     policy, windows, metadata = prepare(config)
@@ -235,9 +214,8 @@ def _train(config: TrainConfig, progress: bool, stop_at_step: int | None) -> Pat
                 optimizer.zero_grad(set_to_none=True)
                 grad_norm = precision.backward(loss, optimizer, params, config.grad_clip)
                 value, norm = loss.item(), grad_norm.item()
-                # fp16 loss scaling skips the steps whose gradients overflow: not a divergence
-                if not math.isfinite(value) or not (math.isfinite(norm) or precision.scaler):
-                    raise TrainingDiverged(step + 1, value, norm, out, saved)
+                scaled = precision.scaler is not None
+                check_finite(step + 1, value, norm, out, saved, overflow_skips=scaled)
                 precision.step(optimizer)
                 step += 1
                 _update_ema(ema, policy, config.ema_decay, step)
@@ -263,164 +241,6 @@ def _train(config: TrainConfig, progress: bool, stop_at_step: int | None) -> Pat
         bar.close()
         curves.close()
     return out
-
-
-class TrainingDiverged(ValueError):
-    """A non-finite loss or gradient: training stops before the step is applied, so the last
-    checkpoint on disk stays the last good one."""
-
-    def __init__(self, step: int, loss: float, grad_norm: float, out: Path, saved: int) -> None:
-        kept = f"{out} keeps step {saved}'s checkpoint" if saved else "nothing was saved"
-        super().__init__(
-            f"step {step}: the loss is {loss:.4g} and the gradient norm {grad_norm:.4g}; "
-            f"training stopped before applying it ({kept}). Lower `lr`, set `grad_clip`, or "
-            "look for outliers in the dataset."
-        )
-
-
-class MixedPrecision:
-    """Autocast and, for fp16, loss scaling: `amp` = off, bf16 (any device) or fp16 (CUDA).
-
-    bf16 keeps float32's exponent range, so it needs no loss scaling; fp16 does (GradScaler).
-    The weights, the optimizer and the EMA stay float32 whatever `amp` is.
-    """
-
-    def __init__(self, amp: str, device: torch.device) -> None:
-        if amp == "fp16" and device.type != "cuda":
-            raise ValueError(
-                f"`amp`='fp16' needs a CUDA device (loss scaling); this run is on {device}. "
-                "Use amp=bf16 or amp=off."
-            )
-        self.device_type = device.type
-        self.dtype = {"off": None, "bf16": torch.bfloat16, "fp16": torch.float16}[amp]
-        self.scaler = torch.amp.GradScaler(device.type) if amp == "fp16" else None
-
-    def autocast(self) -> AbstractContextManager:
-        return torch.autocast(self.device_type, dtype=self.dtype, enabled=self.dtype is not None)
-
-    def backward(
-        self,
-        loss: torch.Tensor,
-        optimizer: torch.optim.Optimizer,
-        params: list[torch.nn.Parameter],
-        grad_clip: float | None,
-    ) -> torch.Tensor:
-        """Backward and clip; returns the total gradient norm before clipping. The caller
-        looks at it before `step` applies the gradients."""
-        max_norm = grad_clip if grad_clip is not None else math.inf
-        if self.scaler is None:
-            loss.backward()
-        else:
-            self.scaler.scale(loss).backward()
-            self.scaler.unscale_(optimizer)
-        return torch.nn.utils.clip_grad_norm_(params, max_norm)
-
-    def step(self, optimizer: torch.optim.Optimizer) -> None:
-        if self.scaler is None:
-            optimizer.step()
-            return
-        self.scaler.step(optimizer)  # skipped when the scaled gradients overflowed
-        self.scaler.update()
-
-    def state_tensors(self) -> dict[str, torch.Tensor]:
-        if self.scaler is None:
-            return {}
-        state = self.scaler.state_dict()
-        return {
-            "amp.scale": torch.tensor(state["scale"]),
-            "amp.growth_tracker": torch.tensor(state["_growth_tracker"]),
-        }
-
-    def load_state_tensors(self, tensors: dict[str, torch.Tensor]) -> None:
-        if self.scaler is None or "amp.scale" not in tensors:
-            return
-        state = self.scaler.state_dict()
-        state["scale"] = float(tensors["amp.scale"])
-        state["_growth_tracker"] = int(tensors["amp.growth_tracker"])
-        self.scaler.load_state_dict(state)
-
-
-class TrainingCurves:
-    """TensorBoard scalars: per-step figures averaged over each `log_every` interval.
-
-    The writer purges whatever an earlier session logged after `first_step` (written after the
-    last checkpoint, then lost with the kill), so a resumed curve neither repeats nor forks.
-    """
-
-    def __init__(self, events_dir: Path, first_step: int, log_every: int) -> None:
-        from torch.utils.tensorboard import SummaryWriter
-
-        self.writer = SummaryWriter(os.fspath(events_dir), purge_step=first_step + 1)
-        self.log_every = log_every
-        self._losses: list[float] = []
-        self._norms: list[float] = []
-        self._seconds = 0.0
-
-    def add_step(self, loss: float, grad_norm: float, seconds: float) -> None:
-        self._losses.append(loss)
-        if math.isfinite(grad_norm):  # fp16 loss scaling skips steps whose gradients overflow
-            self._norms.append(grad_norm)
-        self._seconds += seconds
-
-    def write(self, step: int, lr: float) -> None:
-        if not self._losses:
-            return
-        self.writer.add_scalar("train/loss", float(np.mean(self._losses)), step)
-        if self._norms:
-            self.writer.add_scalar("train/grad_norm", float(np.mean(self._norms)), step)
-        self.writer.add_scalar("train/lr", lr, step)
-        self.writer.add_scalar("train/steps_per_s", len(self._losses) / self._seconds, step)
-        self.writer.flush()
-        self._losses, self._norms, self._seconds = [], [], 0.0
-
-    def write_eval(self, step: int, rate: SuccessRate) -> None:
-        self.writer.add_scalar("eval/success", rate.rate, step)
-        self.writer.add_scalar("eval/success_ci_low", rate.ci_low, step)
-        self.writer.add_scalar("eval/success_ci_high", rate.ci_high, step)
-        self.writer.add_scalar("eval/episodes", rate.episodes, step)
-        self.writer.flush()
-
-    def close(self) -> None:
-        self.writer.close()
-
-
-def evaluate_ema(
-    policy: GenerativePolicy,
-    ema: dict[str, torch.Tensor],
-    metadata: dict[str, Any],
-    episodes: int,
-    device: torch.device,
-) -> SuccessRate:
-    """Success of a copy holding the EMA weights on the dataset's task, seeds 100000 on.
-
-    The RNG states are forked, so a run that evaluates trains the very weights of one that
-    does not.
-    """
-    from robocompose.evaluation import evaluate
-
-    forked = [device] if device.type == "cuda" else []
-    with torch.random.fork_rng(devices=forked):
-        evaluated = build_policy(policy.config, policy.normalizers)
-        evaluated.load_state_dict(ema)
-        evaluated.metadata = metadata
-        seeds = range(EVAL_SEED_START, EVAL_SEED_START + episodes)
-        result = evaluate(
-            evaluated.eval(), seeds, label="train_eval", device=str(device), progress=False
-        )
-    return result.success
-
-
-def _refuse_fewer_steps(out: Path, steps: int) -> None:
-    """A run already past `steps` would return its later checkpoint as if trained to `steps`."""
-    if not (out / STATE_JSON).exists():
-        return
-    done = int(_read_state_document(out)["step"])
-    if done > steps:
-        raise ValueError(
-            f"{out} is already trained to step {done}, past the asked `steps`={steps}: nothing "
-            f"to train. Ask for more than {done} steps to continue it, or use another `out` "
-            f"folder to train {steps} steps afresh."
-        )
 
 
 def _update_ema(
@@ -458,9 +278,7 @@ def _save_state(
     if precision.device_type == "cuda":
         tensors["rng.cuda"] = torch.cuda.get_rng_state()
     tensors = {k: v.detach().cpu().contiguous() for k, v in tensors.items()}
-    write_atomic(out / STATE_TENSORS, lambda p: save_file(tensors, str(p)))
-    document = {"step": step, "train_minutes": minutes, "config": config.to_dict()}
-    write_atomic(out / STATE_JSON, lambda p: p.write_text(json.dumps(document, indent=2) + "\n"))
+    write_state(out, config, tensors, step, minutes)
 
 
 def _load_state(
@@ -472,9 +290,9 @@ def _load_state(
     sampler: torch.Generator,
     precision: MixedPrecision,
 ) -> tuple[int, float]:
-    document = _read_state_document(out)
+    document = read_state_document(out)
     check_resumable(out, config, document)
-    tensors = _read_state_tensors(out, int(document["step"]))
+    tensors = read_state_tensors(out, int(document["step"]))
     policy.load_state_dict({k[6:]: v for k, v in tensors.items() if k.startswith("model.")})
     for k in ema:
         ema[k].copy_(tensors[f"ema.{k}"])
@@ -492,54 +310,15 @@ def _load_state(
     return int(document["step"]), float(document["train_minutes"])
 
 
-def check_resumable(out: Path, config: TrainConfig, document: dict[str, Any]) -> None:
-    """Refuse to resume the run saved in `document` (its train_state.json) under `config`
-    when a field that changes the weights differs, naming each."""
-    saved = document["config"]
-    now = config.to_dict()
-    # as its family's config: a run may predate the family split, or name its family only
-    for tree in (saved, now):
-        tree["policy"] = PolicyConfig.from_dict(tree["policy"]).to_dict()
-    # a field added since the run started takes its default: that is what the run trained with
-    defaults = {f.name: f.default for f in fields(TrainConfig)}
-    changed = [
-        k for k in now if k not in RESUMABLE_CHANGES and saved.get(k, defaults.get(k)) != now[k]
-    ]
-    if changed:
-        raise ValueError(
-            f"{out} holds a run with a different config; cannot resume. Differing fields: "
-            + ", ".join(f"`{k}`: {saved.get(k, defaults.get(k))!r} vs {now[k]!r}" for k in changed)
-            + ". Use another `out` folder."
-        )
-
-
-def _damaged(path: Path, out: Path, what: str) -> ValueError:
-    return ValueError(
-        f"{path}: {what}; the training state is truncated or corrupt, so the run cannot resume. "
-        f"Delete {out / STATE_TENSORS} and {out / STATE_JSON} to train this run again from step "
-        f"0 (its model.safetensors is overwritten at the first checkpoint: copy it first to keep "
-        f"it), or pass another `out` folder."
+def run(config: TrainConfig) -> Path:
+    """`robocompose train`: say where the checkpoint and curves go, train (resuming what `out`
+    holds), print the checkpoint."""
+    print(
+        f"training into {config.out} (checkpoint and train_state, saved as it goes); curves: "
+        f"{config.events_dir}/, view with `robocompose report {config.out}` or "
+        f"`tensorboard --logdir {config.events_dir}`",
+        flush=True,
     )
-
-
-def _read_state_document(out: Path) -> dict[str, Any]:
-    path = out / STATE_JSON
-    try:
-        document = json.loads(path.read_text())
-    except json.JSONDecodeError as e:
-        raise _damaged(path, out, f"not valid JSON ({e})") from None
-    missing = [k for k in ("step", "train_minutes", "config") if k not in document]
-    if missing:
-        raise _damaged(path, out, f"missing {missing}")
-    return document
-
-
-def _read_state_tensors(out: Path, step: int) -> dict[str, torch.Tensor]:
-    """On the CPU whatever device saved them; the caller copies them where they belong."""
-    path = out / STATE_TENSORS
-    if not path.is_file():
-        raise _damaged(path, out, f"missing, though {STATE_JSON} says step {step}")
-    try:
-        return load_file(str(path), device="cpu")
-    except SafetensorError as e:
-        raise _damaged(path, out, f"not a readable safetensors file ({e})") from None
+    checkpoint = train(config)
+    print(f"checkpoint: {checkpoint}")
+    return checkpoint

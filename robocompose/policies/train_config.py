@@ -1,5 +1,5 @@
-"""The `train` verb: its config, kept free of torch so the CLI can validate overrides without
-loading it, and `run(config)`, which imports the training loop (`robocompose.policies.train`)."""
+"""The `train` verb's config, kept free of torch so the CLI can validate overrides without loading
+it; the verb itself is `robocompose.policies.train.run`."""
 
 from __future__ import annotations
 
@@ -103,19 +103,3 @@ class TrainConfig:
         d = asdict(self)
         d["policy"] = self.policy.to_dict()
         return d
-
-
-def run(config: TrainConfig) -> Path:
-    """`robocompose train`: say where the checkpoint and curves go, train (resuming what `out`
-    holds), print the checkpoint."""
-    from robocompose.policies.train import train
-
-    print(
-        f"training into {config.out} (checkpoint and train_state, saved as it goes); curves: "
-        f"{config.events_dir}/, view with `robocompose report {config.out}` or "
-        f"`tensorboard --logdir {config.events_dir}`",
-        flush=True,
-    )
-    checkpoint = train(config)
-    print(f"checkpoint: {checkpoint}")
-    return checkpoint

@@ -22,7 +22,8 @@ from robocompose.policies.checkpoint import load_policy, save_policy
 from robocompose.policies.config import FLAT_CONFIG_DEFAULTS, PolicyConfig
 from robocompose.policies.denoiser import BoundNet, DenoiserOutput, NetworkDenoiser
 from robocompose.policies.registry import family_names, get_family
-from robocompose.policies.train import STATE_JSON, TrainConfig, train
+from robocompose.policies.train import TrainConfig, train
+from robocompose.policies.train_state import STATE_JSON
 from robocompose.shipped import shipped_path
 from robocompose.sim.collect import collect
 

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 
 from robocompose.cli import main
 from robocompose.policies.config import PolicyConfig
-from robocompose.policies.train import STATE_JSON, TrainConfig, train
+from robocompose.policies.train import TrainConfig, train
+from robocompose.policies.train_monitor import TrainingDiverged, check_finite
+from robocompose.policies.train_state import STATE_JSON
 from robocompose.sim.collect import collect
 
 
@@ -90,8 +93,6 @@ def test_a_diverging_run_stops_and_keeps_the_last_good_checkpoint(tmp_path, fami
         pytest.importorskip("jax")
     from safetensors.torch import load_file
 
-    from robocompose.policies.train import TrainingDiverged
-
     dataset = tmp_path / "pusht.hdf5"
     collect("PushT", 1, dataset, progress=False)
     policy = PolicyConfig.from_dict({"family": family, "backbone": "mlp"})
@@ -143,3 +144,16 @@ def test_training_runs_on_one_torch_thread_unless_asked(tmp_path, monkeypatch) -
         assert seen[2:] == [2, 2]
     finally:
         torch.set_num_threads(before)
+
+
+def test_one_finite_check_serves_both_loops(tmp_path) -> None:
+    """A non-finite loss always stops; an infinite gradient norm stops unless fp16 loss scaling
+    skips that step itself (the torch loop with amp=fp16)."""
+    check_finite(3, 0.5, 1.0, tmp_path, 2)
+    check_finite(3, 0.5, math.inf, tmp_path, 2, overflow_skips=True)
+    with pytest.raises(
+        TrainingDiverged, match=r"step 3: the loss is 0.5 and the gradient norm inf"
+    ):
+        check_finite(3, 0.5, math.inf, tmp_path, 2)
+    with pytest.raises(TrainingDiverged, match=r"the loss is nan .*keeps step 2's checkpoint"):
+        check_finite(3, math.nan, 1.0, tmp_path, 2, overflow_skips=True)

@@ -16,13 +16,8 @@ from safetensors.torch import load_file
 
 from robocompose.cli import load_verb_config, main
 from robocompose.policies.config import PolicyConfig
-from robocompose.policies.train import (
-    STATE_JSON,
-    STATE_TENSORS,
-    TrainConfig,
-    learning_rate,
-    train,
-)
+from robocompose.policies.train import TrainConfig, learning_rate, train
+from robocompose.policies.train_state import STATE_JSON, STATE_TENSORS
 from robocompose.report import ReportConfig, read_scalars, write_report
 from robocompose.sim.collect import collect
 

@@ -1,0 +1,119 @@
+"""What a training run reports as it goes, in both loops (torch and JAX): the stop on a
+non-finite loss, the TensorBoard curves and the EMA weights' success on the task.
+
+Scalars, every `log_every` steps and at the last step:
+    train/loss        mean training loss over the steps since the previous point
+    train/grad_norm   mean total L2 norm of the gradients (before clipping and the update)
+    train/lr          learning rate of the step
+    train/steps_per_s training speed (data + update; checkpoints and evaluation excluded)
+and every `eval_every` steps: eval/success, eval/success_ci_low, eval/success_ci_high (Wilson
+95%) over `eval_episodes` episodes of the EMA weights.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from robocompose.policies.base import GenerativePolicy, build_policy
+from robocompose.stats import SuccessRate
+
+EVAL_SEED_START = 100_000  # the evaluation seeds every verb uses, disjoint from the demos'
+
+
+class TrainingDiverged(ValueError):
+    """A non-finite loss or gradient: training stops before the step is applied, so the last
+    checkpoint on disk stays the last good one."""
+
+    def __init__(self, step: int, loss: float, grad_norm: float, out: Path, saved: int) -> None:
+        kept = f"{out} keeps step {saved}'s checkpoint" if saved else "nothing was saved"
+        super().__init__(
+            f"step {step}: the loss is {loss:.4g} and the gradient norm {grad_norm:.4g}; "
+            f"training stopped before applying it ({kept}). Lower `lr`, set `grad_clip`, or "
+            "look for outliers in the dataset."
+        )
+
+
+def check_finite(
+    step: int, loss: float, grad_norm: float, out: Path, saved: int, *, overflow_skips: bool = False
+) -> None:
+    """Stop on a non-finite loss or gradient norm, before step `step` is applied (both training
+    loops call this). `overflow_skips`: fp16 loss scaling, which itself skips the steps whose
+    gradients overflow, so an infinite norm there is no divergence."""
+    if not math.isfinite(loss) or not (math.isfinite(grad_norm) or overflow_skips):
+        raise TrainingDiverged(step, loss, grad_norm, out, saved)
+
+
+class TrainingCurves:
+    """TensorBoard scalars: per-step figures averaged over each `log_every` interval.
+
+    The writer purges whatever an earlier session logged after `first_step` (written after the
+    last checkpoint, then lost with the kill), so a resumed curve neither repeats nor forks.
+    """
+
+    def __init__(self, events_dir: Path, first_step: int, log_every: int) -> None:
+        from torch.utils.tensorboard import SummaryWriter
+
+        self.writer = SummaryWriter(os.fspath(events_dir), purge_step=first_step + 1)
+        self.log_every = log_every
+        self._losses: list[float] = []
+        self._norms: list[float] = []
+        self._seconds = 0.0
+
+    def add_step(self, loss: float, grad_norm: float, seconds: float) -> None:
+        self._losses.append(loss)
+        if math.isfinite(grad_norm):  # fp16 loss scaling skips steps whose gradients overflow
+            self._norms.append(grad_norm)
+        self._seconds += seconds
+
+    def write(self, step: int, lr: float) -> None:
+        if not self._losses:
+            return
+        self.writer.add_scalar("train/loss", float(np.mean(self._losses)), step)
+        if self._norms:
+            self.writer.add_scalar("train/grad_norm", float(np.mean(self._norms)), step)
+        self.writer.add_scalar("train/lr", lr, step)
+        self.writer.add_scalar("train/steps_per_s", len(self._losses) / self._seconds, step)
+        self.writer.flush()
+        self._losses, self._norms, self._seconds = [], [], 0.0
+
+    def write_eval(self, step: int, rate: SuccessRate) -> None:
+        self.writer.add_scalar("eval/success", rate.rate, step)
+        self.writer.add_scalar("eval/success_ci_low", rate.ci_low, step)
+        self.writer.add_scalar("eval/success_ci_high", rate.ci_high, step)
+        self.writer.add_scalar("eval/episodes", rate.episodes, step)
+        self.writer.flush()
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+def evaluate_ema(
+    policy: GenerativePolicy,
+    ema: dict[str, torch.Tensor],
+    metadata: dict[str, Any],
+    episodes: int,
+    device: torch.device,
+) -> SuccessRate:
+    """Success of a copy holding the EMA weights on the dataset's task, seeds 100000 on.
+
+    The RNG states are forked, so a run that evaluates trains the very weights of one that
+    does not.
+    """
+    from robocompose.evaluation import evaluate
+
+    forked = [device] if device.type == "cuda" else []
+    with torch.random.fork_rng(devices=forked):
+        evaluated = build_policy(policy.config, policy.normalizers)
+        evaluated.load_state_dict(ema)
+        evaluated.metadata = metadata
+        seeds = range(EVAL_SEED_START, EVAL_SEED_START + episodes)
+        result = evaluate(
+            evaluated.eval(), seeds, label="train_eval", device=str(device), progress=False
+        )
+    return result.success
