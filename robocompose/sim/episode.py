@@ -85,6 +85,21 @@ def check_finite(arrays: Mapping[str, np.ndarray], where: str) -> None:
         raise NonFiniteError(f"{problem} ({where}); every value must be finite.")
 
 
+def read_back_nonfinite(
+    obs: Mapping[str, np.ndarray], actions: np.ndarray, where: str, *, skip: bool, item: str
+) -> str | None:
+    """What is not finite in a demo a reader just read (None: every value is). Refused with
+    `NonFiniteError` unless `skip`: then the reader leaves the `item` out and reports the
+    returned problem (training's `skip_nonfinite_demos`)."""
+    problem = nonfinite({"actions": actions} | {f"obs/{k}": v for k, v in obs.items()})
+    if problem and not skip:
+        raise NonFiniteError(
+            f"{problem} ({where}); every value must be finite. Fix or delete that {item}, "
+            f"or leave such {item}s out (training: skip_nonfinite_demos=true)."
+        )
+    return problem
+
+
 def skill_indices(
     vocabulary: list[dict[str, Any]], labels: Sequence[Mapping[str, Any]]
 ) -> np.ndarray:

@@ -35,10 +35,9 @@ from robocompose.sim.episode import (
     ENV_TYPE_GYMNASIUM,
     DatasetError,
     Episode,
-    NonFiniteError,
     check_episode,
     check_finite,
-    nonfinite,
+    read_back_nonfinite,
     skill_indices,
 )
 
@@ -348,12 +347,7 @@ def load_demos(
             else:
                 rewards = np.zeros(len(actions), dtype=np.float32)
             check_episode(obs, actions, rewards, where)
-            problem = nonfinite({"actions": actions} | {f"obs/{k}": v for k, v in obs.items()})
-            if problem and not skip_nonfinite:
-                raise NonFiniteError(
-                    f"{problem} ({where}); every value must be finite. Fix or delete that demo, "
-                    "or leave such demos out (training: skip_nonfinite_demos=true)."
-                )
+            problem = read_back_nonfinite(obs, actions, where, skip=skip_nonfinite, item="demo")
             if problem:
                 skipped.append(f"{name}: {problem}")
                 continue

@@ -17,9 +17,8 @@ from robocompose.sim.episode import (
     ENV_TYPE_GYMNASIUM,
     DatasetError,
     Episode,
-    NonFiniteError,
     check_episode,
-    nonfinite,
+    read_back_nonfinite,
 )
 from robocompose.sim.lerobot_dataset.layout import (
     ACTION,
@@ -173,12 +172,7 @@ class LeRobotFolder:
                 else np.zeros(len(actions), dtype=np.float32)
             )
             check_episode(obs, actions, rewards, where)
-            problem = nonfinite({"actions": actions} | {f"obs/{k}": v for k, v in obs.items()})
-            if problem and not skip_nonfinite:
-                raise NonFiniteError(
-                    f"{problem} ({where}); every value must be finite. Fix or delete that "
-                    "episode, or leave such episodes out (training: skip_nonfinite_demos=true)."
-                )
+            problem = read_back_nonfinite(obs, actions, where, skip=skip_nonfinite, item="episode")
             if problem:
                 skipped.append(f"{name}: {problem}")
                 continue
