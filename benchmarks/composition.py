@@ -95,13 +95,9 @@ from robocompose.composition.fused import (
     stack_networks,
 )
 from robocompose.composition.samplers import sample_euler
+from robocompose.composition.search_plot import plot_search
 from robocompose.composition.selector import SCORES, candidates
-from robocompose.composition.weight_search import (
-    NativeParent,
-    plot_search,
-    racing,
-    successive_halving,
-)
+from robocompose.composition.weight_search import NativeParent, racing, successive_halving
 from robocompose.evaluation import evaluate
 from robocompose.policies.checkpoint import load_policy
 from robocompose.shipped import PARENT_PAIRS, parent_pair

@@ -43,7 +43,8 @@ class DemoConfig:
 
 def run(config: DemoConfig) -> dict:
     from robocompose.composition.api import candidate_label, chosen_policy, compose, load, search
-    from robocompose.composition.weight_search import NativeParent, plot_search
+    from robocompose.composition.search_plot import plot_search
+    from robocompose.composition.weight_search import NativeParent
     from robocompose.evaluation import evaluate
     from robocompose.records import rate_of
 

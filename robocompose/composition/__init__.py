@@ -18,6 +18,7 @@ Where things are:
     timing.py             what each parent costs per chunk
     composed_policy.py    ComposedPolicy: K parents and a method, run by the harness
     weight_search.py      the search over weights (grid, racing, successive halving)
+    search_plot.py        a search's figure
     search_record.py      what a search ran on, its record on disk, its resume
     api.py                load, compose, evaluate, search: the notebook API the verbs call
 

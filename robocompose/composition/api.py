@@ -19,6 +19,7 @@ from robocompose.composition import search_record
 from robocompose.composition.composed_policy import ComposedPolicy
 from robocompose.composition.config import CompositionConfig
 from robocompose.composition.methods import method_of
+from robocompose.composition.search_plot import plot_search
 from robocompose.composition.timing import ParentTimes, sum_times
 from robocompose.composition.weight_search import (
     Key,
@@ -27,7 +28,6 @@ from robocompose.composition.weight_search import (
     SearchSettings,
     grid_search,
     native_parents,
-    plot_search,
     racing,
     simplex_grid,
     successive_halving,

@@ -12,14 +12,8 @@ import pytest
 from matplotlib.collections import LineCollection, PathCollection, TriMesh
 from matplotlib.container import BarContainer
 
-from robocompose.composition.weight_search import (
-    N_NOTE,
-    Candidate,
-    SearchResult,
-    plot_search,
-    search_figure,
-    simplex_grid,
-)
+from robocompose.composition.search_plot import N_NOTE, plot_search, search_figure
+from robocompose.composition.weight_search import Candidate, SearchResult, simplex_grid
 
 PROVENANCE = {
     "task": {"name": "Stack", "env_id": "robocompose/Stack-v0"},
