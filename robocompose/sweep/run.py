@@ -20,7 +20,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from robocompose.config import ConfigError
-from robocompose.interrupt import ResumableInterrupt
+from robocompose.interrupt import ResumableInterrupt, interrupt_deferred
 from robocompose.sweep.config import Cell, SweepPlan
 from robocompose.sweep.describe import plot_context, summary_header
 from robocompose.sweep.launchers import Task, launch
@@ -133,8 +133,9 @@ def run(sweep_plan: SweepPlan, progress: bool = True) -> SweepReport:
     try:
         for task, records in launch(base.launcher, tasks):
             values = dict(zip(axes, cells[task.cell].values, strict=True))
-            table.append({**r, **values, "episode_seed": r["seed"]} for r in records)
-            ran += len(records)
+            with interrupt_deferred():  # rows on disk and counted, or neither
+                table.append({**r, **values, "episode_seed": r["seed"]} for r in records)
+                ran += len(records)
             bar.update(len(records))
     except KeyboardInterrupt:
         raise ResumableInterrupt(total - remaining + ran, table.path) from None
