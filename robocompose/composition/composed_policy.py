@@ -163,8 +163,8 @@ class ComposedPolicy:
 
     def _placement(self) -> tuple[torch.device, torch.dtype]:
         """Where the parents are, read off one parameter of each: `.to()` converts parameters
-        in place, and `parent.device` walks the module tree per call (twice per parent and
-        chunk, that walk was 7% of a Stack chunk at batch 1)."""
+        in place, so one parameter tells; `parent.device` would walk the module tree, twice
+        per parent and chunk."""
         if self._probes is None:  # None for a parent with no torch parameter (a JAX policy)
             self._probes = [next(p.parameters(), None) for p in self.parents]
         (first, *rest) = [

@@ -178,11 +178,11 @@ class ConditionalUnet1D(nn.Module):
     including the full-resolution one, is used. Works for any horizon divisible by
     `2 ** (len(down_dims) - 1)`.
 
-    Size and speed (CPU, one thread, batch 1, H=16, A=2, C=40): the default (32, 64, 128) has
-    1.4 M parameters and takes ~1.4 ms per forward; (64, 128, 256) has 4.7 M and ~2.6 ms;
-    Diffusion Policy's (256, 512, 1024) has 65 M and ~38 ms. At batch 1 the cost is mostly
-    per-op overhead (a 3-level net with 8 channels still takes ~0.8 ms), so for a state policy
-    that must sample fast use `MlpDenoiserNet`.
+    Size (H=16, A=2, C=40): the default (32, 64, 128) has 1.4 M parameters, (64, 128, 256)
+    4.7 M, Diffusion Policy's (256, 512, 1024) 65 M. At batch 1 on a CPU the cost is mostly
+    per-op overhead rather than parameters, so for a state policy that must sample fast use
+    `MlpDenoiserNet` (the shipped policies' chunk latency by backbone:
+    benchmarks/results/policy_latency.json).
 
     Args:
         action_dim: A, channels of the action chunk.
@@ -340,9 +340,9 @@ class MlpDenoiserNet(nn.Module):
         time_embed_dim: width of the sinusoidal timestep embedding.
         cond_hidden: width of the conditioning vector c that drives FiLM.
 
-    Size and speed (CPU, batch 1, H=16, A=2, C=40): the defaults give 0.85 M parameters and
-    ~0.33 ms per forward on one thread; hidden=512 gives 2.7 M and ~0.66 ms. At batch 1 the
-    matrix-vector products are memory-bound, so time grows with the parameter count.
+    Size (H=16, A=2, C=40): the defaults give 0.85 M parameters, hidden=512 gives 2.7 M. At
+    batch 1 the matrix-vector products are memory-bound, so time grows with the parameter count
+    (the shipped policies' chunk latency: benchmarks/results/policy_latency.json).
     """
 
     name = "mlp"
