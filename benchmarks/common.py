@@ -66,9 +66,9 @@ _ABSENT = object()
 
 @dataclass(frozen=True)
 class ResultsFile:
-    """One JSON file of `folder`, written by the script `writer` (its file name, e.g. "sim.py").
-    Every write re-reads the file under a lock beside it and changes only what the caller
-    changes: several scripts, and parts of one run at the same time, write one file."""
+    """One JSON file of `folder`, written by the script `writer` (its file name, e.g. "sim.py";
+    none: read only). Every write re-reads the file under a lock beside it and changes only what
+    the caller changes: several scripts, and parts of one run at the same time, write one file."""
 
     name: str
     writer: str = ""
@@ -77,7 +77,7 @@ class ResultsFile:
 
     def __post_init__(self) -> None:
         owners = KEY_OWNERS.get(self.name)
-        if owners is not None and self.writer not in owners.values():
+        if owners is not None and self.writer and self.writer not in owners.values():
             raise ValueError(
                 f"{self.name} is shared: writer must be one of {sorted(set(owners.values()))}, "
                 f"not {self.writer!r}"
@@ -109,9 +109,10 @@ class ResultsFile:
             change(document)
             for key in before.keys() | document.keys():
                 changed = before.get(key, _ABSENT) != document.get(key, _ABSENT)
-                if changed and self.owner(key) != self.writer:
+                if changed and (not self.writer or self.owner(key) != self.writer):
                     raise ValueError(
-                        f"{self.name}: key {key!r} belongs to {self.owner(key)}, not {self.writer}"
+                        f"{self.name}: key {key!r} belongs to {self.owner(key)}, "
+                        f"not {self.writer or 'a reader (no writer given)'}"
                     )
             self.path.write_text(json.dumps(document, indent=self.indent) + "\n")
         return document

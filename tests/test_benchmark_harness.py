@@ -100,6 +100,11 @@ def test_a_shared_file_refuses_a_key_another_script_owns(tmp_path):
     assert skills.path.read_text() == before
     with pytest.raises(ValueError, match="writer must be one of"):
         common.ResultsFile("skills.json", writer="hierarchical.py", folder=tmp_path)
+    reader = common.ResultsFile("skills.json", folder=tmp_path)
+    assert reader.read()["place_in"] == {"scripted": 0.9}
+    with pytest.raises(ValueError, match="not a reader"):
+        reader.set(["x"], 1)
+    assert skills.path.read_text() == before
 
 
 def test_resume_records_runs_only_the_missing_keys(tmp_path):
