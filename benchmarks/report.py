@@ -41,6 +41,13 @@ def _paired(p: dict) -> str:
     return f"{d:+.1f} [{lo:+.1f}, {hi:+.1f}]"
 
 
+def _paired_cell(p: dict | None) -> str:
+    """A paired difference, or "not run" for a comparison the run left out (or skipped)."""
+    if not p or "skipped" in p:
+        return "not run"
+    return _paired(p)
+
+
 def _measured(results: dict) -> list[tuple[str, dict]]:
     """Tasks measured by P1's current protocol (search seeds, then fresh seeds), by name."""
     return sorted((t, q) for t, q in results["quality"].items() if "fresh" in q)
@@ -89,9 +96,8 @@ def fresh_table() -> str:
         lines.append(
             f"| {task} | {better}: {_rate(fresh['parents'][better])} "
             f"| {_complementarity(fresh['complementarity'])} "
-            f"| {' | '.join(_paired(paired[k]) for k in keys)} "
-            f"| {_paired(control) if control else 'not run'} "
-            f"| {_paired(grid) if grid else 'not run'} |"
+            f"| {' | '.join(_paired_cell(paired.get(k)) for k in keys)} "
+            f"| {_paired_cell(control)} | {_paired_cell(grid)} |"
         )
     return "\n".join(lines)
 
