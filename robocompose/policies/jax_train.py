@@ -25,16 +25,15 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import torch
-from tqdm import tqdm
 
-from robocompose.interrupt import ResumableInterrupt, interrupt_deferred
+from robocompose.interrupt import interrupt_deferred
 from robocompose.policies.checkpoint import save_policy
 from robocompose.policies.jax_bridge import to_torch
 from robocompose.policies.jax_flow import JaxFlowPolicy, encode_low_dim, flow_matching_loss
 from robocompose.policies.jax_net import Params, from_state_names, to_state_names
 from robocompose.policies.train import learning_rate, prepare
 from robocompose.policies.train_config import TrainConfig
-from robocompose.policies.train_monitor import TrainingCurves, check_finite, evaluate_ema
+from robocompose.policies.train_monitor import TrainingProgress, check_finite, evaluate_ema
 from robocompose.policies.train_state import (
     STATE_JSON,
     check_resumable,
@@ -43,6 +42,7 @@ from robocompose.policies.train_state import (
     refuse_fewer_steps,
     write_state,
 )
+from robocompose.stats import SuccessRate
 
 
 def optimizer(config: TrainConfig) -> optax.GradientTransformation:
@@ -163,31 +163,28 @@ def train_jax(config: TrainConfig, progress: bool = True, stop_at_step: int | No
         key = jax.random.wrap_key_data(jnp.asarray(tensors["rng.jax"].numpy()))
         sampler.set_state(tensors["rng.sampler"])
     update = make_update(policy, tx)
-    curves = TrainingCurves(config.events_dir, step, config.log_every)
-    bar = tqdm(total=config.steps, initial=step, desc=f"train {out.name}", disable=not progress)
-    start, smoothed = time.perf_counter(), None
-    last = config.steps if stop_at_step is None else min(stop_at_step, config.steps)
-    saved = step  # the step whose checkpoint and training state are on disk (0: none)
 
-    def save() -> None:
-        nonlocal saved
-        elapsed = minutes + (time.perf_counter() - start) / 60
+    def save(run: TrainingProgress) -> None:
+        elapsed = run.minutes()
         policy.params = params
-        meta = metadata | {"step": step, "train_minutes": elapsed, "loss": smoothed}
+        meta = metadata | {"step": run.step, "train_minutes": elapsed, "loss": run.smoothed}
         dtype = getattr(torch, config.checkpoint_dtype)
         save_policy(policy, out, meta, state_dict=_torch_state(ema), dtype=dtype)
-        _save_state(out, config, params, ema, opt_state, key, sampler, step, elapsed)
-        saved = step
+        _save_state(out, config, params, ema, opt_state, key, sampler, run.step, elapsed)
 
-    try:
-        while step < last:
+    def evaluate() -> SuccessRate:
+        cpu = torch.device("cpu")
+        return evaluate_ema(policy, _torch_state(ema), metadata, config.eval_episodes, cpu)
+
+    with TrainingProgress(config, step, minutes, stop_at_step, progress, save, evaluate) as run:
+        while run.step < run.last:
             with interrupt_deferred():  # Ctrl-C lands between steps, where the state is whole
                 began = time.perf_counter()
                 index = torch.randint(len(windows), (config.batch_size,), generator=sampler)
                 batch = windows.batch(index.numpy())
                 obs = {k: np.asarray(v, np.float32) for k, v in batch["obs"].items()}
-                lr = learning_rate(config, step)
-                decay = ema_decay(config, step + 1)
+                lr = learning_rate(config, run.step)
+                decay = ema_decay(config, run.step + 1)
                 *state, loss, grad_norm = update(
                     params,
                     opt_state,
@@ -199,32 +196,10 @@ def train_jax(config: TrainConfig, progress: bool = True, stop_at_step: int | No
                     decay,
                 )
                 value, norm = float(loss), float(grad_norm)
-                check_finite(step + 1, value, norm, out, saved)  # else the update is not kept
+                check_finite(run.step + 1, value, norm, out, run.saved)  # else not kept
                 params, opt_state, ema, key = state
-                step += 1
-            smoothed = value if smoothed is None else 0.98 * smoothed + 0.02 * value
-            curves.add_step(value, norm, time.perf_counter() - began)
-            if step % config.log_every == 0 or step == config.steps:
-                curves.write(step, lr)
-            bar.update()
-            bar.set_postfix(loss=f"{smoothed:.4f}")
-            if config.eval_every and step % config.eval_every == 0:
-                rate = evaluate_ema(
-                    policy, _torch_state(ema), metadata, config.eval_episodes, torch.device("cpu")
-                )
-                curves.write_eval(step, rate)
-                if progress:
-                    bar.write(f"step {step}: eval success {rate}")
-            if step % config.checkpoint_every == 0 or step in (config.steps, last):
-                save()
-    except KeyboardInterrupt:
-        if step > saved:
-            with interrupt_deferred():  # a second Ctrl-C must not cut the save short
-                save()
-        raise ResumableInterrupt(step, out, unit="steps") from None
-    finally:
-        bar.close()
-        curves.close()
+                run.step += 1
+            run.after_step(value, norm, lr, time.perf_counter() - began)
     return out
 
 

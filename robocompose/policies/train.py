@@ -20,11 +20,10 @@ from typing import Any
 
 import numpy as np
 import torch
-from tqdm import tqdm
 
 from robocompose.devices import resolve_device
 from robocompose.evaluation import torch_threads_set
-from robocompose.interrupt import ResumableInterrupt, interrupt_deferred
+from robocompose.interrupt import interrupt_deferred
 from robocompose.policies.base import GenerativePolicy, build_policy, is_image_shape
 from robocompose.policies.checkpoint import read_checkpoint_config, save_policy
 from robocompose.policies.config import PolicyConfig
@@ -32,7 +31,7 @@ from robocompose.policies.mixed_precision import MixedPrecision
 from robocompose.policies.normalizer import AffineNormalizer
 from robocompose.policies.registry import get_family
 from robocompose.policies.train_config import TrainConfig
-from robocompose.policies.train_monitor import TrainingCurves, check_finite, evaluate_ema
+from robocompose.policies.train_monitor import TrainingProgress, check_finite, evaluate_ema
 from robocompose.policies.train_state import (
     STATE_JSON,
     check_resumable,
@@ -45,6 +44,7 @@ from robocompose.sim.episode import Episode
 from robocompose.sim.hdf5_dataset import load_demos, read_env_args, read_skill_vocabulary
 from robocompose.sim.tasks import attached_env, is_registered, missing_env_error
 from robocompose.sim.windows import SequenceWindows, action_stats, obs_stats, skill_segments
+from robocompose.stats import SuccessRate
 
 __all__ = ["TrainConfig", "learning_rate", "prepare", "run", "train"]
 
@@ -180,24 +180,20 @@ def _train(config: TrainConfig, progress: bool, stop_at_step: int | None) -> Pat
     step, minutes = 0, 0.0
     if (out / STATE_JSON).exists():
         step, minutes = _load_state(out, config, policy, optimizer, ema, sampler, precision)
-    curves = TrainingCurves(config.events_dir, step, config.log_every)
-    bar = tqdm(total=config.steps, initial=step, desc=f"train {out.name}", disable=not progress)
-    start, smoothed = time.perf_counter(), None
-    policy.train()
-    last = config.steps if stop_at_step is None else min(stop_at_step, config.steps)
-    saved = step  # the step whose checkpoint and training state are on disk (0: none)
 
-    def save() -> None:
-        nonlocal saved
-        elapsed = minutes + (time.perf_counter() - start) / 60
-        meta = metadata | {"step": step, "train_minutes": elapsed, "loss": smoothed}
+    def save(run: TrainingProgress) -> None:
+        elapsed = run.minutes()
+        meta = metadata | {"step": run.step, "train_minutes": elapsed, "loss": run.smoothed}
         dtype = getattr(torch, config.checkpoint_dtype)
         save_policy(policy, out, meta, state_dict=ema, dtype=dtype)
-        _save_state(out, config, policy, optimizer, ema, sampler, precision, step, elapsed)
-        saved = step
+        _save_state(out, config, policy, optimizer, ema, sampler, precision, run.step, elapsed)
 
-    try:
-        while step < last:
+    def evaluate() -> SuccessRate:
+        return evaluate_ema(policy, ema, metadata, config.eval_episodes, device)
+
+    policy.train()
+    with TrainingProgress(config, step, minutes, stop_at_step, progress, save, evaluate) as run:
+        while run.step < run.last:
             with interrupt_deferred():  # Ctrl-C lands between steps, where the state is whole
                 began = time.perf_counter()
                 index = torch.randint(len(windows), (config.batch_size,), generator=sampler)
@@ -206,7 +202,7 @@ def _train(config: TrainConfig, progress: bool, stop_at_step: int | None) -> Pat
                     k: torch.from_numpy(np.asarray(v)).to(device) for k, v in batch["obs"].items()
                 }
                 actions = torch.from_numpy(batch["actions"]).to(device)
-                lr = learning_rate(config, step)
+                lr = learning_rate(config, run.step)
                 for group in optimizer.param_groups:
                     group["lr"] = lr
                 with precision.autocast():
@@ -215,31 +211,11 @@ def _train(config: TrainConfig, progress: bool, stop_at_step: int | None) -> Pat
                 grad_norm = precision.backward(loss, optimizer, params, config.grad_clip)
                 value, norm = loss.item(), grad_norm.item()
                 scaled = precision.scaler is not None
-                check_finite(step + 1, value, norm, out, saved, overflow_skips=scaled)
+                check_finite(run.step + 1, value, norm, out, run.saved, overflow_skips=scaled)
                 precision.step(optimizer)
-                step += 1
-                _update_ema(ema, policy, config.ema_decay, step)
-            smoothed = value if smoothed is None else 0.98 * smoothed + 0.02 * value
-            curves.add_step(value, norm, time.perf_counter() - began)
-            if step % config.log_every == 0 or step == config.steps:
-                curves.write(step, lr)
-            bar.update()
-            bar.set_postfix(loss=f"{smoothed:.4f}")
-            if config.eval_every and step % config.eval_every == 0:
-                rate = evaluate_ema(policy, ema, metadata, config.eval_episodes, device)
-                curves.write_eval(step, rate)
-                if progress:
-                    bar.write(f"step {step}: eval success {rate}")
-            if step % config.checkpoint_every == 0 or step in (config.steps, last):
-                save()
-    except KeyboardInterrupt:
-        if step > saved:
-            with interrupt_deferred():  # a second Ctrl-C must not cut the save short
-                save()
-        raise ResumableInterrupt(step, out, unit="steps") from None
-    finally:
-        bar.close()
-        curves.close()
+                run.step += 1
+                _update_ema(ema, policy, config.ema_decay, run.step)
+            run.after_step(value, norm, lr, time.perf_counter() - began)
     return out
 
 

@@ -1,5 +1,6 @@
-"""What a training run reports as it goes, in both loops (torch and JAX): the stop on a
-non-finite loss, the TensorBoard curves and the EMA weights' success on the task.
+"""What both training loops (torch and JAX) do around their steps: the stop on a non-finite
+loss, the TensorBoard curves, the EMA weights' success on the task, the checkpoints as it goes
+and the last save on Ctrl-C (`TrainingProgress`).
 
 Scalars, every `log_every` steps and at the last step:
     train/loss        mean training loss over the steps since the previous point
@@ -14,13 +15,19 @@ from __future__ import annotations
 
 import math
 import os
+import time
+from collections.abc import Callable
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 
 import numpy as np
 import torch
+from tqdm import tqdm
 
+from robocompose.interrupt import ResumableInterrupt, interrupt_deferred
 from robocompose.policies.base import GenerativePolicy, build_policy
+from robocompose.policies.train_config import TrainConfig
 from robocompose.stats import SuccessRate
 
 EVAL_SEED_START = 100_000  # the evaluation seeds every verb uses, disjoint from the demos'
@@ -117,3 +124,83 @@ def evaluate_ema(
             evaluated.eval(), seeds, label="train_eval", device=str(device), progress=False
         )
     return result.success
+
+
+class TrainingProgress:
+    """The bookkeeping both loops share around a step: the smoothed loss, the curves and the
+    progress bar, the EMA weights' evaluation every `eval_every` steps, a checkpoint every
+    `checkpoint_every` steps and at the last one, and on Ctrl-C one last save before
+    `ResumableInterrupt` (the loop defers Ctrl-C to between steps, where the state is whole).
+
+        with TrainingProgress(config, step, minutes, stop_at_step, show, save, evaluate) as run:
+            while run.step < run.last:
+                with interrupt_deferred():
+                    ...  # one update; check_finite(run.step + 1, ..., run.out, run.saved)
+                    run.step += 1
+                run.after_step(loss, grad_norm, lr, seconds)
+    """
+
+    def __init__(
+        self,
+        config: TrainConfig,
+        step: int,
+        minutes: float,
+        stop_at_step: int | None,
+        show: bool,
+        save: Callable[[TrainingProgress], None],
+        evaluate: Callable[[], SuccessRate],
+    ) -> None:
+        self.config, self.out = config, Path(config.out)
+        self.step = step
+        self.saved = step  # the step whose checkpoint and training state are on disk (0: none)
+        self.last = config.steps if stop_at_step is None else min(stop_at_step, config.steps)
+        self.smoothed: float | None = None
+        self._save, self._evaluate, self._show = save, evaluate, show
+        self.curves = TrainingCurves(config.events_dir, step, config.log_every)
+        self.bar = tqdm(
+            total=config.steps, initial=step, desc=f"train {self.out.name}", disable=not show
+        )
+        self._minutes, self._start = minutes, time.perf_counter()
+
+    def minutes(self) -> float:
+        """Training minutes over every session of the run."""
+        return self._minutes + (time.perf_counter() - self._start) / 60
+
+    def save(self) -> None:
+        self._save(self)
+        self.saved = self.step
+
+    def after_step(self, loss: float, grad_norm: float, lr: float, seconds: float) -> None:
+        config, step = self.config, self.step
+        self.smoothed = loss if self.smoothed is None else 0.98 * self.smoothed + 0.02 * loss
+        self.curves.add_step(loss, grad_norm, seconds)
+        if step % config.log_every == 0 or step == config.steps:
+            self.curves.write(step, lr)
+        self.bar.update()
+        self.bar.set_postfix(loss=f"{self.smoothed:.4f}")
+        if config.eval_every and step % config.eval_every == 0:
+            rate = self._evaluate()
+            self.curves.write_eval(step, rate)
+            if self._show:
+                self.bar.write(f"step {step}: eval success {rate}")
+        if step % config.checkpoint_every == 0 or step in (config.steps, self.last):
+            self.save()
+
+    def __enter__(self) -> TrainingProgress:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        try:
+            if isinstance(error, KeyboardInterrupt) and self.step > self.saved:
+                with interrupt_deferred():  # a second Ctrl-C must not cut the save short
+                    self.save()
+        finally:
+            self.bar.close()
+            self.curves.close()
+        if isinstance(error, KeyboardInterrupt):
+            raise ResumableInterrupt(self.step, self.out, unit="steps") from None
