@@ -30,7 +30,7 @@ import numpy as np
 from robocompose.real_robot.base import Arm
 from robocompose.real_robot.control import ControlProcess
 from robocompose.real_robot.control_config import DEFAULT_RATES_HZ, SENT, ControlConfig
-from robocompose.real_robot.deploy import Ticker
+from robocompose.real_robot.deploy_io import Ticker, check_compatible, observer_for
 from robocompose.real_robot.drivers import make_arm
 from robocompose.real_robot.drivers.twin import TwinArm, ee_target_from_action
 from robocompose.real_robot.executor import ChunkExecutor
@@ -270,8 +270,6 @@ def twin_control(task: str, rate_hz: float, time_scale: float = 1.0) -> tuple[An
 def run_in_control_process(config: Any, link: Any, todo: list[int], done: dict[int, Any]) -> None:
     """`deploy.run`'s episodes with the arm in a control process (a `DeployConfig`,
     its `PolicyLink`); records appended to episodes.jsonl and added to `done`."""
-    from robocompose.real_robot.deploy import _observer, check_compatible
-
     out = Path(config.out)
     rate_hz = config.control_rate_hz or default_rate_hz(config.robot, config.on_twin)
     time_scale = config.time_scale if config.on_twin else 1.0
@@ -296,7 +294,7 @@ def run_in_control_process(config: Any, link: Any, todo: list[int], done: dict[i
             executor,
             log,
             on_twin=config.on_twin,
-            observer=None if config.on_twin else _observer(config, None),  # type: ignore[arg-type]
+            observer=None if config.on_twin else observer_for(config.observer, None),
             time_scale=time_scale,
             client=link.client,
         )

@@ -15,10 +15,9 @@ from robocompose.real_robot.deploy import (
     DeployConfig,
     DeployLoop,
     DeployPolicyConfig,
-    Ticker,
     connect_policy,
-    twin_observer,
 )
+from robocompose.real_robot.deploy_io import Ticker, observer_for, twin_observer
 from robocompose.real_robot.drivers.twin import TwinArm
 from robocompose.real_robot.executor import ChunkExecutor, ExecutorConfig
 from robocompose.real_robot.faults.report import RecordingArm
@@ -248,8 +247,6 @@ def test_an_estop_between_the_drain_and_the_check_is_still_logged(tmp_path):
 def test_an_observer_module_in_the_current_folder_imports(tmp_path, monkeypatch):
     import sys
 
-    from robocompose.real_robot.deploy import _observer
-
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys, "path", list(sys.path))
     (tmp_path / "cell_observer.py").write_text("def read():\n    return {'state': [1.0]}\n")
@@ -257,6 +254,6 @@ def test_an_observer_module_in_the_current_folder_imports(tmp_path, monkeypatch)
         robot="ur5e", host="10.0.0.2", episode_s=1.0, observer="cell_observer:read", policy=POLICY
     )
     try:
-        assert _observer(config, arm=None)() == ({"state": [1.0]}, None, 0.0)
+        assert observer_for(config.observer, arm=None)() == ({"state": [1.0]}, None, 0.0)
     finally:
         sys.modules.pop("cell_observer", None)

@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from robocompose.real_robot.base import ServedPolicy
-from robocompose.real_robot.deploy import DeployLoop, twin_observer
+from robocompose.real_robot.deploy import DeployLoop
+from robocompose.real_robot.deploy_io import twin_observer
 from robocompose.real_robot.drivers.twin import TwinArm
 from robocompose.real_robot.executor import ChunkExecutor, ExecutorConfig
 from robocompose.real_robot.faults.injectors import (
