@@ -164,8 +164,8 @@ def view_part(episodes: int) -> dict:
     return rows
 
 
-def train_part(episodes: int, steps: int, eval_episodes: int) -> dict:
-    """The same PushT demos as hdf5 and as a LeRobot folder, a flow MLP trained on each with
+def train_part(episodes: int, steps: int, eval_episodes: int, task: str = "PushT") -> dict:
+    """The same demos of `task` as hdf5 and as a LeRobot folder, a flow MLP trained on each with
     seed 0, both evaluated on the same seeds: the rates with Wilson intervals and the paired
     difference. Datasets, checkpoints and episodes stay under runs/benchmarks/ecosystem/train,
     so a killed run resumes (train continues from its last checkpoint)."""
@@ -176,12 +176,12 @@ def train_part(episodes: int, steps: int, eval_episodes: int) -> dict:
     from robocompose.policies.train_config import TrainConfig
     from robocompose.stats import paired_outcomes
 
-    root = RUNS_DIR / "ecosystem" / "train" / f"PushT_{episodes}demos_{steps}steps"
+    root = RUNS_DIR / "ecosystem" / "train" / f"{task}_{episodes}demos_{steps}steps"
     root.mkdir(parents=True, exist_ok=True)
-    env_id = get_task("PushT").env_id
+    env_id = get_task(task).env_id
     paths = {"hdf5": root / "demos.hdf5", "lerobot": root / "lerobot"}
     if not (root / "demos.done").exists():
-        demos = _demos("PushT", ("state",), episodes)
+        demos = _demos(task, ("state",), episodes)
         for fmt, writer in (("hdf5", DemoWriter), ("lerobot", LeRobotWriter)):
             if paths[fmt].is_dir():  # a collection killed half way: start it again
                 shutil.rmtree(paths[fmt])
@@ -215,7 +215,7 @@ def train_part(episodes: int, steps: int, eval_episodes: int) -> dict:
     hdf5, lerobot = out["hdf5"]["successes"], out["lerobot"]["successes"]
     paired = paired_outcomes(lerobot, hdf5)
     return {
-        "task": "PushT",
+        "task": task,
         "policy": "flow_mlp (batch 256, seed 0, one thread)",
         "demos": episodes,
         "steps": steps,
@@ -234,6 +234,7 @@ def main() -> None:
     parser.add_argument("--io-repeats", type=int, default=3)
     parser.add_argument("--repeats", type=int, default=200)
     parser.add_argument("--view-episodes", type=int, default=10)
+    parser.add_argument("--train-task", default="PushT", help="results key train (train_<task>)")
     parser.add_argument("--train-demos", type=int, default=100)
     parser.add_argument("--train-steps", type=int, default=4000)
     parser.add_argument("--train-eval-episodes", type=int, default=100)
@@ -248,8 +249,11 @@ def main() -> None:
     if "view" in args.parts:
         RESULTS.set(["view"], view_part(args.view_episodes))
     if "train" in args.parts:
-        result = train_part(args.train_demos, args.train_steps, args.train_eval_episodes)
-        RESULTS.set(["train"], result)
+        result = train_part(
+            args.train_demos, args.train_steps, args.train_eval_episodes, args.train_task
+        )
+        key = "train" if args.train_task == "PushT" else f"train_{args.train_task}"
+        RESULTS.set([key], result)
     print(f"wrote {RESULTS.path}")
 
 
