@@ -43,7 +43,9 @@ def _wait_listening(port: int, proc: subprocess.Popen | None = None, timeout_s: 
     raise AssertionError(f"nothing listened on {port} within {timeout_s} s")
 
 
-def _deploy_args(tmp_path: Path, *viewer: str, episode_s: float = 0.6) -> list[str]:
+def _deploy_args(
+    tmp_path: Path, *viewer: str, episode_s: float = 1.0, time_scale: float = 1.0
+) -> list[str]:
     return [
         "deploy",
         "twin",
@@ -54,7 +56,7 @@ def _deploy_args(tmp_path: Path, *viewer: str, episode_s: float = 0.6) -> list[s
         "--rate-hz",
         "20",
         f"episode_s={episode_s}",
-        "time_scale=3",
+        f"time_scale={time_scale}",
         "viewer=rerun",
         *viewer,
         "safety.max_step_m=0.002",  # tight: the safety layer clamps
@@ -67,9 +69,11 @@ def _check_stream(tmp_path: Path, sink: Path) -> None:
     steps = (tmp_path / "run" / "steps.jsonl").read_text().splitlines()
     lines = [json.loads(line) for line in steps]
     ticks = sum(line["kind"] == "step" for line in lines)
-    assert ticks >= 6
-    for entity in ("measured", "clamps", "obs/state", "space/measured", "command/proposed"):
+    assert ticks >= 3  # a loaded machine skips late ticks
+    for entity in ("measured", "clamps", "obs/state", "space/measured"):
         assert counts[f"/seed_100000/{entity}"] == ticks, entity
+    proposed = sum(line.get("proposed") is not None for line in lines)  # none while waiting
+    assert counts["/seed_100000/command/proposed"] == proposed > 0
     sent = sum(line.get("sent") is not None for line in lines)
     assert counts["/seed_100000/command/sent"] == counts["/seed_100000/space/sent"] == sent > 0
     assert counts["/seed_100000/safety"] > 0  # the clamps, each with its reason
@@ -100,7 +104,8 @@ def test_deploy_serves_the_live_view_to_a_viewer_that_connects_during_the_run(tm
     port, sink = _free_port(), tmp_path / "sink.rrd"
     # the deploy as a user runs it: its own process, whose exit ends the served stream
     deploy = subprocess.Popen(
-        [ROBOCOMPOSE, *_deploy_args(tmp_path, f"viewer_port={port}", episode_s=6.0)],
+        # 4 s of wall time: room for the viewer to start and connect on a loaded machine
+        [ROBOCOMPOSE, *_deploy_args(tmp_path, f"viewer_port={port}", episode_s=4)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
