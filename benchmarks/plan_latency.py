@@ -30,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +73,8 @@ def child(args: argparse.Namespace) -> None:
             completions: tuple[Any, ...] = ()
         else:
             planner = make_planner(args.planner, llm, registry, world)
+            if args.planner == "goal":
+                planner.config = replace(planner.config, orders=args.goal_orders)
             completions = planner.plan(item.instruction, world.snapshot(), None).completions
         seconds = time.perf_counter() - start
         ready = time.time()
@@ -95,7 +98,7 @@ def _spawn(planner: str, threads: int, state: str, args: argparse.Namespace,
     command = [sys.executable, __file__, "--child", "--planner", planner, "--n-threads",
                str(threads), "--state", state, "--state-dir", args.state_dir, "--model",
                args.model, "--plans-per-process", str(args.plans_per_process),
-               "--offset", str(offset)]  # fmt: skip
+               "--offset", str(offset), "--goal-orders", str(args.goal_orders)]  # fmt: skip
     spawned = time.time()
     out = subprocess.run(command, capture_output=True, text=True, timeout=1800)
     if out.returncode != 0:
@@ -112,9 +115,13 @@ def _done(path: Path) -> set[str]:
     return {row["key"] for row in read_jsonl(path)}
 
 
-def _record(path: Path, key: str, planner: str, threads: int, state: str, rows: list) -> None:
+def _record(
+    path: Path, key: str, planner: str, threads: int, state: str, rows: list, orders: int
+) -> None:
     row = {"key": key, "planner": planner, "n_threads": threads, "state": state,
            "load_avg_1min": round(os.getloadavg()[0], 2), "plans": rows}  # fmt: skip
+    if planner == "goal" and orders != 1:
+        row["orders"] = orders  # rows without it: one rewrite per plan
     with path.open("a") as f:
         f.write(json.dumps(row) + "\n")
     first = rows[0]
@@ -129,17 +136,18 @@ def _record(path: Path, key: str, planner: str, threads: int, state: str, rows: 
 def run_processes(args: argparse.Namespace) -> None:
     OUT_DIR.mkdir(parents=True, exist_ok=True)
     for planner in args.planners.split(","):
-        states = ("disk", "none") if planner == "goal" else ("disk",)
+        states = args.states.split(",") if planner == "goal" else ("disk",)
+        orders = f"o{args.goal_orders}_" if planner == "goal" and args.goal_orders != 1 else ""
         for threads in [int(t) for t in args.threads.split(",")]:
             for state in states:
-                path = OUT_DIR / f"{planner}_t{threads}_{state}.jsonl"
+                path = OUT_DIR / f"{planner}_{orders}t{threads}_{state}.jsonl"
                 done = _done(path)
                 todo = [p for p in range(args.processes) if f"p{p}" not in done]
                 if todo and state == "disk" and not done:
                     _spawn(planner, threads, state, args, offset=99)  # saves the prefix state
                 for p in todo:
                     rows = _spawn(planner, threads, state, args, offset=p)
-                    _record(path, f"p{p}", planner, threads, state, rows)
+                    _record(path, f"p{p}", planner, threads, state, rows, args.goal_orders)
 
 
 def prompt_lookup(args: argparse.Namespace) -> dict[str, Any]:
@@ -224,6 +232,8 @@ def summarize() -> dict[str, Any]:
             "load_avg_1min": [p["load_avg_1min"] for p in procs],
         }
         config = f"n_threads={procs[0]['n_threads']},state={procs[0]['state']}"
+        if "orders" in procs[0]:
+            config += f",orders={procs[0]['orders']}"
         summary.setdefault(procs[0]["planner"], {})[config] = entry
     return summary
 
@@ -234,6 +244,10 @@ def main() -> None:
     parser.add_argument("--planners", default=",".join(PLANNERS))
     parser.add_argument("--threads", default="1,2")
     parser.add_argument("--processes", type=int, default=5)
+    parser.add_argument("--states", default="disk,none", help="goal: prompt state kept or not")
+    parser.add_argument("--goal-orders", type=int, default=None,
+                        help="goal: rewrites under that many example orders (default: the "
+                        "planner's)")  # fmt: skip
     parser.add_argument("--plans-per-process", type=int, default=3)
     parser.add_argument("--model", default=MODEL)
     parser.add_argument(
@@ -248,6 +262,10 @@ def main() -> None:
     parser.add_argument("--state", default="disk", help=argparse.SUPPRESS)
     parser.add_argument("--offset", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.goal_orders is None:
+        from robocompose.hierarchical.planners.goal import GoalPlannerConfig
+
+        args.goal_orders = GoalPlannerConfig().orders
     if args.child:
         child(args)
         return
