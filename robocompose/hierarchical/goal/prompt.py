@@ -218,6 +218,20 @@ def _shot(scene: str, request: str) -> str:
     return f"Scene: {scene}\nRequest: {request}\nConstraints:"
 
 
+SHORT_INSTRUCTIONS = (
+    "You turn a request to a robot arm into constraints on how the blocks must end up, in the "
+    "goal constraint language, on one line."
+)
+
+
+def short_messages(scene: Scene, request: str, now: Iterable[Fact] = ()) -> list[Message]:
+    """The prompt of a model adapted to the language (`goal.pairs`): no examples, ~60 tokens."""
+    return [
+        {"role": "system", "content": SHORT_INSTRUCTIONS},
+        {"role": "user", "content": _shot(scene_line(scene, now), request)},
+    ]
+
+
 def example_orders(count: int) -> list[tuple[tuple[str, str, str], ...]]:
     """`EXAMPLES` as written, reversed, rotated by half, rotated and reversed (the first `count`
     orders, 1 to 4): prompts that differ only in which example sits next to the request."""

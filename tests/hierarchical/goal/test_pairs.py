@@ -1,0 +1,44 @@
+"""Training pairs for the adapter: every dev item the labeller covers has a label the solver
+confirms against its gold, colour renamings stay consistent, and no pair is a held-out request."""
+
+from __future__ import annotations
+
+import re
+
+from robocompose.hierarchical.families import family_items
+from robocompose.hierarchical.goal.pairs import confirmed, label, renamed, training_pairs
+
+
+def _norm(text: str) -> str:
+    return " ".join(re.sub(r"[^a-z0-9]+", " ", text.lower()).split())
+
+
+def test_every_feasible_dev_item_has_a_confirmed_label():
+    for item in family_items("dev"):
+        answer = label(item)
+        if item.feasible:
+            assert answer is not None and confirmed(item, answer), (item.key, answer)
+
+
+def test_a_wrong_label_is_not_confirmed():
+    item = next(i for i in family_items("dev") if i.key == "dev/tower_three/0")
+    assert label(item) == "bottom_up(red, green, blue)"
+    assert not confirmed(item, "bottom_up(blue, green, red)")
+
+
+def test_a_renaming_moves_request_scene_and_gold_together():
+    item = next(i for i in family_items("dev") if i.key == "dev/tower_three/0")
+    swap = {"red": "cyan", "cyan": "red"} | {c: c for c in ("green", "blue", "yellow", "purple",
+                                                               "orange", "white")}  # fmt: skip
+    new = renamed(item, swap)
+    assert new.instruction == "put green on cyan then blue on green"
+    assert "cyan" in new.scene.blocks and ("on", "green_block", "cyan_block") in new.goal
+    assert confirmed(new, "bottom_up(cyan, green, blue)")
+
+
+def test_no_training_request_is_a_heldout_request():
+    heldout = {_norm(i.instruction) for i in family_items("test")}
+    pairs = list(training_pairs(variants=8))
+    assert len(pairs) > 600
+    requests = [p.messages[-1]["content"].split("Request: ")[1].split("\n")[0] for p in pairs]
+    assert not [r for r in requests if _norm(r) in heldout]
