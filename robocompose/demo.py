@@ -131,7 +131,7 @@ def run(config: DemoConfig) -> dict:
         print(f"{r['label']} - best parent: {delta:+.1f} points")
     print(
         "(all on the same seeds; the search chose its weights on them too, which flatters it: "
-        "benchmarks/composition.py --heldout-episodes reruns on fresh seeds)"
+        "benchmarks/composition.py --parts quality reruns on fresh seeds)"
     )
     print(f"\nthe search's choice ({found.chosen_kind}): {found.chosen_text(names)}")
     print(f"search ({found.method}) spent {found.episodes_spent} episodes; candidates:")
