@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 from common import ROOT, RUNS_DIR, ResultsFile, resume_records, task_preset
-from composition import vertex_gap
+from composition_parts.vertex import vertex_gap
 
 from robocompose.compare import compare
 from robocompose.composition.api import candidate_label, compose, search

@@ -43,7 +43,7 @@ from common import (
     resume_records,
     task_preset,
 )
-from composition import vertex_gap
+from composition_parts.vertex import vertex_gap
 from external import chosen_candidate
 
 from robocompose.compare import compare

@@ -37,7 +37,8 @@ from functools import partial
 
 import torch
 from common import ResultsFile
-from composition import _euler, parents_of
+from composition_parts.latency import euler_alone
+from composition_parts.shared import parents_of
 from policy_latency import random_obs
 from torch import Tensor, nn
 
@@ -148,7 +149,7 @@ def chunk_ms(parent, batch: int, samples: int) -> dict[str, float]:
     view = ComposedPolicy.parent_view(parent, obs)
     noise = torch.randn(batch, parent.config.horizon, parent.config.action_dim)
     stack = stack_networks([parent.net]).eval()
-    call = partial(_euler, parent, view, noise, stack)
+    call = partial(euler_alone, parent, view, noise, stack)
     return _interleaved({f"threads{t}": (t, call) for t in (1, 2)}, samples, repeat=3)
 
 

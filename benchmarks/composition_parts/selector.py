@@ -1,0 +1,133 @@
+"""Selector (`--parts selector`): how each selector score ranks a parent's own chunks, then the
+selector on fresh seeds against the better parent and the per-seed oracle."""
+
+from __future__ import annotations
+
+import json
+import statistics
+
+from common import resume_records
+
+from robocompose.compare import compare
+from robocompose.composition.api import candidate_label, compose
+from robocompose.composition.builtin_methods import SELECTOR_CANDIDATES, SelectorMethod
+from robocompose.composition.selector import SCORES, candidates
+from robocompose.evaluation import evaluate
+
+from .shared import HELDOUT_SEED_START, OUT, paired_entry, parents_of, pick_best
+
+
+class _LoggedCandidates(SelectorMethod):
+    """A study's method: executes candidate `executed` (parent i alone on the chunk's own noise,
+    so the episode is that parent's) and logs every score's rank of it among the candidates."""
+
+    def __init__(self, executed: int) -> None:
+        self.executed, self.log = executed, []
+
+    def predict_actions(self, policy, obs, noise):
+        chunks, _ = candidates(policy, obs, noise, SELECTOR_CANDIDATES)
+        row = {}
+        for name, score in SCORES.items():
+            values = score(policy, obs, chunks)  # (C, B)
+            mine = values[self.executed]
+            # the fraction of the other candidates it beats (ties count half)
+            beats = (mine > values).double().sum(0) + 0.5 * (mine == values).double().sum(0)
+            row[name] = ((beats - 0.5) / (values.shape[0] - 1)).tolist()
+        self.log.append(row)
+        chosen = chunks[self.executed]
+        return policy.parents[0].action_normalizer.unnormalize(chosen)
+
+
+def _auc(positive: list[float], negative: list[float]) -> float | None:
+    """P(a positive's value > a negative's), ties half: 0.5 is chance."""
+    if not positive or not negative:
+        return None
+    wins = sum((p > n) + 0.5 * (p == n) for p in positive for n in negative)
+    return wins / (len(positive) * len(negative))
+
+
+def selector_scores(task: str, episodes: int) -> dict:
+    """How well each selector score ranks: on `episodes` fresh seeds per parent, parent i alone
+    executes its own chunks (the episode is its native one) while every chunk's candidates
+    (SELECTOR_CANDIDATES native samples per parent, one convex 0.5/0.5 composition) are scored;
+    the executed chunk's rank among them is logged with the episode's outcome. AUC of the mean
+    rank per episode (and of every chunk's rank) between successful and failed episodes: 0.5
+    ranks like chance."""
+    parents, names = parents_of(task)
+    seeds = list(range(HELDOUT_SEED_START, HELDOUT_SEED_START + episodes))
+    folder = OUT / task / "selector_scores"
+    folder.mkdir(parents=True, exist_ok=True)
+    out: dict = {"seeds": {"start": seeds[0], "episodes": len(seeds)}, "per_parent": {}}
+    pooled: dict[str, dict[bool, list]] = {n: {True: [], False: []} for n in SCORES}
+    chunk_pooled: dict[str, dict[bool, list]] = {n: {True: [], False: []} for n in SCORES}
+    for i, name in enumerate(names):
+
+        def run(seed: int, offset: int = i * SELECTOR_CANDIDATES) -> dict:
+            policy = compose(parents, "selector", (0.5, 0.5))
+            policy.method = _LoggedCandidates(offset)
+            result = evaluate(policy, [seed], num_envs=1, progress=False)
+            return {"success": bool(result.records[0]["success"]), "ranks": policy.method.log}
+
+        rows = resume_records(folder / f"{name}.jsonl", seeds, run, key_field="seed")
+        for record in rows:
+            for score in SCORES:
+                ranks = [r for chunk in record["ranks"] for r in chunk[score]]
+                pooled[score][record["success"]].append(statistics.mean(ranks))
+                chunk_pooled[score][record["success"]].extend(ranks)
+        out["per_parent"][name] = {
+            "success": statistics.mean(r["success"] for r in rows),
+            "episodes": len(rows),
+        }
+    out["auc_episode_mean_rank"] = {n: _auc(v[True], v[False]) for n, v in pooled.items()}
+    out["auc_chunk_rank"] = {n: _auc(v[True], v[False]) for n, v in chunk_pooled.items()}
+    out["episodes_success_failure"] = {n: [len(v[True]), len(v[False])] for n, v in pooled.items()}
+    print(f"{task} selector scores: {json.dumps(out)}", flush=True)
+    return out
+
+
+def selector_run(task: str, episodes: int) -> dict:
+    """The selector on fresh seeds against the better parent there (paired) and the per-seed
+    oracle of the parents: success, the share of the oracle gap it closes."""
+    parents, names = parents_of(task)
+    seeds = list(range(HELDOUT_SEED_START, HELDOUT_SEED_START + episodes))
+    fresh_dir = OUT / task / "fresh"
+    on_fresh = compare(*parents, seeds, out_dir=fresh_dir, labels=tuple(names))
+    rows = {n: r.row() for n, r in zip(names, on_fresh.results, strict=True)}
+    better = pick_best(rows)
+    label = candidate_label("selector", (0.5, 0.5))
+    pair = compare(
+        compose(parents, "selector", (0.5, 0.5)),
+        parents[names.index(better)],
+        seeds,
+        out_dir=fresh_dir,
+        labels=(label, better),
+    )
+    success, base, oracle = (
+        pair.results[0].row()["success"],
+        rows[better]["success"],
+        on_fresh.oracle,
+    )
+    return {
+        "method": "selector (agreement, 2 native samples per parent + convex 0.5/0.5)",
+        "seeds": {"start": seeds[0], "episodes": len(seeds)},
+        "better_parent": better,
+        **pair.results[0].row(),
+        "minus_better_parent": paired_entry(pair),
+        "oracle": oracle,
+        "oracle_gap_closed": (success - base) / (oracle - base) if oracle > base else None,
+    }
+
+
+def store_selector(results: dict, task: str, selector: dict) -> None:
+    """`selector` beside the task's P1 row; the headline: the mean share of the oracle gap."""
+    results.setdefault("quality", {}).setdefault(task, {})["selector"] = selector
+    shares = [
+        r["selector"]["oracle_gap_closed"]
+        for r in results["quality"].values()
+        if r.get("selector", {}).get("oracle_gap_closed") is not None
+    ]
+    if shares:
+        results["oracle_gap_closed"] = statistics.mean(shares)
+        results["oracle_gap_closed_tasks"] = sorted(
+            t for t, r in results["quality"].items() if "selector" in r
+        )
