@@ -338,12 +338,12 @@ def _run_in_loop(
     executor = ChunkExecutor(link.source, link.spec, config.executor)
     observe = observer_for(config.observer, arm)
     log, results = JsonlWriter(out / "steps.jsonl"), JsonlWriter(results_path)
-    if config.viewer == "rerun":
-        from robocompose.viz.live import LiveViewer, RerunStepLog
+    try:  # a viewer refused below still closes the arm, the link and the logs
+        if config.viewer == "rerun":
+            from robocompose.viz.live import LiveViewer, RerunStepLog
 
-        viewer = LiveViewer(config.viewer_save, config.viewer_url, config.viewer_port)
-        log = RerunStepLog(log, viewer, f"deploy-{config.robot}")
-    try:
+            viewer = LiveViewer(config.viewer_save, config.viewer_url, config.viewer_port)
+            log = RerunStepLog(log, viewer, f"deploy-{config.robot}")
         obs, _, _ = observe()
         check_compatible(link.spec, obs, arm_action_dim(arm))
         if threading.current_thread() is threading.main_thread():

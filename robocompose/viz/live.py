@@ -74,7 +74,7 @@ class LiveViewer:
         """The recording stream, and a line saying where to look."""
         if self.save is not None:
             return open_recording(self.save, name), f"live view: writing {self.save}"
-        stream = rerun().RecordingStream(APPLICATION_ID, recording_id=name)
+        # every check before the stream exists: a refused viewer leaves no stream behind
         if self.url is not None:
             host, port = self.address()
             try:
@@ -84,9 +84,11 @@ class LiveViewer:
                     f"no Rerun viewer at {self.url} ({e.strerror or e}): start one with `rerun` "
                     "(it listens on 9876), or drop viewer_url to serve the view from here."
                 ) from None
+            stream = rerun().RecordingStream(APPLICATION_ID, recording_id=name)
             stream.connect_grpc(self.url)
             return stream, f"live view: streaming to the viewer at {self.url}"
         _check_port_free(self.port)
+        stream = rerun().RecordingStream(APPLICATION_ID, recording_id=name)
         url = stream.serve_grpc(grpc_port=self.port)
         return stream, f"live view: connect a viewer with `rerun --connect {url}`"
 

@@ -141,6 +141,30 @@ def test_deploy_refuses_a_viewer_url_with_no_viewer_and_a_busy_viewer_port(tmp_p
             main(_deploy_args(tmp_path, f"viewer_port={port}"))
 
 
+def test_a_refused_viewer_leaves_nothing_open_that_breaks_the_process_at_exit(tmp_path):
+    # the arm, the link and the logs were left open when the viewer was refused: refusals in
+    # one process ended it with a segmentation fault at exit
+    script = f"""
+import socket
+from robocompose.cli import main
+def deploy(viewer):
+    try:
+        main({_deploy_args(tmp_path)!r} + [viewer])
+    except SystemExit as e:
+        print(e)
+for _ in range(3):
+    deploy("viewer_url=rerun+http://127.0.0.1:{_free_port()}/proxy")
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        deploy(f"viewer_port={{held.getsockname()[1]}}")
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "no Rerun viewer at" in done.stdout
+    assert "is held by pid" in done.stdout
+
+
 @pytest.mark.parametrize(
     ("fields", "message"),
     [
