@@ -13,6 +13,9 @@ asked (a feasible item asked back or refused). Variants:
   request).
 - paraphrase: greedy, then the solved goal said back in words ("green on red, blue on green")
   and scored against the request by the model (log p(" yes") vs log p(" no")); "no" -> ask.
+- with `--lora ADAPTER`: the model with that adapter and the short prompt without examples
+  (`GoalPlannerConfig(prompt="adapted")`); its `--orders` list the scene's blocks and bins in
+  other orders (orders 1: one rewrite, greedy = orders).
 - planner: the goal planner as shipped (`GoalPlanner.plan`): names the scene lacks refused
   before the LLM, blocks the request never names asked back, `--orders` example orders that
   must agree (its rewrites are the ones above, served from a cache: no extra LLM time).
@@ -79,12 +82,14 @@ def _same(a: Goal | Question | Refusal, b: Goal | Question | Refusal) -> bool:
 
 def item_row(llm: Any, item: Any, args: argparse.Namespace) -> dict[str, Any]:
     world = make_world(item)
-    planner = GoalPlanner(llm, build_registry(world), world, GoalPlannerConfig(orders=args.orders))
+    prompt = "adapted" if args.lora else "examples"
+    config = GoalPlannerConfig(orders=args.orders, prompt=prompt)
+    planner = GoalPlanner(llm, build_registry(world), world, config)
     facts = world.facts()
     row: dict[str, Any] = {}
     outcomes, texts, seconds = [], [], []
-    for examples in goal_prompt.example_orders(args.orders):
-        chat = goal_prompt.messages(planner.scene, item.instruction, facts, examples)
+    chats = planner.prompts(item.instruction, facts)
+    for chat in chats:
         start = time.perf_counter()
         reply = llm.chat(chat, max_tokens=planner.config.max_tokens, grammar=planner.grammar)
         seconds.append(round(time.perf_counter() - start, 3))
@@ -155,14 +160,19 @@ def main() -> None:
     parser.add_argument("--model", default="qwen2.5-coder-1.5b")
     parser.add_argument("--n-threads", type=int, default=2)
     parser.add_argument("--orders", type=int, default=3)
+    parser.add_argument("--lora", default="", help="a LoRA adapter (.gguf): the adapted prompt")
     parser.add_argument("--families", default=",".join(FAMILIES))
     parser.add_argument("--per-family", type=int, default=0, help="first N of each (0: all)")
     parser.add_argument("--summarize", action="store_true")
     args = parser.parse_args()
     if not args.summarize:
-        llm = make_backend("local", model=args.model, n_threads=args.n_threads, cache=False)
+        llm = make_backend(
+            "local", model=args.model, n_threads=args.n_threads, cache=False, lora=args.lora
+        )
         llm = CachedLLM(llm, tempfile.mkdtemp(prefix="goal-rewrite-"))  # the planner's rewrites
         slug = f"{args.split}_{args.model.replace('.', '_')}_{goal_prompt.PROMPT_VERSION}"
+        if args.lora:
+            slug += f"_lora-{Path(args.lora).stem.replace('.', '_')}"
         path = OUT_DIR / f"{slug}.jsonl"
         path.parent.mkdir(parents=True, exist_ok=True)
         done = _done(path)

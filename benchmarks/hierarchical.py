@@ -53,6 +53,7 @@ from robocompose.hierarchical.families import (
 )
 from robocompose.hierarchical.families import make_world as make_family_world
 from robocompose.hierarchical.llm import make_backend
+from robocompose.hierarchical.llm.models import goal_adapter
 from robocompose.hierarchical.run.plan_executor import PlanExecutor
 from robocompose.hierarchical.run.repair import RepairRecord, run_with_repair
 from robocompose.hierarchical.skills.scripted import build_registry
@@ -371,25 +372,29 @@ def family_subset(items: list[FamilyItem], per_family: int) -> list[FamilyItem]:
 
 
 def run_families(model: str, args: argparse.Namespace, out_dir: Path) -> None:
-    backend = make_backend("local", model=model, n_threads=args.n_threads, cache=False)
-    llm = RecordingLLM(backend)
     slug = model.replace(".", "_")
     for planner in args.family_planners.split(","):
+        # the goal planner as `robocompose plan` builds it: the model's shipped adapter, if any
+        adapter = goal_adapter(model) if planner == "goal" and args.goal_adapter else None
+        backend = make_backend("local", model=model, n_threads=args.n_threads, cache=False,
+                               lora=str(adapter or ""))  # fmt: skip
+        llm = RecordingLLM(backend)
         items = family_items(args.split)
         per_family = 0 if planner == "goal" else args.slow_per_family
         subset = family_subset(items, per_family)
-        path = out_dir / f"families_{slug}_{planner}_{args.split}.jsonl"
+        label = "goal-adapted" if adapter is not None else planner
+        path = out_dir / f"families_{slug}_{label}_{args.split}.jsonl"
         done = _done(path)
         for item in subset:
             if item.key in done:
                 continue
             row = family_episode(llm, item, planner, args.repair_rounds)
-            _append(path, {"key": item.key, "model": model, "planner": planner,
+            _append(path, {"key": item.key, "model": model, "planner": label,
                            "split": item.split, "family": item.family, "expect": item.expect,
                            "why": item.why, "instruction": item.instruction,
                            "subset": f"first {per_family} per family" if per_family else "all",
                            "repair_rounds": args.repair_rounds, **row})  # fmt: skip
-            print(f"families {model} {planner} {item.key}: {row['outcome']} "
+            print(f"families {model} {label} {item.key}: {row['outcome']} "
                   f"calls={row['robot_calls']} plan={row['plan_seconds']} s "
                   f"evaluated={row['plan_prompt_tokens_evaluated']}", flush=True)  # fmt: skip
 
@@ -408,6 +413,8 @@ def main() -> None:
     parser.add_argument("--slow-per-family", type=int, default=3,
                         help="families: items per family for the planners other than goal "
                         "(0: all)")  # fmt: skip
+    parser.add_argument("--goal-adapter", action=argparse.BooleanOptionalAction, default=False,
+                        help="families: goal planner with the shipped adapter")  # fmt: skip
     parser.add_argument("--out-dir", default="benchmarks/results/hierarchical")
     parser.add_argument("--cache-dir", default="", help="LLM cache (default: the user cache)")
     parser.add_argument("--results", default=str(RESULTS.path))

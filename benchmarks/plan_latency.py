@@ -56,11 +56,14 @@ def child(args: argparse.Namespace) -> None:
     from robocompose.hierarchical.api import make_planner
     from robocompose.hierarchical.families import make_world
     from robocompose.hierarchical.llm import make_backend
+    from robocompose.hierarchical.llm.models import goal_adapter
     from robocompose.hierarchical.skills.scripted import build_registry
 
+    adapter = goal_adapter(args.model) if args.planner == "goal" and args.goal_adapter else None
     load = time.perf_counter()
     llm = make_backend("local", model=args.model, n_threads=args.n_threads, cache=False,
-                       prefix_state=args.state != "none", state_dir=args.state_dir)  # fmt: skip
+                       prefix_state=args.state != "none", state_dir=args.state_dir,
+                       lora=str(adapter or ""))  # fmt: skip
     load = time.perf_counter() - load
     for index, item in enumerate(_items(args.plans_per_process, args.offset)):
         world = make_world(item)
@@ -73,7 +76,7 @@ def child(args: argparse.Namespace) -> None:
             completions: tuple[Any, ...] = ()
         else:
             planner = make_planner(args.planner, llm, registry, world)
-            if args.planner == "goal":
+            if args.planner == "goal" and adapter is None:
                 planner.config = replace(planner.config, orders=args.goal_orders)
             completions = planner.plan(item.instruction, world.snapshot(), None).completions
         seconds = time.perf_counter() - start
@@ -98,7 +101,8 @@ def _spawn(planner: str, threads: int, state: str, args: argparse.Namespace,
     command = [sys.executable, __file__, "--child", "--planner", planner, "--n-threads",
                str(threads), "--state", state, "--state-dir", args.state_dir, "--model",
                args.model, "--plans-per-process", str(args.plans_per_process),
-               "--offset", str(offset), "--goal-orders", str(args.goal_orders)]  # fmt: skip
+               "--offset", str(offset), "--goal-orders", str(args.goal_orders),
+               "--goal-adapter" if args.goal_adapter else "--no-goal-adapter"]  # fmt: skip
     spawned = time.time()
     out = subprocess.run(command, capture_output=True, text=True, timeout=1800)
     if out.returncode != 0:
@@ -115,13 +119,24 @@ def _done(path: Path) -> set[str]:
     return {row["key"] for row in read_jsonl(path)}
 
 
+def _goal_setting(planner: str, args: argparse.Namespace) -> str:
+    """What sets a goal planner's rows apart: the adapter, or the number of example orders."""
+    if planner != "goal":
+        return ""
+    if args.goal_adapter:
+        return "adapter"
+    return f"orders={args.goal_orders}" if args.goal_orders != 1 else ""
+
+
 def _record(
-    path: Path, key: str, planner: str, threads: int, state: str, rows: list, orders: int
+    path: Path, key: str, planner: str, threads: int, state: str, rows: list, setting: str
 ) -> None:
     row = {"key": key, "planner": planner, "n_threads": threads, "state": state,
            "load_avg_1min": round(os.getloadavg()[0], 2), "plans": rows}  # fmt: skip
-    if planner == "goal" and orders != 1:
-        row["orders"] = orders  # rows without it: one rewrite per plan
+    if setting.startswith("orders="):
+        row["orders"] = int(setting.split("=")[1])  # rows without it: one rewrite per plan
+    elif setting:
+        row[setting] = True
     with path.open("a") as f:
         f.write(json.dumps(row) + "\n")
     first = rows[0]
@@ -137,17 +152,18 @@ def run_processes(args: argparse.Namespace) -> None:
     OUT_DIR.mkdir(parents=True, exist_ok=True)
     for planner in args.planners.split(","):
         states = args.states.split(",") if planner == "goal" else ("disk",)
-        orders = f"o{args.goal_orders}_" if planner == "goal" and args.goal_orders != 1 else ""
+        setting = _goal_setting(planner, args)
+        prefix = {"": "", "adapter": "lora_"}.get(setting, f"o{args.goal_orders}_")
         for threads in [int(t) for t in args.threads.split(",")]:
             for state in states:
-                path = OUT_DIR / f"{planner}_{orders}t{threads}_{state}.jsonl"
+                path = OUT_DIR / f"{planner}_{prefix}t{threads}_{state}.jsonl"
                 done = _done(path)
                 todo = [p for p in range(args.processes) if f"p{p}" not in done]
                 if todo and state == "disk" and not done:
                     _spawn(planner, threads, state, args, offset=99)  # saves the prefix state
                 for p in todo:
                     rows = _spawn(planner, threads, state, args, offset=p)
-                    _record(path, f"p{p}", planner, threads, state, rows, args.goal_orders)
+                    _record(path, f"p{p}", planner, threads, state, rows, setting)
 
 
 def prompt_lookup(args: argparse.Namespace) -> dict[str, Any]:
@@ -234,6 +250,8 @@ def summarize() -> dict[str, Any]:
         config = f"n_threads={procs[0]['n_threads']},state={procs[0]['state']}"
         if "orders" in procs[0]:
             config += f",orders={procs[0]['orders']}"
+        if procs[0].get("adapter"):
+            config += ",adapter"
         summary.setdefault(procs[0]["planner"], {})[config] = entry
     return summary
 
@@ -248,6 +266,8 @@ def main() -> None:
     parser.add_argument("--goal-orders", type=int, default=None,
                         help="goal: rewrites under that many example orders (default: the "
                         "planner's)")  # fmt: skip
+    parser.add_argument("--goal-adapter", action=argparse.BooleanOptionalAction, default=False,
+                        help="goal: the shipped LoRA adapter, short prompt")  # fmt: skip
     parser.add_argument("--plans-per-process", type=int, default=3)
     parser.add_argument("--model", default=MODEL)
     parser.add_argument(

@@ -66,6 +66,11 @@ class PlanConfig:
     model: str = ""  # local: qwen2.5-coder-1.5b (default) | smollm2 | a .gguf path
     base_url: str = ""  # openai: "" -> $ROBOCOMPOSE_LLM_BASE_URL or $OPENAI_BASE_URL
     n_threads: int = 2  # local: CPU threads (1 is faster on a busy machine)
+    # goal planner on a local model with a shipped LoRA adapter (llm/adapters/): the adapted
+    # model and its short prompt, the scene listed in two orders that must agree (more right
+    # goals, and a few infeasible requests planned: see the README); false: few-shot examples
+    # in three orders that must agree
+    goal_adapter: bool = False
     llm_cache: bool = True  # completions cached on disk: reruns are cheap and identical
     repair_rounds: int = 2
     check: bool = True  # check every plan before motion (false: to measure what it saves)
@@ -140,11 +145,15 @@ def make_llm(config: PlanConfig) -> LLMBackend:
     """The planner's LLM backend, behind the disk cache unless `llm_cache` is off. A model that
     cannot be found or trusted is a bad `model` setting (a ValueError naming it)."""
     from robocompose.hierarchical.llm import make_backend
-    from robocompose.hierarchical.llm.models import ModelError
+    from robocompose.hierarchical.llm.models import ModelError, goal_adapter
 
     settings: dict[str, Any] = {"model": config.model, "cache": config.llm_cache}
     if config.backend == "local":
         settings["n_threads"] = config.n_threads
+        adapted = config.planner == "goal" and config.goal_adapter
+        adapter = goal_adapter(config.model) if adapted else None
+        if adapter is not None:
+            settings["lora"] = str(adapter)
     else:
         settings["base_url"] = config.base_url
     try:
@@ -174,11 +183,22 @@ def make_planner(kind: str, llm: LLMBackend, registry: Any, world: Any) -> Plann
     _choice("planner", kind, PLANNERS)
     from robocompose.hierarchical.llm import LocalLLM
 
-    local = isinstance(getattr(llm, "backend", llm), LocalLLM)  # behind the cache or not
+    backend = getattr(llm, "backend", llm)  # behind the cache or not
+    local = isinstance(backend, LocalLLM)
     if kind == "goal":
-        from robocompose.hierarchical.planners.goal import GoalPlanner, GoalPlannerConfig
+        from robocompose.hierarchical.planners.goal import (
+            ADAPTED_ORDERS,
+            GoalPlanner,
+            GoalPlannerConfig,
+        )
 
-        config = GoalPlannerConfig(constrain="grammar" if local else "none")
+        # a local model with an adapter is the one adapted to the constraint language
+        adapted = local and backend.lora is not None
+        config = GoalPlannerConfig(
+            constrain="grammar" if local else "none",
+            prompt="adapted" if adapted else "examples",
+            orders=ADAPTED_ORDERS if adapted else GoalPlannerConfig.orders,
+        )
         return GoalPlanner(llm, registry, world, config)
     if kind == "code":
         from robocompose.hierarchical.planners.code import CodePlanner

@@ -7,6 +7,7 @@ x, y, z), a planar action (x, y) at z = 0, a 1-D one on the x axis.
 from __future__ import annotations
 
 import os
+import sys
 import warnings
 from collections import Counter
 from pathlib import Path
@@ -28,8 +29,21 @@ def rerun() -> Any:
     return rr
 
 
+def has_display() -> bool:
+    """A spawned viewer has a screen: always off Linux, on Linux an X or Wayland display."""
+    if not sys.platform.startswith("linux"):
+        return True
+    return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
+
+
 def open_recording(save: str | os.PathLike[str] | None, name: str) -> Any:
     """A recording stream writing `save` (.rrd), or streaming to a spawned viewer when None."""
+    if save is None and not has_display():
+        raise ValueError(
+            "no screen to open a Rerun viewer on ($DISPLAY and $WAYLAND_DISPLAY are unset): "
+            "write the recording with --save FILE.rrd and open it with `rerun FILE.rrd` where "
+            "there is one."
+        )
     rr = rerun()
     stream = rr.RecordingStream(APPLICATION_ID, recording_id=name)
     if save is None:

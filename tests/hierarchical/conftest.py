@@ -4,6 +4,8 @@
   fast and weak, for tests of structure (grammars, schemas, plumbing).
 - `qwen`: Qwen2.5-Coder-1.5B-Instruct, the default planner model (joined and sha256-checked once
   per machine into the real model folder); for tests that need a model that can plan.
+- `qwen_goal`: Qwen2.5-Coder-1.5B with its shipped goal adapter (`llm/adapters/`), as the goal
+  planner uses it.
 - `cached_smollm2`: `smollm2` behind a disk cache in a fresh folder.
 
 Each skips with the reason when its extra or model is not installed (`make setup-all`). Mark a
@@ -24,10 +26,10 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "qwen: needs the Qwen2.5-Coder-1.5B model (22 parts)")
 
 
-def _local(model: str):
+def _local(model: str, lora=None):
     pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed: make setup-all")
     try:
-        return LocalLLM(model)
+        return LocalLLM(model, lora=lora)
     except ModelError as error:
         pytest.skip(f"{model} is not available: {error}")
 
@@ -50,6 +52,14 @@ def smollm2():
 def qwen():
     """The raw (uncached) local Qwen2.5-Coder-1.5B backend, loaded once per session."""
     return _local("qwen2.5-coder-1.5b")
+
+
+@pytest.fixture(scope="session")
+def qwen_goal():
+    """The raw local Qwen2.5-Coder-1.5B backend with its shipped goal adapter."""
+    from robocompose.hierarchical.llm.models import goal_adapter
+
+    return _local("qwen2.5-coder-1.5b", lora=goal_adapter("qwen2.5-coder-1.5b"))
 
 
 @pytest.fixture

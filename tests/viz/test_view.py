@@ -101,3 +101,13 @@ def test_deploy_viewer_rerun_records_commands_measurements_and_clamps(tmp_path):
     assert counts["/seed_100000/command/sent"] == sent > 0
     assert counts["/seed_100000/safety"] > 0  # the clamps, each with its reason
     assert counts["/seed_100000/outcome"] == 1
+
+
+def test_view_without_a_screen_says_to_save_a_file(monkeypatch):
+    from robocompose.viz.recording import open_recording
+
+    monkeypatch.setattr("sys.platform", "linux")
+    monkeypatch.delenv("DISPLAY", raising=False)
+    monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
+    with pytest.raises(ValueError, match="--save FILE.rrd"):
+        open_recording(None, "run")

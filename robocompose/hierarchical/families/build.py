@@ -46,9 +46,12 @@ def tower_facts(order: tuple[str, ...]) -> tuple[Fact, ...]:
 
 
 def tower(text: str, order: str, extra: str = "") -> Spec:
-    """Build a tower `order` (bottom to top) from loose blocks; `extra` blocks stay out of it."""
+    """Build a tower `order` (bottom to top) from loose blocks; `extra` blocks stay out of it.
+    The scene lists its blocks by name: listed in the tower's order, they would give the answer
+    to a model that copies the listing."""
     colours = _colours(order)
-    return Spec(text, Scene("Stack", colours + _colours(extra)), tower_facts(colours))
+    listed = tuple(sorted(colours + _colours(extra)))
+    return Spec(text, Scene("Stack", listed), tower_facts(colours))
 
 
 def rebuild(text: str, current: str, wanted: str, extra: str = "") -> Spec:

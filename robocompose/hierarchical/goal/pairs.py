@@ -2,12 +2,17 @@
 
 Each dev item's gold answer is written in the constraint language (`label`): a tower as
 `bottom_up(...)`, sorting as `sort` / `sort except x; not in(x, any_bin)`, bins as `in(...)`,
-a swap as `swap(a, b)`, a conditional as the facts of the branch the scene makes true, and an
-infeasible item as `absent(x)` / `unclear` / `unsupported`. Every label is solved against the
-item's scene and kept only when its goal satisfies the gold (or, infeasible, yields no goal).
+a swap as `swap(a, b)`, and an infeasible item as `absent(x)` / `unclear` / `unsupported`.
+Where the gold cannot say what the words say, the label is written by hand (`WORDED`): a
+conditional as `if <relation> then ... else ...` (the solver decides it on the scene, not the
+model), a contradiction or a block on itself as the relations asked for (the solver finds no
+goal). The goal prompt's few-shot examples join as pairs too (`example_pairs`). Every label is
+solved against the item's scene and kept only when its goal satisfies the gold (or, infeasible,
+yields no goal).
 New pairs come from renaming colours: one bijection of the eight scene colours applied to the
 request, the scene, the start and the gold together, so the words stay the dev split's and the
-colours vary. The held-out split never enters (`families.heldout` is not read here).
+colours vary; each renamed pair lists the scene's blocks in a random order. The held-out
+split never enters (`families.heldout` is not read here).
 
     for pair in training_pairs(variants=8, seed=0):
         pair.messages          # the short prompt (`prompt.short_messages`), then pair.answer
@@ -26,7 +31,12 @@ from robocompose.hierarchical.families.base import Fact
 from robocompose.hierarchical.families.base import Scene as FamilyScene
 from robocompose.hierarchical.goal.constraints import ConstraintSyntaxError, parse
 from robocompose.hierarchical.goal.facts import Scene, colour_of, state_of
-from robocompose.hierarchical.goal.prompt import short_messages
+from robocompose.hierarchical.goal.prompt import (
+    EXAMPLES,
+    SHORT_INSTRUCTIONS,
+    short_messages,
+    shot,
+)
 from robocompose.hierarchical.goal.solver import Goal, goal_facts, solve
 from robocompose.hierarchical.goal.strips import State
 from robocompose.hierarchical.skills.declarations import PICK, PLACE, PLACE_AT
@@ -62,10 +72,41 @@ def _chains(goal: tuple[Fact, ...]) -> list[list[str]]:
     return chains
 
 
+# dev items whose words say more than their gold: the rewrite a person would write
+WORDED: dict[str, str] = {
+    "dev/conditional/0": "if on(red, blue) then on(green, red) else on(green, blue)",
+    "dev/conditional/1": "if on(yellow, purple) then on(orange, yellow) else on(orange, purple)",
+    "dev/conditional/2": "if in(red, blue_bin) then in(red, red_bin) else in(green, blue_bin)",
+    "dev/conditional/3": (
+        "if in(green, green_bin) then in(blue, blue_bin) else in(green, green_bin)"
+    ),
+    "dev/conditional/4": "if on(white, cyan) then on(red, white) else on(red, cyan)",
+    "dev/conditional/5": "if on(blue, table) then on(yellow, blue) else on(yellow, green)",
+    "dev/conditional/6": "if on(blue, table) then on(purple, blue) else on(purple, blue)",
+    "dev/conditional/7": (
+        "if in(orange, yellow_bin) then in(orange, orange_bin) else in(orange, yellow_bin)"
+    ),
+    "dev/conditional/8": "if on(cyan, green) then on(cyan, table) else on(cyan, green)",
+    "dev/conditional/9": "if on(red, yellow) then on(blue, red) else on(red, yellow)",
+    "dev/conditional/10": (
+        "if in(purple, red_bin) then in(purple, purple_bin) else in(red, purple_bin)"
+    ),
+    "dev/conditional/11": "if on(green, blue) then on(red, green) else on(green, blue)",
+    "dev/infeasible/1": "on(red, red)",
+    "dev/infeasible/2": "on(blue, green); on(green, blue)",
+    "dev/infeasible/5": "tower; top(yellow)",
+    "dev/infeasible/7": "in(orange, orange_bin); in(orange, blue_bin)",
+    "dev/infeasible/8": "on(cyan, cyan)",
+    "dev/infeasible/12": "on(yellow, red); on(blue, red)",
+}
+
+
 def label(item: FamilyItem) -> str | None:
     """The item's gold in the constraint language (None when no rule fits: the item is
     left out)."""
     goal = item.goal
+    if item.key in WORDED:
+        return WORDED[item.key]
     if not item.feasible:
         if item.why == "missing_object":
             named = [w for w in re.findall(r"[a-z]+", item.instruction.lower()) if w in COLOURS]
@@ -190,10 +231,39 @@ def training_pairs(variants: int = 8, seed: int = 0) -> Iterator[Pair]:
             if k and not confirmed(new, text):
                 continue
             scene, facts = _goal_scene(new)
+            if k:  # the listing in another order: the answer never follows it
+                scene = Scene(tuple(rng.sample(scene.blocks, len(scene.blocks))), scene.bins)
             yield Pair(
                 f"{item.key}/{k}", tuple(short_messages(scene, new.instruction, facts)), text
             )
 
 
+def example_pairs(variants: int = 8, seed: int = 1) -> Iterator[Pair]:
+    """The goal prompt's few-shot examples (written on the dev split's vocabulary) as pairs,
+    as written and under `variants - 1` colour renamings; each answer must parse in its scene."""
+    rng = random.Random(seed)
+    for index, (line, request, answer) in enumerate(EXAMPLES):
+        for k in range(variants):
+            mapping = dict(
+                zip(COLOURS, COLOURS if k == 0 else rng.sample(COLOURS, len(COLOURS)), strict=True)
+            )
+            new_line, new_request, new_answer = (
+                _rename_answer(t, mapping) for t in (line, request, answer)
+            )
+            blocks = new_line.split(";")[0].removeprefix("blocks: ").split(", ")
+            bins = re.findall(r"[a-z]+_bin", new_line.split("now:")[0])
+            try:
+                parse(new_answer, Scene(tuple(f"{b}_block" for b in blocks), tuple(bins)))
+            except ConstraintSyntaxError:
+                continue
+            messages = (
+                {"role": "system", "content": SHORT_INSTRUCTIONS},
+                {"role": "user", "content": shot(new_line, new_request)},
+            )
+            yield Pair(f"example/{index}/{k}", messages, new_answer)
+
+
 def _rename_answer(answer: str, mapping: dict[str, str]) -> str:
-    return re.sub(r"\b(" + "|".join(COLOURS) + r")\b", lambda m: mapping[m.group(0)], answer)
+    """Colours renamed wherever they stand as words, in names like `red_bin` too."""
+    pattern = r"(?<![a-z])(" + "|".join(COLOURS) + r")(?![a-z])"
+    return re.sub(pattern, lambda m: mapping[m.group(0)], answer)

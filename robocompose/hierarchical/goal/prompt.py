@@ -214,7 +214,8 @@ def scene_line(scene: Scene, now: Iterable[Fact] = ()) -> str:
     return f"{line}; now: {', '.join(parts)}"
 
 
-def _shot(scene: str, request: str) -> str:
+def shot(scene: str, request: str) -> str:
+    """One request as the prompt shows it: the scene line, the request, the answer's cue."""
     return f"Scene: {scene}\nRequest: {request}\nConstraints:"
 
 
@@ -228,7 +229,7 @@ def short_messages(scene: Scene, request: str, now: Iterable[Fact] = ()) -> list
     """The prompt of a model adapted to the language (`goal.pairs`): no examples, ~60 tokens."""
     return [
         {"role": "system", "content": SHORT_INSTRUCTIONS},
-        {"role": "user", "content": _shot(scene_line(scene, now), request)},
+        {"role": "user", "content": shot(scene_line(scene, now), request)},
     ]
 
 
@@ -242,6 +243,24 @@ def example_orders(count: int) -> list[tuple[tuple[str, str, str], ...]]:
     return [EXAMPLES, EXAMPLES[::-1], rotated, rotated[::-1]][:count]
 
 
+def scene_orders(scene: Scene, count: int) -> list[Scene]:
+    """The scene with its blocks and bins listed as given, reversed, rotated by one, rotated and
+    reversed (the first `count`, 1 to 4): prompts that say the same in another order."""
+    if not 1 <= count <= 4:
+        raise ValueError(f"`count` (scene orders) must be 1 to 4. Got {count}.")
+
+    def rotated(names: tuple[str, ...]) -> tuple[str, ...]:
+        return names[1:] + names[:1]
+
+    orders = [
+        scene,
+        Scene(scene.blocks[::-1], scene.bins[::-1]),
+        Scene(rotated(scene.blocks), rotated(scene.bins)),
+        Scene(rotated(scene.blocks)[::-1], rotated(scene.bins)[::-1]),
+    ]
+    return orders[:count]
+
+
 def messages(
     scene: Scene,
     request: str,
@@ -252,7 +271,7 @@ def messages(
     `now`) and the request."""
     out: list[Message] = [{"role": "system", "content": INSTRUCTIONS}]
     for shot_scene, shot_request, answer in examples:
-        out.append({"role": "user", "content": _shot(shot_scene, shot_request)})
+        out.append({"role": "user", "content": shot(shot_scene, shot_request)})
         out.append({"role": "assistant", "content": answer})
-    out.append({"role": "user", "content": _shot(scene_line(scene, now), request)})
+    out.append({"role": "user", "content": shot(scene_line(scene, now), request)})
     return out

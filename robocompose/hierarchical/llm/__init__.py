@@ -58,6 +58,7 @@ class LLMConfig:
     # local: keep the KV state of each prompt's fixed part on disk, so a new process starts warm
     prefix_state: bool = True
     state_dir: str = ""  # "" -> $ROBOCOMPOSE_LLM_STATE, else ~/.cache/robocompose/llm-state
+    lora: str = ""  # local: a llama.cpp LoRA adapter file on top of the model ("" -> none)
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -76,6 +77,8 @@ class LLMConfig:
             raise ValueError(
                 f"`n_threads` must be in [1, {(os.cpu_count() or 1) * 2}]. Got {self.n_threads}."
             )
+        if self.kind != "local" and self.lora:
+            raise ValueError(f"`lora` applies to kind='local' only. Got kind={self.kind!r}.")
         if self.kind == "local" and (self.base_url or self.api_key):
             raise ValueError(
                 "`base_url` and `api_key` apply to kind='openai' only. "
@@ -93,6 +96,7 @@ def backend_from_config(config: LLMConfig) -> LLMBackend:
             n_threads=config.n_threads,
             seed=config.seed,
             state_dir=(config.state_dir or default_state_dir()) if config.prefix_state else None,
+            lora=config.lora or None,
         )
     else:
         backend = OpenAIBackend(

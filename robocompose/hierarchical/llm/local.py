@@ -20,7 +20,13 @@ import numpy as np
 
 from robocompose.hierarchical.base import Completion, LLMBackend, Message
 from robocompose.hierarchical.llm.checks import check_chat_args, check_score_args
-from robocompose.hierarchical.llm.models import DEFAULT_MODEL, JOINED, MODEL_NAMES, resolve_model
+from robocompose.hierarchical.llm.models import (
+    DEFAULT_MODEL,
+    JOINED,
+    MODEL_NAMES,
+    ModelError,
+    resolve_model,
+)
 from robocompose.hierarchical.llm.prefix_state import (
     PrefixStates,
     chat_formatter,
@@ -37,8 +43,8 @@ FINGERPRINT_BYTES = 1 << 20
 # backend loads it. An explicit setting wins.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-# (path, n_ctx, n_threads, seed) -> (Llama, the lock every user of that Llama takes)
-_LOADED: dict[tuple[str, int, int, int], tuple[Any, threading.Lock]] = {}
+# (path, n_ctx, n_threads, seed, adapter) -> (Llama, the lock every user of that Llama takes)
+_LOADED: dict[tuple[str, int, int, int, str], tuple[Any, threading.Lock]] = {}
 _LOAD_LOCK = threading.Lock()
 
 
@@ -53,21 +59,26 @@ def _llama_cpp():
     return llama_cpp
 
 
-def load_llama(path: Path, n_ctx: int, n_threads: int, seed: int) -> tuple[Any, threading.Lock]:
-    """One `llama_cpp.Llama` per (file, settings) per process, loading costs seconds; with the
-    lock that serialises its calls (one context holds one conversation at a time)."""
-    key = (str(path), n_ctx, n_threads, seed)
+def load_llama(
+    path: Path, n_ctx: int, n_threads: int, seed: int, lora: Path | None = None
+) -> tuple[Any, threading.Lock]:
+    """One `llama_cpp.Llama` per (file, settings, adapter) per process, loading costs seconds;
+    with the lock that serialises its calls (one context holds one conversation at a time)."""
+    key = (str(path), n_ctx, n_threads, seed, str(lora or ""))
     with _LOAD_LOCK:
         if key not in _LOADED:
             llama_cpp = _llama_cpp()
-            llama = llama_cpp.Llama(
-                model_path=str(path),
-                n_ctx=n_ctx,
-                n_threads=n_threads,
-                n_threads_batch=n_threads,
-                seed=seed,
-                verbose=False,
-            )
+            # llama.cpp reports each adapter tensor's buffer fallback on stderr, verbose or not
+            with _stderr_captured() if lora is not None else contextlib.nullcontext():
+                llama = llama_cpp.Llama(
+                    model_path=str(path),
+                    n_ctx=n_ctx,
+                    n_threads=n_threads,
+                    n_threads_batch=n_threads,
+                    seed=seed,
+                    lora_path=None if lora is None else str(lora),
+                    verbose=False,
+                )
             _LOADED[key] = (llama, threading.Lock())
         return _LOADED[key]
 
@@ -131,7 +142,8 @@ class LocalLLM(LLMBackend):
 
     With `state_dir`, the KV state of each chat prompt's fixed part (all but the last message's
     text) is kept on disk there (`prefix_state`), so a new process evaluates only the request;
-    every completion reports `prompt_tokens_evaluated`."""
+    every completion reports `prompt_tokens_evaluated`. `lora`: a llama.cpp LoRA adapter file
+    applied on top of the model (`llm.lora` trains one)."""
 
     def __init__(
         self,
@@ -141,6 +153,7 @@ class LocalLLM(LLMBackend):
         n_threads: int = 2,
         seed: int = 0,
         state_dir: str | os.PathLike[str] | None = None,
+        lora: str | os.PathLike[str] | None = None,
     ) -> None:
         if n_ctx < 256:
             raise ValueError(f"`n_ctx` must be >= 256. Got {n_ctx}.")
@@ -153,7 +166,12 @@ class LocalLLM(LLMBackend):
         named = JOINED.get(str(model))
         file_id = named.sha256 if named else fingerprint(self.path)
         self.identity = f"local:{self.model}:{file_id}:seed={seed}"
-        self._llama, self._lock = load_llama(self.path, n_ctx, n_threads, seed)
+        self.lora = None if lora is None else Path(lora).expanduser().resolve()
+        if self.lora is not None:
+            if not self.lora.is_file():
+                raise ModelError(f"LoRA adapter file {self.lora} does not exist.")
+            self.identity += f":lora={fingerprint(self.lora)}"
+        self._llama, self._lock = load_llama(self.path, n_ctx, n_threads, seed, self.lora)
         self._formatter = chat_formatter(self._llama)
         self.prefix_states = (
             PrefixStates(state_dir, self.identity)

@@ -4,7 +4,8 @@ The shipped model rewrites requests into goal constraints from ~25 few-shot exam
 prompt tokens) and still gets argument order wrong. This adapts it instead: the GGUF model is
 loaded by transformers (dequantised to fp32, ~6 GB RAM, offline), LoRA matrices are trained on
 the attention projections with the short prompt (`goal.prompt.short_messages`, ~70 tokens) on
-the dev split's pairs (`goal.pairs`), the loss on the answer's tokens only. The adapter is saved
+the dev split's pairs and the prompt's examples (`goal.pairs`), the loss on the answer's tokens
+only. The adapter is saved
 in llama.cpp's adapter format (general.type "adapter", tensors `<base>.lora_a` / `.lora_b`), so
 the planner keeps llama.cpp, its grammar and its speed: `LocalLLM(lora=path)`.
 
@@ -55,6 +56,7 @@ class LoRAConfig:
     seed: int = 0
     threads: int = 2
     save_every: int = 25
+    bf16: bool = True  # base weights in bfloat16 (LoRA matrices stay fp32): ~3x faster steps
 
     def __post_init__(self) -> None:
         unknown = [t for t in self.targets if t not in GGUF_NAMES]
@@ -107,17 +109,23 @@ def train(config: LoRAConfig, out: Path) -> Path:
     import torch
     from peft import LoraConfig, get_peft_model
 
-    from robocompose.hierarchical.goal.pairs import training_pairs
+    from robocompose.hierarchical.goal.pairs import example_pairs, training_pairs
 
     torch.manual_seed(config.seed)
     torch.set_num_threads(config.threads)
     tokenizer, lm = load_model(config.model)
+    if config.bf16:
+        lm = lm.to(torch.bfloat16)
     lm = get_peft_model(
         lm,
         LoraConfig(r=config.rank, lora_alpha=config.alpha, target_modules=list(config.targets),
                    lora_dropout=0.0),
     )  # fmt: skip
-    data = [encode(tokenizer, p.messages, p.answer) for p in training_pairs(config.variants)]
+    for p in lm.parameters():
+        if p.requires_grad:
+            p.data = p.data.float()
+    pairs = [*training_pairs(config.variants), *example_pairs(config.variants)]
+    data = [encode(tokenizer, p.messages, p.answer) for p in pairs]
     params = [p for p in lm.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=config.lr)
     checkpoint, log = out.with_suffix(".ckpt.pt"), out.with_suffix(".log.jsonl")
@@ -210,6 +218,8 @@ def main() -> None:
     for name, value in asdict(LoRAConfig()).items():
         if isinstance(value, tuple):
             parser.add_argument(f"--{name}", default=",".join(value))
+        elif isinstance(value, bool):
+            parser.add_argument(f"--{name}", action=argparse.BooleanOptionalAction, default=value)
         else:
             parser.add_argument(f"--{name}", type=type(value), default=value)
     args = vars(parser.parse_args())

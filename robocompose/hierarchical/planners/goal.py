@@ -30,12 +30,17 @@ from typing import Any
 
 import numpy as np
 
-from robocompose.hierarchical.base import Completion, LLMBackend, Plan, SkillCall
+from robocompose.hierarchical.base import Completion, LLMBackend, Message, Plan, SkillCall
 from robocompose.hierarchical.goal.constraints import ConstraintSyntaxError, parse
 from robocompose.hierarchical.goal.facts import Scene
 from robocompose.hierarchical.goal.grammar import gbnf
 from robocompose.hierarchical.goal.grounding import missing_names, ungrounded_blocks
-from robocompose.hierarchical.goal.prompt import EXAMPLES, example_orders, messages
+from robocompose.hierarchical.goal.prompt import (
+    example_orders,
+    messages,
+    scene_orders,
+    short_messages,
+)
 from robocompose.hierarchical.goal.search import ENGINES, find_plan
 from robocompose.hierarchical.goal.solver import (
     Goal,
@@ -53,18 +58,24 @@ SPOT_GRID_M = 0.03  # place_at spots are searched on this grid
 SPOT_RANGE_M = 0.15  # ... within [-range, range]^2
 SPOT_GAP_M = 0.10  # ... this far from every block, bin centre and spot already chosen
 MAX_REWRITES = 2  # LLM answers that do not parse (free decoding only) before giving up
+PROMPTS = ("examples", "adapted")
+ADAPTED_ORDERS = 2  # scene orders the adapted model's rewrites must agree across (measured)
 
 
 @dataclass(frozen=True)
 class GoalPlannerConfig:
     """`constrain`: "grammar" (GBNF, local backends) or "none" (free text, checked after).
     `orders`: rewrites with the few-shot examples in that many orders (1-4); a goal stands only
-    when they all solve to it, else the planner asks which reading was meant."""
+    when they all solve to it, else the planner asks which reading was meant.
+    `prompt`: "examples" (few-shot, any model) or "adapted" (the short prompt without examples,
+    for a model adapted to the constraint language, `llm.lora`; its orders list the scene's
+    blocks in other orders)."""
 
     engine: str = "pyperplan"
     constrain: str = "grammar"
     max_tokens: int = 96  # a long conditional is ~40 tokens; the grammar ends the text
     orders: int = 3
+    prompt: str = "examples"
 
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
@@ -75,6 +86,8 @@ class GoalPlannerConfig:
             raise ValueError(f"`max_tokens` must be >= 8. Got {self.max_tokens}.")
         if not 1 <= self.orders <= 4:
             raise ValueError(f"`orders` must be 1 to 4. Got {self.orders}.")
+        if self.prompt not in PROMPTS:
+            raise ValueError(f"`prompt` must be one of {PROMPTS}. Got {self.prompt!r}.")
 
 
 @dataclass(frozen=True)
@@ -174,8 +187,8 @@ class GoalPlanner:
             return GoalPlan(refusal=Refusal(reason, "absent"))
         readings: list[tuple[str, Outcome]] = []
         completions: tuple[Completion, ...] = ()
-        for examples in example_orders(self.config.orders):
-            text, done, problem = self.rewrite(instruction, facts, examples)
+        for chat in self.prompts(instruction, facts):
+            text, done, problem = self.rewrite(chat)
             completions += done
             if problem is not None:
                 return GoalPlan(constraints=text, completions=completions, problems=(problem,))
@@ -201,15 +214,24 @@ class GoalPlanner:
         text, outcome = readings[0]
         return self._settle(instruction, text, outcome, facts, completions)
 
-    def rewrite(
-        self,
-        instruction: str,
-        facts: State = frozenset(),
-        examples: Sequence[tuple[str, str, str]] = EXAMPLES,
-    ) -> tuple[str, tuple[Completion, ...], str | None]:
-        """The LLM's constraint text, its completions, and a parse problem if it has one; the
-        prompt shows the scene as `facts` say it is now, and the examples in the order given."""
-        chat = messages(self.scene, instruction, facts, examples)
+    def prompts(self, instruction: str, facts: State = frozenset()) -> list[list[Message]]:
+        """The chats the rewrites run on, one per order: the few-shot examples in `orders`
+        orders, or (adapted prompt) the scene's blocks and bins listed in `orders` orders. The
+        scene shows where the blocks are as `facts` say."""
+        if self.config.prompt == "adapted":
+            return [
+                short_messages(scene, instruction, facts)
+                for scene in scene_orders(self.scene, self.config.orders)
+            ]
+        return [
+            messages(self.scene, instruction, facts, examples)
+            for examples in example_orders(self.config.orders)
+        ]
+
+    def rewrite(self, chat: Sequence[Message]) -> tuple[str, tuple[Completion, ...], str | None]:
+        """The LLM's constraint text for one prompt, its completions, and a parse problem if it
+        has one (free decoding: the parser's message goes back once)."""
+        chat = list(chat)
         completions: list[Completion] = []
         for _ in range(MAX_REWRITES):
             completion = self.llm.chat(

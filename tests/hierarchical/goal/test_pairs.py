@@ -6,7 +6,14 @@ from __future__ import annotations
 import re
 
 from robocompose.hierarchical.families import family_items
-from robocompose.hierarchical.goal.pairs import confirmed, label, renamed, training_pairs
+from robocompose.hierarchical.goal.pairs import (
+    WORDED,
+    confirmed,
+    example_pairs,
+    label,
+    renamed,
+    training_pairs,
+)
 
 
 def _norm(text: str) -> str:
@@ -36,9 +43,29 @@ def test_a_renaming_moves_request_scene_and_gold_together():
     assert confirmed(new, "bottom_up(cyan, green, blue)")
 
 
+def test_worded_labels_keep_the_words_and_the_solver_decides():
+    """A conditional stays a conditional and a contradiction stays the relations asked for; the
+    solver, not the model, turns each into the gold (or into no goal)."""
+    items = {i.key: i for i in family_items("dev")}
+    assert all(confirmed(items[key], answer) for key, answer in WORDED.items())
+    assert label(items["dev/conditional/0"]).startswith("if on(red, blue) then")
+    assert label(items["dev/infeasible/2"]) == "on(blue, green); on(green, blue)"
+
+
+def test_example_pairs_rename_bins_with_blocks_and_parse():
+    pairs = list(example_pairs(variants=4))
+    assert len(pairs) > 80
+    for pair in pairs:
+        scene_line = pair.messages[-1]["content"].split("\n")[0]
+        for name in re.findall(r"in\((\w+), (\w+_bin)\)", pair.answer):
+            bins = {*re.findall(r"\w+_bin", scene_line), "any_bin"}
+            assert name[1] in bins or "absent" in pair.answer, pair
+    assert {p.answer for p in pairs if p.key.startswith("example/0/")} != {"on(cyan, white)"}
+
+
 def test_no_training_request_is_a_heldout_request():
     heldout = {_norm(i.instruction) for i in family_items("test")}
-    pairs = list(training_pairs(variants=8))
+    pairs = [*training_pairs(variants=8), *example_pairs(variants=8)]
     assert len(pairs) > 600
     requests = [p.messages[-1]["content"].split("Request: ")[1].split("\n")[0] for p in pairs]
     assert not [r for r in requests if _norm(r) in heldout]

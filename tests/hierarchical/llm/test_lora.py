@@ -52,3 +52,28 @@ def test_the_adapter_loads_in_llama_cpp_and_only_a_trained_update_changes_it(
     moved = tmp_path / "moved.gguf"
     write_gguf_adapter(lm, config, moved)
     assert np.abs(_llama_logits(smollm2_path, moved)[0] - base).max() > 1e-2
+
+
+def test_a_missing_adapter_file_is_named(smollm2_path, tmp_path):
+    from robocompose.hierarchical.llm import LocalLLM
+    from robocompose.hierarchical.llm.models import ModelError
+
+    missing = tmp_path / "nope.gguf"
+    with pytest.raises(ModelError, match="nope.gguf"):
+        LocalLLM(str(smollm2_path), lora=missing)
+
+
+def test_the_adapter_is_part_of_the_backend_identity(smollm2_path, tmp_path):
+    """Completions cached for the plain model are never served for the adapted one."""
+    from peft import LoraConfig, get_peft_model
+
+    from robocompose.hierarchical.llm import LocalLLM
+    from robocompose.hierarchical.llm.lora import LoRAConfig, load_model, write_gguf_adapter
+
+    _, lm = load_model(str(smollm2_path))
+    lm = get_peft_model(lm, LoraConfig(r=2, lora_alpha=4, target_modules=["q_proj"]))
+    adapter = tmp_path / "a.gguf"
+    write_gguf_adapter(lm, LoRAConfig(model=str(smollm2_path), rank=2, alpha=4.0), adapter)
+    plain, adapted = LocalLLM(str(smollm2_path)), LocalLLM(str(smollm2_path), lora=adapter)
+    assert adapted.lora == adapter.resolve()
+    assert plain.identity != adapted.identity and "lora=" in adapted.identity

@@ -137,29 +137,70 @@ def test_put_down_spots_are_free_and_outside_the_bins():
 @pytest.mark.parametrize(
     ("request_", "support"),
     [
-        # one request: each costs three rewrites, each under its own ~2000-token prefix
+        # one request: each costs a rewrite per order, each under its own ~2000-token prefix
         ("put green on red then blue on green", {"green_block": "red_block",
                                                  "blue_block": "green_block"}),
     ],
 )  # fmt: skip
-def test_qwen_states_the_goal_and_the_plan_reaches_it(qwen, request_, support):
+def test_qwen_with_examples_states_the_goal_and_the_plan_reaches_it(qwen, request_, support):
+    from robocompose.hierarchical.planners.goal import GoalPlannerConfig
+
     world = make_world(STACK)
     registry = build_registry(world)
-    planner = GoalPlanner(qwen, registry, world)
+    planner = GoalPlanner(qwen, registry, world, GoalPlannerConfig(prompt="examples", orders=2))
     plan = planner.plan(request_, world.snapshot())
     assert plan.kind == "calls", plan.message
     assert all(plan.goal.config.support[b] == below for b, below in support.items())
-    assert len(plan.completions) == 3  # one rewrite per example order, all agreeing
+    assert len(plan.completions) == 2  # one rewrite per example order, both agreeing
     assert all(c.completion_tokens < 30 for c in plan.completions)
 
 
 @pytest.mark.qwen
-def test_the_plan_verb_asks_back_and_reads_the_answer_from_stdin(qwen, tmp_path, monkeypatch):
+@pytest.mark.parametrize(
+    ("request_", "support"),
+    [
+        ("put green on red then blue on green", {"green_block": "red_block",
+                                                 "blue_block": "green_block"}),
+        ("from top to bottom: red, blue, green", {"blue_block": "green_block",
+                                                  "red_block": "blue_block"}),
+    ],
+)  # fmt: skip
+def test_the_adapted_qwen_states_the_goal_in_short_rewrites(qwen_goal, request_, support):
+    from robocompose.hierarchical.planners.goal import ADAPTED_ORDERS, GoalPlannerConfig
+
+    world = make_world(STACK)
+    config = GoalPlannerConfig(prompt="adapted", orders=ADAPTED_ORDERS)
+    planner = GoalPlanner(qwen_goal, build_registry(world), world, config)
+    plan = planner.plan(request_, world.snapshot())
+    assert plan.kind == "calls", plan.message
+    assert all(plan.goal.config.support[b] == below for b, below in support.items())
+    assert len(plan.completions) == ADAPTED_ORDERS  # one short rewrite per listing, agreeing
+    assert all(c.prompt_tokens < 150 for c in plan.completions)
+
+
+@pytest.mark.qwen
+def test_goal_adapter_puts_the_plan_verbs_goal_planner_on_the_shipped_adapter():
+    from robocompose.hierarchical.api import PlanConfig, make_llm, make_planner
+    from robocompose.hierarchical.llm.models import goal_adapter
+
+    world = make_world(STACK)
+    registry = build_registry(world)
+    adapted = make_llm(PlanConfig(llm_cache=False, goal_adapter=True))
+    assert adapted.lora == goal_adapter("qwen2.5-coder-1.5b").resolve()
+    assert make_planner("goal", adapted, registry, world).config.prompt == "adapted"
+    plain = make_llm(PlanConfig(llm_cache=False))
+    assert plain.lora is None
+    assert make_planner("goal", plain, registry, world).config.prompt == "examples"
+    assert make_llm(PlanConfig(llm_cache=False, planner="code", goal_adapter=True)).lora is None
+
+
+@pytest.mark.qwen
+def test_the_plan_verb_asks_back_and_reads_the_answer_from_stdin(qwen_goal, tmp_path, monkeypatch):
     from robocompose.hierarchical.api import PlanConfig, Runner
 
     config = PlanConfig(instruction="put the purple block on the red block", repair_rounds=0,
                         video=False, corrections=False, out=str(tmp_path))  # fmt: skip
-    runner = Runner(config, qwen)
+    runner = Runner(config, qwen_goal)
     try:
         first = runner.run()
         assert first.outcome in ("asked", "declined") and "purple" in first.message
@@ -173,3 +214,23 @@ def test_the_plan_verb_asks_back_and_reads_the_answer_from_stdin(qwen, tmp_path,
         assert second.outcome in ("success", "asked", "declined")
     finally:
         runner.close()
+
+
+def test_an_unknown_prompt_is_refused_by_name():
+    from robocompose.hierarchical.planners.goal import GoalPlannerConfig
+
+    with pytest.raises(ValueError, match="`prompt` must be one of"):
+        GoalPlannerConfig(prompt="fewshot")
+
+
+def test_the_adapted_prompt_is_short_and_its_orders_list_the_scene_differently():
+    from robocompose.hierarchical.planners.goal import GoalPlannerConfig
+
+    world = make_world(STACK)
+    config = GoalPlannerConfig(prompt="adapted", orders=2)
+    planner = GoalPlanner(None, build_registry(world), world, config)
+    chats = planner.prompts("put green on red", world.facts())
+    assert [len(c) for c in chats] == [2, 2]  # system and request: no examples
+    first, second = (c[-1]["content"].split("\n")[0] for c in chats)
+    assert first != second and sorted(first.split(";")[0]) == sorted(second.split(";")[0])
+    assert len(GoalPlanner(None, build_registry(world), world).prompts("x")[0]) > 20
