@@ -19,6 +19,8 @@ asked (a feasible item asked back or refused). Variants:
 - planner: the goal planner as shipped (`GoalPlanner.plan`): names the scene lacks refused
   before the LLM, blocks the request never names asked back, `--orders` example orders that
   must agree (its rewrites are the ones above, served from a cache: no extra LLM time).
+- agreement (in the summary, `AGREEMENTS`): two recorded planners (say the adapted model and
+  the few-shot prompt) that ask back when their readings differ, recounted from their rows.
 
 Rows go to benchmarks/results/goal_rewrite/<split>_<model>_<prompt version>.jsonl as items
 end (a rerun resumes); the summary to benchmarks/results/goal_rewrite.json.
@@ -128,8 +130,53 @@ def _rate(flags: list[bool]) -> dict[str, Any]:
             "text": str(rate)}  # fmt: skip
 
 
+def agreement(first: Path, second: Path, split: str) -> dict[str, Any]:
+    """Two recorded planners asking back when their readings differ (no new LLM call): the
+    first's planner verdict stands when it did not plan, or when its first rewrite and the
+    second's solve to the same goal; else a feasible item is asked back and an infeasible one
+    stopped."""
+    rows_a, rows_b = _done(first, complete=False), _done(second, complete=False)
+    verdicts: list[tuple[bool, str]] = []
+    for item in family_items(split):
+        a, b = rows_a.get(item.key), rows_b.get(item.key)
+        if a is None or b is None or "planner" not in a:
+            continue
+        if a["planner_kind"] != "calls":
+            verdicts.append((item.feasible, a["planner"]))
+            continue
+        world = make_world(item)
+        planner = GoalPlanner(None, build_registry(world), world)
+        facts = world.facts()
+        world.close()
+        same = _same(solved(planner, a["texts"][0], facts), solved(planner, b["texts"][0], facts))
+        differ = "asked" if item.feasible else "right"
+        verdicts.append((item.feasible, a["planner"] if same else differ))
+    feasible = [v for f, v in verdicts if f]
+    infeasible = [v for f, v in verdicts if not f]
+    return {
+        "first": first.stem,
+        "second": second.stem,
+        "right_feasible": _rate([v == "right" for v in feasible]),
+        "wrong_feasible": _rate([v == "wrong" for v in feasible]),
+        "asked_feasible": _rate([v == "asked" for v in feasible]),
+        "refused_or_asked_infeasible": _rate([v == "right" for v in infeasible]),
+    }
+
+
+# recorded planner pairs whose agreement `summarize` reports (first, second; stems in OUT_DIR)
+AGREEMENTS = (
+    ("test_qwen2_5-coder-1_5b_goal-v3_lora-goal-qwen2_5-coder-1_5b",
+     "test_qwen2_5-coder-1_5b_goal-v3"),
+)  # fmt: skip
+
+
 def summarize() -> dict[str, Any]:
     out: dict[str, Any] = {}
+    for first, second in AGREEMENTS:
+        paths = OUT_DIR / f"{first}.jsonl", OUT_DIR / f"{second}.jsonl"
+        if all(p.is_file() for p in paths):
+            split = first.split("_")[0]
+            out.setdefault("agreement", {})[f"{first}+{second}"] = agreement(*paths, split)
     for path in sorted(OUT_DIR.glob("*.jsonl")):
         every = list(_done(path, complete=False).values())
         entry: dict[str, Any] = {"items": len(every)}
