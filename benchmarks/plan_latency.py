@@ -119,24 +119,21 @@ def _done(path: Path) -> set[str]:
     return {row["key"] for row in read_jsonl(path)}
 
 
-def _goal_setting(planner: str, args: argparse.Namespace) -> str:
-    """What sets a goal planner's rows apart: the adapter, or the number of example orders."""
+def _goal_fields(planner: str, args: argparse.Namespace) -> dict[str, Any]:
+    """What sets a goal planner's rows apart: the adapter, or the number of example orders
+    (rows with neither: one rewrite per plan)."""
     if planner != "goal":
-        return ""
+        return {}
     if args.goal_adapter:
-        return "adapter"
-    return f"orders={args.goal_orders}" if args.goal_orders != 1 else ""
+        return {"adapter": True}
+    return {"orders": args.goal_orders} if args.goal_orders != 1 else {}
 
 
 def _record(
-    path: Path, key: str, planner: str, threads: int, state: str, rows: list, setting: str
+    path: Path, key: str, planner: str, threads: int, state: str, rows: list, fields: dict
 ) -> None:
     row = {"key": key, "planner": planner, "n_threads": threads, "state": state,
-           "load_avg_1min": round(os.getloadavg()[0], 2), "plans": rows}  # fmt: skip
-    if setting.startswith("orders="):
-        row["orders"] = int(setting.split("=")[1])  # rows without it: one rewrite per plan
-    elif setting:
-        row[setting] = True
+           "load_avg_1min": round(os.getloadavg()[0], 2), "plans": rows, **fields}  # fmt: skip
     with path.open("a") as f:
         f.write(json.dumps(row) + "\n")
     first = rows[0]
@@ -152,8 +149,8 @@ def run_processes(args: argparse.Namespace) -> None:
     OUT_DIR.mkdir(parents=True, exist_ok=True)
     for planner in args.planners.split(","):
         states = args.states.split(",") if planner == "goal" else ("disk",)
-        setting = _goal_setting(planner, args)
-        prefix = {"": "", "adapter": "lora_"}.get(setting, f"o{args.goal_orders}_")
+        fields = _goal_fields(planner, args)
+        prefix = "lora_" if "adapter" in fields else "".join(f"o{n}_" for n in fields.values())
         for threads in [int(t) for t in args.threads.split(",")]:
             for state in states:
                 path = OUT_DIR / f"{planner}_{prefix}t{threads}_{state}.jsonl"
@@ -163,7 +160,7 @@ def run_processes(args: argparse.Namespace) -> None:
                     _spawn(planner, threads, state, args, offset=99)  # saves the prefix state
                 for p in todo:
                     rows = _spawn(planner, threads, state, args, offset=p)
-                    _record(path, f"p{p}", planner, threads, state, rows, setting)
+                    _record(path, f"p{p}", planner, threads, state, rows, fields)
 
 
 def prompt_lookup(args: argparse.Namespace) -> dict[str, Any]:

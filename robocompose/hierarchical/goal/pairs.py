@@ -31,12 +31,7 @@ from robocompose.hierarchical.families.base import Fact
 from robocompose.hierarchical.families.base import Scene as FamilyScene
 from robocompose.hierarchical.goal.constraints import ConstraintSyntaxError, parse
 from robocompose.hierarchical.goal.facts import Scene, colour_of, state_of
-from robocompose.hierarchical.goal.prompt import (
-    EXAMPLES,
-    SHORT_INSTRUCTIONS,
-    short_messages,
-    shot,
-)
+from robocompose.hierarchical.goal.prompt import EXAMPLES, short_chat, short_messages
 from robocompose.hierarchical.goal.solver import Goal, goal_facts, solve
 from robocompose.hierarchical.goal.strips import State
 from robocompose.hierarchical.skills.declarations import PICK, PLACE, PLACE_AT
@@ -222,10 +217,7 @@ def training_pairs(variants: int = 8, seed: int = 0) -> Iterator[Pair]:
         answer = label(item)
         if answer is None or not confirmed(item, answer):
             continue
-        for k in range(variants):
-            mapping = dict(
-                zip(COLOURS, COLOURS if k == 0 else rng.sample(COLOURS, len(COLOURS)), strict=True)
-            )
+        for k, mapping in enumerate(_renamings(variants, rng)):
             new = renamed(item, mapping)
             text = _rename_answer(answer, mapping)
             if k and not confirmed(new, text):
@@ -243,10 +235,7 @@ def example_pairs(variants: int = 8, seed: int = 1) -> Iterator[Pair]:
     as written and under `variants - 1` colour renamings; each answer must parse in its scene."""
     rng = random.Random(seed)
     for index, (line, request, answer) in enumerate(EXAMPLES):
-        for k in range(variants):
-            mapping = dict(
-                zip(COLOURS, COLOURS if k == 0 else rng.sample(COLOURS, len(COLOURS)), strict=True)
-            )
+        for k, mapping in enumerate(_renamings(variants, rng)):
             new_line, new_request, new_answer = (
                 _rename_answer(t, mapping) for t in (line, request, answer)
             )
@@ -256,11 +245,14 @@ def example_pairs(variants: int = 8, seed: int = 1) -> Iterator[Pair]:
                 parse(new_answer, Scene(tuple(f"{b}_block" for b in blocks), tuple(bins)))
             except ConstraintSyntaxError:
                 continue
-            messages = (
-                {"role": "system", "content": SHORT_INSTRUCTIONS},
-                {"role": "user", "content": shot(new_line, new_request)},
-            )
-            yield Pair(f"example/{index}/{k}", messages, new_answer)
+            yield Pair(f"example/{index}/{k}", tuple(short_chat(new_line, new_request)), new_answer)
+
+
+def _renamings(variants: int, rng: random.Random) -> Iterator[dict[str, str]]:
+    """`variants` colour bijections: the identity first, then random ones from `rng`."""
+    for k in range(variants):
+        shuffled = COLOURS if k == 0 else rng.sample(COLOURS, len(COLOURS))
+        yield dict(zip(COLOURS, shuffled, strict=True))
 
 
 def _rename_answer(answer: str, mapping: dict[str, str]) -> str:

@@ -214,8 +214,7 @@ def scene_line(scene: Scene, now: Iterable[Fact] = ()) -> str:
     return f"{line}; now: {', '.join(parts)}"
 
 
-def shot(scene: str, request: str) -> str:
-    """One request as the prompt shows it: the scene line, the request, the answer's cue."""
+def _shot(scene: str, request: str) -> str:
     return f"Scene: {scene}\nRequest: {request}\nConstraints:"
 
 
@@ -227,9 +226,14 @@ SHORT_INSTRUCTIONS = (
 
 def short_messages(scene: Scene, request: str, now: Iterable[Fact] = ()) -> list[Message]:
     """The prompt of a model adapted to the language (`goal.pairs`): no examples, ~60 tokens."""
+    return short_chat(scene_line(scene, now), request)
+
+
+def short_chat(line: str, request: str) -> list[Message]:
+    """`short_messages` for a scene already written as its line (`scene_line`)."""
     return [
         {"role": "system", "content": SHORT_INSTRUCTIONS},
-        {"role": "user", "content": shot(scene_line(scene, now), request)},
+        {"role": "user", "content": _shot(line, request)},
     ]
 
 
@@ -271,7 +275,7 @@ def messages(
     `now`) and the request."""
     out: list[Message] = [{"role": "system", "content": INSTRUCTIONS}]
     for shot_scene, shot_request, answer in examples:
-        out.append({"role": "user", "content": shot(shot_scene, shot_request)})
+        out.append({"role": "user", "content": _shot(shot_scene, shot_request)})
         out.append({"role": "assistant", "content": answer})
-    out.append({"role": "user", "content": shot(scene_line(scene, now), request)})
+    out.append({"role": "user", "content": _shot(scene_line(scene, now), request)})
     return out
