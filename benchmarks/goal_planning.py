@@ -111,8 +111,8 @@ def main() -> None:
         "pairs_per_scene": args.pairs,
         "load_average_1min": round(os.getloadavg()[0], 2),  # the machine was not idle if > 2
     }
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
+    out = Path(args.out)  # the script owns every key of its file: the run replaces it
+    ResultsFile(out.name, writer=RESULTS.writer, indent=1, folder=out.parent).write(result)
     print(json.dumps(first))
 
 

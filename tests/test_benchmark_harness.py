@@ -122,3 +122,16 @@ def test_resume_records_runs_only_the_missing_keys(tmp_path):
     records = common.resume_records(path, [1, 2, 3, 4], run, key_field="seed")
     assert ran == [1, 2, 3, 3, 4]
     assert records == [{"seed": s, "success": s % 2 == 0} for s in (1, 2, 3, 4)]
+
+
+def test_only_the_harness_writes_a_json_document():
+    """Scripts write their results through `ResultsFile` (re-read, change, write, under the
+    lock); none writes a JSON document of its own (JSONL records are appended line by line)."""
+    writers = [
+        f"{path.relative_to(BENCHMARKS)}:{number}"
+        for path in sorted(BENCHMARKS.rglob("*.py"))
+        if path.name != "common.py"
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if "write_text(" in line or "json.dump(" in line
+    ]
+    assert not writers, f"write through common.ResultsFile instead: {writers}"
