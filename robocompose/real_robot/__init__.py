@@ -13,6 +13,8 @@ Where things are:
 
     deploy.py            the `deploy` verb: DeployConfig, run(config), DeployLoop (commands from
                          the loop at the executor's rate)
+    deploy_io.py         what both deploy loops share: the tick clock, reading observations,
+                         the policy/robot compatibility check
     process_loop.py      deploy with control=process: the policy side of a control process
     control.py           ControlProcess: starts the per-arm control process and talks to it
     control_loop.py      the loop inside it, at the arm's servo rate

@@ -74,8 +74,9 @@ def run_episodes(
             their records reused.
         num_envs: parallel slots; default min(#seeds to run, DEFAULT_NUM_ENVS).
         vectorization: "sync" steps sub-envs in this process; "async" gives each a subprocess,
-            which on a 2-core machine pays only when physics or rendering dominates the step
-            (otherwise pickling and pipes make it slower than "sync").
+            which pays only when physics or rendering dominates the step and cores are free
+            (otherwise pickling and pipes make it slower than "sync"; `benchmarks/sim.py`
+            measures both per task).
         max_episode_steps: time limit (overrides a registered one).
         stop_on_success: end an episode at its first reported success (robomimic's rollout).
         video_seeds: seeds (run in this call) to save as `video_dir/seed_{seed}.mp4`; an id is
