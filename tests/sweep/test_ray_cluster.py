@@ -8,6 +8,7 @@ exhausted, the sweep names the unfinished cell and a rerun runs only that. About
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import os
 import shutil
 import signal
@@ -26,6 +27,7 @@ import pytest
 from robocompose.config import hydra_value
 from robocompose.policies.checkpoint import load_policy
 from robocompose.sweep import plan
+from robocompose.sweep.launchers import RAY_LOCAL_ONLY
 from robocompose.sweep.run import run
 from robocompose.sweep.table import OUTCOME, EpisodeTable
 
@@ -82,7 +84,8 @@ def _ray_start(port: int, temp: Path, home: Path) -> subprocess.Popen:
         "--include-log-monitor=false",
         "--disable-usage-stats",
     ]
-    env = dict(os.environ, HOME=str(home), OMP_NUM_THREADS="1")
+    # without RAY_LOCAL_ONLY=0 Ray replaces 127.0.0.1 by the machine's address and listens on it
+    env = dict(os.environ, HOME=str(home), OMP_NUM_THREADS="1", **{RAY_LOCAL_ONLY: "0"})
     env.pop("ROBOCOMPOSE_CHECKPOINT_CACHE", None)  # the cache goes under `home`
     with (temp / "ray-start.log").open("w") as log:
         return subprocess.Popen(
@@ -173,12 +176,36 @@ def _rows(folder: Path) -> list[tuple[str, ...]]:
     return sorted(tuple(r[c] for c in keep) for r in table.read())
 
 
+def _listening(pids: list[int]) -> set[ipaddress.IPv4Address | ipaddress.IPv6Address]:
+    """The addresses the processes `pids` listen on (TCP), read from /proc."""
+    inodes = set()
+    for pid in pids:
+        with contextlib.suppress(OSError):  # gone meanwhile
+            for fd in Path(f"/proc/{pid}/fd").iterdir():
+                with contextlib.suppress(OSError):
+                    inodes.add(os.readlink(fd))
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] == "0A" and f"socket:[{fields[9]}]" in inodes:  # LISTEN
+                raw = bytes.fromhex(fields[1].split(":")[0])  # 32-bit words, host byte order
+                words = [raw[i : i + 4][::-1] for i in range(0, len(raw), 4)]
+                found.add(ipaddress.ip_address(b"".join(words)))
+    return found
+
+
 def test_the_cluster_advertises_loopback_only(cluster: Cluster) -> None:
-    """Every node and the driver talk over 127.0.0.1, not the machine's network address."""
+    """Every node and the driver talk over 127.0.0.1, not the machine's network address, and
+    every process of the cluster listens on loopback only."""
     import ray
 
     assert {n["NodeManagerAddress"] for n in ray.nodes()} == {LOOPBACK}
     assert ray.util.get_node_ip_address() == LOOPBACK
+    listening = _listening(cluster.processes())
+    assert listening
+    wide = [a for a in listening if not (getattr(a, "ipv4_mapped", None) or a).is_loopback]
+    assert not wide, f"the cluster listens beyond loopback: {sorted(map(str, wide))}"
 
 
 @pytest.fixture(scope="module")
