@@ -19,22 +19,26 @@ from .shared import HELDOUT_SEED_START, OUT, paired_entry, parents_of, pick_best
 
 class _LoggedCandidates(SelectorMethod):
     """A study's method: executes candidate `executed` (parent i alone on the chunk's own noise,
-    so the episode is that parent's) and logs every score's rank of it among the candidates."""
+    so the episode is that parent's) and logs every score's rank of it among the candidates.
+    One instance runs one episode, so it keeps the executed whole chunk for `coherence`."""
 
     def __init__(self, executed: int) -> None:
-        self.executed, self.log = executed, []
+        self.executed, self.log, self.previous = executed, [], None
 
     def predict_actions(self, policy, obs, noise):
-        chunks, _ = candidates(policy, obs, noise, SELECTOR_CANDIDATES)
+        found = candidates(policy, obs, noise, SELECTOR_CANDIDATES)
         row = {}
         for name, score in SCORES.items():
-            values = score(policy, obs, chunks)  # (C, B)
+            values = score(policy, obs, found, self.previous)  # (C, B)
             mine = values[self.executed]
             # the fraction of the other candidates it beats (ties count half)
             beats = (mine > values).double().sum(0) + 0.5 * (mine == values).double().sum(0)
             row[name] = ((beats - 0.5) / (values.shape[0] - 1)).tolist()
+        if self.previous is None:  # no plan to keep to yet: coherence ranks nothing
+            del row["coherence"], row["bidirectional"]
         self.log.append(row)
-        chosen = chunks[self.executed]
+        self.previous = found.full[self.executed]
+        chosen = found.executed[self.executed]
         return policy.parents[0].action_normalizer.unnormalize(chosen)
 
 
@@ -52,7 +56,8 @@ def selector_scores(task: str, episodes: int) -> dict:
     (SELECTOR_CANDIDATES native samples per parent, one convex 0.5/0.5 composition) are scored;
     the executed chunk's rank among them is logged with the episode's outcome. AUC of the mean
     rank per episode (and of every chunk's rank) between successful and failed episodes: 0.5
-    ranks like chance."""
+    ranks like chance. Pooled over the parents and per parent: pooled, a score that merely
+    tells the parents apart ranks well when one parent fails more often."""
     parents, names = parents_of(task)
     seeds = list(range(HELDOUT_SEED_START, HELDOUT_SEED_START + episodes))
     folder = OUT / task / "selector_scores"
@@ -69,14 +74,19 @@ def selector_scores(task: str, episodes: int) -> dict:
             return {"success": bool(result.records[0]["success"]), "ranks": policy.method.log}
 
         rows = resume_records(folder / f"{name}.jsonl", seeds, run, key_field="seed")
+        own: dict[str, dict[bool, list]] = {n: {True: [], False: []} for n in SCORES}
         for record in rows:
             for score in SCORES:
-                ranks = [r for chunk in record["ranks"] for r in chunk[score]]
+                ranks = [r for chunk in record["ranks"] for r in chunk.get(score, ())]
+                if not ranks:
+                    continue
+                own[score][record["success"]].append(statistics.mean(ranks))
                 pooled[score][record["success"]].append(statistics.mean(ranks))
                 chunk_pooled[score][record["success"]].extend(ranks)
         out["per_parent"][name] = {
             "success": statistics.mean(r["success"] for r in rows),
             "episodes": len(rows),
+            "auc_episode_mean_rank": {n: _auc(v[True], v[False]) for n, v in own.items()},
         }
     out["auc_episode_mean_rank"] = {n: _auc(v[True], v[False]) for n, v in pooled.items()}
     out["auc_chunk_rank"] = {n: _auc(v[True], v[False]) for n, v in chunk_pooled.items()}

@@ -206,7 +206,8 @@ class SelectorMethod(CompositionMethod):
 
         from robocompose.composition.selector import SCORES, candidates
 
-        chunks, _ = candidates(policy, obs, noise, SELECTOR_CANDIDATES)
-        best = SCORES[self.score](policy, obs, chunks).argmax(0)  # (B,)
+        found = candidates(policy, obs, noise, SELECTOR_CANDIDATES)
+        best = SCORES[self.score](policy, obs, found).argmax(0)  # (B,)
+        chunks = found.executed
         chosen = chunks[best, torch.arange(chunks.shape[1], device=chunks.device)]
         return policy.parents[0].action_normalizer.unnormalize(chosen)

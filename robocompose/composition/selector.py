@@ -2,22 +2,33 @@
 composition, one of them picked per row by a score the parents' own samples give (no reward, no
 training).
 
-Candidates are compared on the executed steps, in parent 0's normalised action space (parents of
-other horizons align there only, as in the mixture). Candidate 0 of parent i runs on the chunk's
-own noise, so the selector's candidates include exactly what parent i alone would have done; the
-further candidates draw their noise from per-row generators seeded by the row's noise, so a row's
-chunk does not depend on the batch it runs in.
+Candidates are compared in parent 0's normalised action space. Candidate 0 of parent i runs on
+the chunk's own noise, so the selector's candidates include exactly what parent i alone would
+have done; the further candidates draw their noise from per-row generators seeded by the row's
+noise, so a row's chunk does not depend on the batch it runs in.
 
 Scores (higher is better), each a (C, B) tensor over C candidates and B rows:
-- `agreement`: minus the mean distance to the other candidates (the medoid wins): the chunk
-  most of the parents' samples agree with.
-- `denoising`: minus the parents' summed denoising error on the candidate at a few noise levels
-  (a likelihood proxy along the path; the probe the issue reports did not work on its own).
+- `agreement`: minus the mean distance of the executed steps to the other candidates' (the
+  medoid wins): the chunk most of the parents' samples agree with.
+- `denoising`: minus the parents' summed denoising error on the whole candidate chunk at a few
+  noise levels (a one-step likelihood proxy).
+- `likelihood`: the parents' summed log-density of the candidate chunk, integrated along the
+  probability-flow ODE from the chunk up to sigma_max (Hutchinson's estimate of the divergence,
+  one fixed probe per level).
+- `coherence`: minus the distance between the candidate's first steps and what the previously
+  executed chunk planned for the same times (backward coherence, as in Bidirectional Decoding:
+  a chunk that keeps to the plan in motion). Needs the previous chunk; all zero without one.
+- `bidirectional`: `coherence` and `agreement` together (the sum of their ranks).
+
+The last three need whole chunks: every parent must share parent 0's horizon and history length
+(`Candidates.full` is None otherwise, and they refuse).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import torch
@@ -28,77 +39,179 @@ if TYPE_CHECKING:
     from robocompose.composition.methods import Composition
 
 DENOISING_SIGMAS = (0.1, 0.5, 1.0)  # where `denoising` probes the parents
+# where `likelihood` integrates the probability-flow ODE: geometric from near the data to a level
+# where every parent's marginal is close to its Gaussian prior
+LIKELIHOOD_SIGMAS = tuple(float(s) for s in torch.logspace(math.log10(0.02), math.log10(80), 12))
 
 
-def _executed(policy: Composition, i: int, chunk: torch.Tensor) -> torch.Tensor:
-    """Parent i's chunk (in env units, its own horizon) -> the executed steps, normalised in
-    parent 0's action space."""
-    n_exec = policy.executed.stop - policy.executed.start
-    begin = policy.executed.start - policy.starts[i]
-    steps = chunk[:, begin : begin + n_exec]
-    return policy.parents[0].action_normalizer.normalize(steps)
+@dataclass
+class Candidates:
+    """C candidate chunks for B rows, in parent 0's normalised action space."""
+
+    executed: torch.Tensor  # (C, B, n_exec, A): the steps that would run
+    full: torch.Tensor | None  # (C, B, H, A): whole chunks, when the parents' chunks align
+    sources: list[str]  # "parent<i>" or "composition", per candidate
+
+    def need_full(self, score: str) -> torch.Tensor:
+        if self.full is None:
+            raise ValueError(
+                f"selector score {score!r} compares whole chunks: every parent must have parent "
+                "0's horizon and n_obs_steps. Use score 'agreement' for this pair."
+            )
+        return self.full
+
+
+def _aligned(policy: Composition) -> bool:
+    horizon = policy.parents[0].config.horizon
+    return all(s == 0 for s in policy.starts) and all(
+        p.config.horizon == horizon for p in policy.parents
+    )
 
 
 def candidates(
     policy: Composition, obs: dict[str, torch.Tensor], noise: torch.Tensor, per_parent: int
-) -> tuple[torch.Tensor, list[str]]:
-    """(C, B, n_exec, A) candidates in parent 0's normalised space and their sources:
-    `per_parent` native samples of each parent, then one composed sample (the configured
+) -> Candidates:
+    """`per_parent` native samples of each parent, then one composed sample (the configured
     operator at the configured weights on the configured sampler)."""
     generators = RowGenerators(noise)
     steps = policy.steps
-    chunks, sources = [], []
+    n_exec = policy.executed.stop - policy.executed.start
+    normalize = policy.parents[0].action_normalizer.normalize
+    aligned = _aligned(policy)
+    executed, full, sources = [], [], []
     for i, parent in enumerate(policy.parents):
         view = policy.parent_view(parent, obs)
         horizon = parent.config.horizon
+        begin = policy.executed.start - policy.starts[i]
         for j in range(per_parent):
             own = (
                 noise[:, :horizon] if j == 0 else randn(noise[:, :horizon].shape, generators, noise)
             )
             with policy.times.sampling(i, noise.shape[0]):
-                chunks.append(_executed(policy, i, parent.sample(view, steps, own)))
+                chunk = normalize(parent.sample(view, steps, own))
+            executed.append(chunk[:, begin : begin + n_exec])
+            full.append(chunk)
             sources.append(f"parent{i}")
     denoiser = policy.denoiser(obs)
     composed = policy.run_sampler(denoiser, noise, policy.sigmas(denoiser))
-    chunks.append(composed[:, policy.executed])
+    executed.append(composed[:, policy.executed])
+    full.append(composed)
     sources.append("composition")
-    return torch.stack(chunks), sources
+    return Candidates(torch.stack(executed), torch.stack(full) if aligned else None, sources)
 
 
-def agreement(policy: Composition, obs, chunks: torch.Tensor) -> torch.Tensor:
+def agreement(policy: Composition, obs, cands: Candidates, previous=None) -> torch.Tensor:
     """Minus each candidate's mean distance to the others (C, B)."""
-    flat = chunks.flatten(2)  # (C, B, n * A)
+    flat = cands.executed.flatten(2)  # (C, B, n * A)
     distances = torch.cdist(flat.transpose(0, 1), flat.transpose(0, 1)).transpose(0, 1)
-    return -distances.sum(-1) / max(chunks.shape[0] - 1, 1)
+    return -distances.sum(-1) / max(flat.shape[0] - 1, 1)
 
 
-def denoising(policy: Composition, obs, chunks: torch.Tensor) -> torch.Tensor:
-    """Minus the parents' summed denoising error on each candidate (C, B), each candidate
-    noised at DENOISING_SIGMAS with fixed per-level noise and denoised by every parent on the
-    executed window it covers."""
-    c, b = chunks.shape[:2]
-    error = torch.zeros(c, b, dtype=chunks.dtype, device=chunks.device)
-    generator = torch.Generator().manual_seed(0)
+def _in_parent_space(policy: Composition, i: int, chunks: torch.Tensor) -> torch.Tensor:
+    """(N, H, A) chunks in parent 0's normalised space -> parent i's."""
+    norm0, norm_i = policy.parents[0].action_normalizer, policy.parents[i].action_normalizer
+    return chunks if i == 0 else norm_i.normalize(norm0.unnormalize(chunks))
+
+
+def _parent_denoisers(policy: Composition, obs, c: int):
+    """Each parent's index and Denoiser, its observation batch repeated for C candidates."""
     for i, parent in enumerate(policy.parents):
-        view = policy.parent_view(parent, obs)
-        cond = parent.encode(view)
-        denoiser = parent.denoiser_for(cond.repeat(c, 1))
-        begin = policy.executed.start - policy.starts[i]
-        x0 = chunks.flatten(0, 1)  # (C * B, n, A) in parent 0's space
-        norm0, norm_i = policy.parents[0].action_normalizer, parent.action_normalizer
-        x0 = norm_i.normalize(norm0.unnormalize(x0))
-        full = torch.zeros(c * b, parent.config.horizon, x0.shape[-1], dtype=x0.dtype)
-        window = slice(begin, begin + x0.shape[1])
+        cond = parent.encode(policy.parent_view(parent, obs))
+        yield i, parent.denoiser_for(cond.repeat(c, 1))
+
+
+def denoising(policy: Composition, obs, cands: Candidates, previous=None) -> torch.Tensor:
+    """Minus the parents' summed denoising error on each whole candidate chunk (C, B), noised
+    at DENOISING_SIGMAS with fixed per-level noise."""
+    full = cands.need_full("denoising")
+    c, b = full.shape[:2]
+    error = torch.zeros(c, b, dtype=full.dtype, device=full.device)
+    for i, denoiser in _parent_denoisers(policy, obs, c):
+        x0 = _in_parent_space(policy, i, full.flatten(0, 1))
+        generator = torch.Generator().manual_seed(0)
         for sigma in DENOISING_SIGMAS:
-            eps = torch.randn(full.shape, generator=generator, dtype=x0.dtype)
-            noisy = full.clone()
-            noisy[:, window] = x0
-            noisy = noisy + sigma * eps
-            out = denoiser(noisy, sigma)
-            err = (out.x0_hat[:, window] - x0).pow(2).flatten(1).mean(1)
-            error += err.view(c, b)
+            eps = torch.randn(x0.shape, generator=generator, dtype=x0.dtype).to(x0.device)
+            out = denoiser(x0 + sigma * eps, sigma)
+            error += (out.x0_hat - x0).pow(2).flatten(1).mean(1).view(c, b)
     return -error
 
 
-Score = Callable[["Composition", dict, torch.Tensor], torch.Tensor]
-SCORES: dict[str, Score] = {"agreement": agreement, "denoising": denoising}
+def ode_log_density(
+    denoise: Callable[[torch.Tensor, float], torch.Tensor],
+    x: torch.Tensor,
+    levels: tuple[float, ...] = LIKELIHOOD_SIGMAS,
+) -> torch.Tensor:
+    """log p(x) per row of x (N, ...) under the model whose denoiser is `denoise(x, sigma) ->
+    x0_hat`: Euler along the probability-flow ODE dx/dsigma = (x - D(x)) / sigma from levels[0]
+    to levels[-1], where a Gaussian of variance 1 + sigma^2 (data of unit scale) is the prior,
+    plus the integral of div f (d log p / dsigma = -div f along the path); div D by Hutchinson's
+    estimate with one fixed Rademacher probe per level."""
+    x = x.detach()
+    dim = x[0].numel()
+    generator = torch.Generator().manual_seed(0)
+    log_det = torch.zeros(x.shape[0], dtype=x.dtype, device=x.device)
+    for sigma, nxt in zip(levels[:-1], levels[1:], strict=True):
+        probe = (torch.randint(0, 2, x.shape, generator=generator) * 2 - 1).to(x)
+        with torch.enable_grad():
+            x_in = x.clone().requires_grad_(True)
+            x0_hat = denoise(x_in, sigma)
+            (grad,) = torch.autograd.grad((x0_hat * probe).sum(), x_in)
+        div_d = (grad * probe).flatten(1).sum(1)
+        log_det += (nxt - sigma) * (dim - div_d) / sigma
+        x = x + (nxt - sigma) * (x - x0_hat.detach()) / sigma
+    var = 1.0 + levels[-1] ** 2
+    prior = -0.5 * x.pow(2).flatten(1).sum(1) / var - 0.5 * dim * math.log(2 * math.pi * var)
+    return prior + log_det
+
+
+def likelihood(policy: Composition, obs, cands: Candidates, previous=None) -> torch.Tensor:
+    """The parents' summed log-density of each whole candidate (C, B) by `ode_log_density`, each
+    in its own normalised space (the maps between spaces are affine: a constant per parent)."""
+    full = cands.need_full("likelihood")
+    c, b = full.shape[:2]
+    total = torch.zeros(c, b, dtype=full.dtype, device=full.device)
+    for i, denoiser in _parent_denoisers(policy, obs, c):
+        x = _in_parent_space(policy, i, full.flatten(0, 1))
+        total += ode_log_density(lambda x, s, d=denoiser: d(x, s).x0_hat, x).view(c, b)
+    return total
+
+
+def coherence(
+    policy: Composition, obs, cands: Candidates, previous: torch.Tensor | None = None
+) -> torch.Tensor:
+    """Minus the mean squared distance (C, B) between each candidate's steps and the steps the
+    previously executed whole chunk `previous` (B, H, A) planned for the same times; zeros
+    without one."""
+    full = cands.need_full("coherence")
+    if previous is None:
+        return torch.zeros(full.shape[:2], dtype=full.dtype, device=full.device)
+    shift = policy.executed.stop - policy.executed.start  # the steps run since `previous`
+    overlap = full.shape[2] - shift
+    now, planned = full[:, :, :overlap], previous[None, :, shift:]
+    return -(now - planned).pow(2).flatten(2).mean(2)
+
+
+def _ranks(values: torch.Tensor) -> torch.Tensor:
+    """(C, B) values -> each candidate's rank among its row's (0 = lowest), as floats."""
+    return values.argsort(0).argsort(0).to(values.dtype)
+
+
+def bidirectional(policy: Composition, obs, cands: Candidates, previous=None) -> torch.Tensor:
+    """Bidirectional Decoding's two criteria at once: the sum of each candidate's ranks by
+    `coherence` (backward: keeps to the plan) and by `agreement` (forward: what the samples
+    agree on); ranks, because the two distances have different scales. Without a previous
+    chunk, `agreement` alone."""
+    forward = agreement(policy, obs, cands)
+    if previous is None:
+        return forward
+    return _ranks(coherence(policy, obs, cands, previous)) + _ranks(forward)
+
+
+Score = Callable[..., torch.Tensor]
+SCORES: dict[str, Score] = {
+    "agreement": agreement,
+    "denoising": denoising,
+    "likelihood": likelihood,
+    "coherence": coherence,
+    "bidirectional": bidirectional,
+}

@@ -1,12 +1,23 @@
 """The selector: its candidates include each parent alone on the chunk's own noise, it picks
-by the score per row, and a row's chunk does not depend on the batch it runs in."""
+by the score per row, a row's chunk does not depend on the batch it runs in, and its scores
+measure what they say."""
 
 from __future__ import annotations
 
+import math
+
+import pytest
 import torch
 
 from robocompose.composition.composed_policy import ComposedPolicy, CompositionConfig
-from robocompose.composition.selector import agreement, candidates, denoising
+from robocompose.composition.selector import (
+    SCORES,
+    agreement,
+    candidates,
+    coherence,
+    likelihood,
+    ode_log_density,
+)
 from tests.composition.test_composed_policy import _obs, tiny_policy
 
 
@@ -22,20 +33,77 @@ def test_candidates_hold_each_parent_alone_and_the_medoid_is_executed() -> None:
     policy = ComposedPolicy([flow, ddpm], CompositionConfig(operator="selector"))
     obs, noise = _obs(3), torch.randn(3, 16, 2, generator=torch.Generator().manual_seed(4))
     with torch.no_grad():
-        chunks, sources = candidates(policy, obs, noise, per_parent=2)
-        native = flow.sample(obs, 10, noise)[:, policy.executed]
+        found = candidates(policy, obs, noise, per_parent=2)
+        native = flow.sample(obs, 10, noise)
         actions = policy.predict_actions(obs, noise)
-    assert sources == ["parent0", "parent0", "parent1", "parent1", "composition"]
-    assert chunks.shape == (5, 3, 4, 2)
+    assert found.sources == ["parent0", "parent0", "parent1", "parent1", "composition"]
+    assert found.executed.shape == (5, 3, 4, 2)
+    assert found.full.shape == (5, 3, 16, 2)
+    torch.testing.assert_close(found.full[:, :, policy.executed], found.executed)
     unnormalize = flow.action_normalizer.unnormalize
-    torch.testing.assert_close(unnormalize(chunks[0]), native)
-    scores = agreement(policy, obs, chunks)
-    picked = chunks[scores.argmax(0), torch.arange(3)]
+    torch.testing.assert_close(unnormalize(found.full[0]), native)
+    scores = agreement(policy, obs, found)
+    picked = found.executed[scores.argmax(0), torch.arange(3)]
     torch.testing.assert_close(actions, unnormalize(picked))
     # the medoid: no other candidate is closer to the rest
     assert torch.all(scores.max(0).values >= scores[0])
     with torch.no_grad():
-        assert denoising(policy, obs, chunks).shape == (5, 3)
+        for score in SCORES.values():
+            assert score(policy, obs, found, found.full[0]).shape == (5, 3)
     with torch.no_grad():  # one row alone gets the same chunk as in the batch of three
         alone = policy.predict_actions({k: v[1:2] for k, v in obs.items()}, noise[1:2])
     torch.testing.assert_close(alone, actions[1:2])
+
+
+def test_ode_log_density_ranks_as_the_exact_density_of_a_gaussian() -> None:
+    """Data N(0, s^2 I): D(x, sigma) = x s^2 / (s^2 + sigma^2) exactly. On the coarse grid the
+    estimate is an increasing affine function of the exact log-density (Euler's error scales
+    it), so it ranks chunks as the density does."""
+    s2, dim = 0.25, 8
+    x = 0.5 * torch.randn(500, dim, generator=torch.Generator().manual_seed(0))
+    estimate = ode_log_density(lambda x, sigma: x * s2 / (s2 + sigma**2), x)
+    exact = -0.5 * x.pow(2).sum(1) / s2 - 0.5 * dim * math.log(2 * math.pi * s2)
+    slope, intercept = torch.linalg.lstsq(
+        torch.stack([exact, torch.ones_like(exact)], 1), estimate[:, None]
+    ).solution[:, 0]
+    assert slope > 0
+    residual = estimate - (slope * exact + intercept)
+    assert residual.abs().max() < 0.01 * estimate.std()
+
+
+def test_likelihood_prefers_a_parents_own_chunk_to_a_far_one() -> None:
+    flow, ddpm = _pair()
+    policy = ComposedPolicy([flow, ddpm], CompositionConfig(operator="selector"))
+    obs, noise = _obs(2), torch.randn(2, 16, 2, generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        found = candidates(policy, obs, noise, per_parent=1)
+    found.full = torch.stack([found.full[0], found.full[0] + 4.0])  # own vs pushed far away
+    found.executed = found.full[:, :, policy.executed]
+    values = likelihood(policy, obs, found)
+    assert torch.all(values[0] > values[1])
+
+
+def test_coherence_is_highest_for_the_chunk_that_keeps_to_the_plan() -> None:
+    flow, ddpm = _pair()
+    policy = ComposedPolicy([flow, ddpm], CompositionConfig(operator="selector"))
+    obs, noise = _obs(2), torch.randn(2, 16, 2, generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        found = candidates(policy, obs, noise, per_parent=2)
+    shift = policy.executed.stop - policy.executed.start
+    previous = torch.randn(2, 16, 2)
+    found.full[3, :, : 16 - shift] = previous[:, shift:]  # candidate 3 keeps to the plan
+    values = coherence(policy, obs, found, previous)
+    assert torch.all(values.argmax(0) == 3)
+    assert torch.all(values[3] == 0)
+    assert torch.all(coherence(policy, obs, found, None) == 0)
+
+
+def test_whole_chunk_scores_refuse_parents_of_other_horizons() -> None:
+    flow, ddpm = _pair()
+    policy = ComposedPolicy([flow, ddpm], CompositionConfig(operator="selector"))
+    obs, noise = _obs(1), torch.randn(1, 16, 2)
+    with torch.no_grad():
+        found = candidates(policy, obs, noise, per_parent=1)
+    found.full = None
+    with pytest.raises(ValueError, match="horizon"):
+        likelihood(policy, obs, found)
