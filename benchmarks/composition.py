@@ -74,6 +74,7 @@ from composition_parts.selector import selector_run, selector_scores, store_sele
 from composition_parts.shared import HELDOUT_SEED_START, OUT, RESULTS, parents_of, record_task
 from composition_parts.vertex import store_vertex_gap, vertex_gap
 
+from robocompose.composition.selector import SCORES
 from robocompose.shipped import PARENT_PAIRS
 
 PARTS = ("quality", "latency", "search", "k3", "vertex", "selector")
@@ -83,6 +84,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     add_parts(parser, PARTS, default=[p for p in PARTS if p != "selector"])
     parser.add_argument("--selector-episodes", type=int, default=100, help="selector seeds")
+    parser.add_argument(
+        "--selector-score",
+        default="agreement",
+        choices=tuple(SCORES),
+        help="the selector's score (agreement: the shipped one, key `selector`; the others: "
+        "key `selector_by_score`)",
+    )
     parser.add_argument("--vertex-episodes", type=int, default=100, help="vertex gap seeds")
     parser.add_argument("--tasks", default=",".join(PARENT_PAIRS))
     parser.add_argument("--p1-search-episodes", type=int, default=100, help="P1 search seeds")
@@ -120,10 +128,10 @@ def main() -> None:
         RESULTS.update(lambda results, task=task, gap=gap: store_vertex_gap(results, task, gap))
     for task in tasks if "selector" in args.parts else ():
         scores = selector_scores(task, args.selector_episodes)
-        run = selector_run(task, args.selector_episodes)
+        run = selector_run(task, args.selector_episodes, args.selector_score)
         RESULTS.update(
             lambda results, task=task, run=run, scores=scores: store_selector(
-                results, task, run | {"score_ranking": scores}
+                results, task, run | {"score_ranking": scores}, args.selector_score
             )
         )
     for task in tasks if "search" in args.parts else ():
