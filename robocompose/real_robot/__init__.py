@@ -3,7 +3,11 @@
 Where things are:
 
     serve.py             the `serve` verb: ServeConfig, run(config)
-    websocket_server.py  the transport: PolicyServer (openpi's protocol, health check, API key)
+    websocket_server.py  the transport: PolicyServer (openpi's protocol over a websocket)
+    http_gate.py         what it answers over plain HTTP: /healthz, the API key check
+    inference_worker.py  the policy on one worker thread, serialised and timed
+    loop_thread.py       where a server runs: a daemon thread, or until SIGINT/SIGTERM
+    ports.py             PortInUse: a taken port and the process holding it
     policy_adapter.py    any checkpoint or composition as a ServedPolicy (load_served_policy)
     wire.py, obs_check.py, rtc.py
                          the msgpack format; observations checked against the spec; real-time

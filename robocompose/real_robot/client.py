@@ -25,7 +25,7 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus, WebSocketExce
 from websockets.sync.client import ClientConnection, connect
 
 from robocompose.real_robot.base import PolicySpec
-from robocompose.real_robot.websocket_server import HEALTH_PATH
+from robocompose.real_robot.http_gate import HEALTH_PATH
 from robocompose.real_robot.wire import pack, unpack
 
 
