@@ -17,21 +17,29 @@ Episodes go to runs/benchmarks/external/<task>/ as they end; a rerun resumes. On
 keys of external.json are rewritten, under a lock (benchmarks/external_pusht.py and
 jax_policy.py write theirs).
 
+Parts (`--parts`, default main): main (the above, key <task>), grid_cost (parent A alone against
+A through the composed sampler, on `--grid-cost-episodes` fresh seeds; key <task>_grid_cost),
+grid_choice (each composition on each parent's grid, after the main run; key <task>_grid_choice),
+vertex (each parent's vertex against the parent natively, on `--vertex-episodes` fresh seeds; key
+<task>.vertex_gap). The old `--grid-cost N`, `--grid-choice`, `--vertex N` still parse, with a
+deprecation line.
+
     python benchmarks/external.py [--tasks FetchReach,Lift,PickPlaceCan] [--fresh 100]
-    python benchmarks/external.py --tasks PickPlaceCan --grid-cost 40   # key PickPlaceCan_grid_cost
-    python benchmarks/external.py --tasks PickPlaceCan --grid-choice    # PickPlaceCan_grid_choice
-    python benchmarks/external.py --tasks PickPlaceCan --vertex 100     # PickPlaceCan.vertex_gap
+    python benchmarks/external.py --tasks PickPlaceCan --parts grid_cost    # 40 episodes
+    python benchmarks/external.py --tasks PickPlaceCan --parts grid_choice
+    python benchmarks/external.py --tasks PickPlaceCan --parts vertex       # 100 episodes
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from common import ROOT, RUNS_DIR, ResultsFile, resume_records, task_preset
+from common import ROOT, RUNS_DIR, ResultsFile, add_parts, resume_records, task_preset
 from composition_parts.vertex import vertex_gap
 
 from robocompose.compare import compare
@@ -52,6 +60,9 @@ OUT = RUNS_DIR / "external"
 RESULTS = ResultsFile("external.json", writer="external.py")
 SEARCH_SEED_START = 100_000
 FRESH_SEED_START = 300_000
+PARTS = ("main", "grid_cost", "grid_choice", "vertex")
+# the old flags, each one extra run instead of the main one, in the order they took precedence
+OLD_FLAGS = {"--grid-choice": "grid_choice", "--vertex": "vertex", "--grid-cost": "grid_cost"}
 
 
 def expert_rate(task: str, seeds: list[int], out: Path) -> dict[str, Any]:
@@ -264,7 +275,7 @@ def grid_choice(task: str, fresh: list[int], search_seeds: list[int]) -> dict[st
 
 
 def store_task(doc: dict[str, Any], task: str, result: dict[str, Any]) -> None:
-    """The task's row, keeping its vertex gap (stored apart by `--vertex`)."""
+    """The task's row, keeping its vertex gap (stored apart by the vertex part)."""
     kept = {k: doc[task][k] for k in ("vertex_gap",) if k in doc.get(task, {})}
     doc[task] = result | kept
 
@@ -288,57 +299,79 @@ def headlines(doc: dict[str, Any]) -> None:
     doc["vertex_gap_pairs"] = sorted(gaps)
 
 
-def main() -> None:
+class _OldFlag(argparse.Action):
+    """`--grid-choice`, `--vertex N`, `--grid-cost N` (N episodes, 0: not asked), the old
+    spellings of `--parts <part>`: still parsed, with a warning. As they did, they run one part
+    instead of the main run: the first of OLD_FLAGS given."""
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        part = OLD_FLAGS[option_string]
+        episodes = isinstance(values, int)
+        hint = f" --{part.replace('_', '-')}-episodes {values}" if episodes else ""
+        print(f"warning: {option_string} is deprecated; use --parts {part}{hint}", file=sys.stderr)
+        if episodes and values == 0:
+            return
+        if episodes:
+            setattr(namespace, f"{part}_episodes", values)
+        order = list(OLD_FLAGS.values())
+        given = [p for p in namespace.parts if p in order] + [part]
+        namespace.parts = (min(given, key=order.index),)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--tasks", default=",".join(PARENTS), help=f"comma list of {list(PARENTS)}")
+    add_parts(parser, PARTS, default=("main",), old_flags=())
     parser.add_argument("--fresh", type=int, default=100, help="fresh seeds per policy")
     parser.add_argument("--search", type=int, default=40, help="search seeds")
     parser.add_argument("--first-slice", type=int, default=10, help="halving's first round")
     parser.add_argument("--step", type=float, default=0.25, help="convex weight grid step")
     parser.add_argument(
-        "--grid-cost",
+        "--grid-cost-episodes",
         type=int,
-        default=0,
-        help="instead: parent A alone vs A through the composed sampler, on this many fresh seeds",
+        default=40,
+        help="grid_cost: parent A alone vs A through the composed sampler, on this many fresh "
+        "seeds",
     )
     parser.add_argument(
-        "--grid-choice",
-        action="store_true",
-        help="instead: the searched convex and the product on each parent's grid (chosen on the "
-        "search seeds), against the better parent on the fresh seeds; after the main run",
-    )
-    parser.add_argument(
-        "--vertex",
+        "--vertex-episodes",
         type=int,
-        default=0,
-        help="instead: each parent's vertex of the composition against the parent natively, "
-        "paired on this many fresh seeds (key <task>.vertex_gap)",
+        default=100,
+        help="vertex: each parent's vertex of the composition against the parent natively, "
+        "paired on this many fresh seeds",
     )
-    args = parser.parse_args()
-    tasks = args.tasks.split(",")
-    unknown = [t for t in tasks if t not in PARENTS]
+    old = {"action": _OldFlag, "default": argparse.SUPPRESS, "help": "deprecated"}
+    parser.add_argument("--grid-cost", type=int, metavar="N", **old)
+    parser.add_argument("--grid-choice", nargs=0, **old)
+    parser.add_argument("--vertex", type=int, metavar="N", **old)
+    args = parser.parse_args(argv)
+    unknown = [t for t in args.tasks.split(",") if t not in PARENTS]
     if unknown:
         parser.error(f"unknown task {unknown[0]!r}; choose from {list(PARENTS)}")
+    return args
+
+
+def main() -> None:
+    args = parse_args()
+    tasks = args.tasks.split(",")
     fresh = list(range(FRESH_SEED_START, FRESH_SEED_START + args.fresh))
     search_seeds = list(range(SEARCH_SEED_START, SEARCH_SEED_START + args.search))
     for task in tasks:
-        if args.grid_choice:
+        if "main" in args.parts:
+            result = task_result(task, fresh, search_seeds, args.first_slice, args.step)
+            RESULTS.update(lambda doc, task=task, result=result: store_task(doc, task, result))
+        if "grid_cost" in args.parts:
+            cost = composed_grid_cost(task, fresh[: args.grid_cost_episodes])
+            RESULTS.set([f"{task}_grid_cost"], cost)
+        if "grid_choice" in args.parts:
             choice = grid_choice(task, fresh, search_seeds)
             RESULTS.set([f"{task}_grid_choice"], choice)
-            continue
-        if args.vertex:
+        if "vertex" in args.parts:
             task_preset(task)
             names = [f"{task}_{kind}" for kind in PARENTS[task]]
             parents = [load_policy(ROOT / "checkpoints" / name) for name in names]
-            gap = vertex_gap(parents, names, fresh[: args.vertex], OUT / task / "fresh")
+            gap = vertex_gap(parents, names, fresh[: args.vertex_episodes], OUT / task / "fresh")
             RESULTS.set([task, "vertex_gap"], gap)
-            continue
-        if args.grid_cost:
-            cost = composed_grid_cost(task, fresh[: args.grid_cost])
-            RESULTS.set([f"{task}_grid_cost"], cost)
-            continue
-        result = task_result(task, fresh, search_seeds, args.first_slice, args.step)
-        RESULTS.update(lambda doc, task=task, result=result: store_task(doc, task, result))
     RESULTS.update(headlines)
 
 

@@ -1,5 +1,6 @@
 """external.json's bookkeeping (benchmarks/external.py): a task's rerun keeps the vertex gap
-stored apart, and the headlines cover every pair measured, GymPushT's included."""
+stored apart, and the headlines cover every pair measured, GymPushT's included; its `--parts`
+flag, and the old flags that still choose the same runs."""
 
 from __future__ import annotations
 
@@ -36,3 +37,29 @@ def test_headlines_cover_every_measured_pair_and_fail_on_one_bad_pair():
     doc["PickPlaceCan"]["vertex_gap"] = _gap(False)
     external.headlines(doc)
     assert doc["vertex_gaps_contain_zero"] is False
+
+
+def test_parts_choose_the_runs_and_their_episodes():
+    args = external.parse_args([])
+    assert args.parts == ("main",)
+    assert (args.grid_cost_episodes, args.vertex_episodes) == (40, 100)  # the recorded runs
+    args = external.parse_args(["--parts", "main,grid_choice", "--vertex-episodes", "20"])
+    assert args.parts == ("main", "grid_choice") and args.vertex_episodes == 20
+
+
+def test_old_flags_choose_the_same_run_with_a_deprecation_line(capsys):
+    for argv, part, episodes in (
+        (["--grid-cost", "30"], "grid_cost", ("grid_cost_episodes", 30)),
+        (["--grid-choice"], "grid_choice", None),
+        (["--vertex", "50"], "vertex", ("vertex_episodes", 50)),
+    ):
+        args = external.parse_args(argv)
+        assert args.parts == (part,)
+        if episodes:
+            assert getattr(args, episodes[0]) == episodes[1]
+        err = capsys.readouterr().err
+        assert f"{argv[0]} is deprecated; use --parts {part}" in err and err.count("\n") == 1
+    # as before: one run instead of the main one, --grid-choice first, then --vertex; N = 0 is off
+    assert external.parse_args(["--grid-cost", "40", "--vertex", "9"]).parts == ("vertex",)
+    assert external.parse_args(["--vertex", "9", "--grid-choice"]).parts == ("grid_choice",)
+    assert external.parse_args(["--vertex", "0"]).parts == ("main",)
