@@ -174,7 +174,11 @@ VERBS: dict[str, Verb] = {
         Shorthand("", "task", help="the task (config group task/)", group=True),
         flags=(
             Shorthand("--episodes", "episodes", int, "number of successful demos"),
-            Shorthand("--out", "out", help="output .hdf5 (appended to if it exists)"),
+            Shorthand(
+                "--out",
+                "out",
+                help="output .hdf5, or a folder with format=lerobot (appended to if it exists)",
+            ),
             Shorthand("--obs-keys", "obs_keys", _csv(str), "comma-separated: state,proprio,image"),
             Shorthand("--image-size", "image_size", int, "side of the image key in pixels"),
             Shorthand("--seed-start", "seed_start", int),
