@@ -18,6 +18,8 @@ import pytest
 pytest.importorskip("pyarrow")
 pytest.importorskip("av")
 
+from robocompose.cli import main  # noqa: E402
+from robocompose.policies.checkpoint import load_policy  # noqa: E402
 from robocompose.sim.episode import DatasetError  # noqa: E402
 from robocompose.sim.hdf5_dataset import (  # noqa: E402
     DemoWriter,
@@ -185,7 +187,7 @@ def test_lerobots_reader_loads_what_we_write_frame_for_frame(tmp_path):
     assert list(read["task"][[0, -1]]) == ["push 0", "push 1"]
 
 
-def test_we_load_what_lerobots_writer_makes(tmp_path):
+def test_we_load_and_train_on_what_lerobots_writer_makes(tmp_path):
     _lerobot("write", str(tmp_path / "theirs"), str(tmp_path / "added.npz"), tmp_path=tmp_path)
     added = np.load(tmp_path / "added.npz")
     back = load_demos(tmp_path / "theirs", ["state", "top"])
@@ -198,6 +200,12 @@ def test_we_load_what_lerobots_writer_makes(tmp_path):
     languages = [vocabulary[e.skills[0]]["language"] for e in back]
     assert languages == ["push the T", "pick the cube"]
     assert read_env_args(tmp_path / "theirs")["env_name"] is None
+    # and it trains here as is (a short horizon: their episodes are 7 and 5 frames)
+    window = ["policy.horizon=8", "policy.n_action_steps=4", "batch_size=4", "warmup_steps=1"]
+    dataset, out = tmp_path / "theirs", tmp_path / "ckpt"
+    main(["train", f"dataset={dataset}", f"out={out}", "policy=flow_mlp", "steps=2", *window])
+    policy = load_policy(out)
+    assert policy.config.obs_keys == ("state",) and policy.metadata["task"] is None
 
 
 def test_proprio_is_the_robot_state_and_state_the_environment_state(tmp_path):
