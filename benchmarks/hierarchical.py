@@ -259,19 +259,28 @@ def _caught(record: RepairRecord) -> int:
 CAUGHT_OUTCOMES = ("precondition_failed", "caught", "check_failed")
 
 
-def family_episode(llm: RecordingLLM, item: FamilyItem, planner: str, rounds: int) -> dict:
+def family_episode(
+    llm: RecordingLLM,
+    item: FamilyItem,
+    planner: str,
+    rounds: int,
+    second: RecordingLLM | None = None,
+) -> dict:
     """One family item planned and run; the gold is checked on the world as the run left it.
+    `second`: the goal planner's second reader (its calls are recorded with the first's).
 
     No planner is told the gold. The executor's task check is the planner's own: the goal
     planner's solved goal holds (as `robocompose plan` runs it), for the others "every call
     ran", so their repair rounds follow failed calls only."""
     world = make_family_world(item, step_budget=STEP_BUDGET)
     registry = build_registry(world)
-    chosen = make_planner(planner, llm, registry, world)
+    chosen = make_planner(planner, llm, registry, world, second)
     reached = getattr(chosen, "reached", None)
     check = (lambda w: reached(w)) if reached is not None else (lambda w: True)
     executor = PlanExecutor(world, registry, task_check=check)
     llm.calls = []
+    if second is not None:  # one list: every call in the order it was made
+        second.calls = llm.calls
     start = time.perf_counter()
     record = run_with_repair(item.instruction, chosen, executor, max_rounds=rounds)
     seconds = time.perf_counter() - start
@@ -371,24 +380,33 @@ def family_subset(items: list[FamilyItem], per_family: int) -> list[FamilyItem]:
     return out
 
 
+READING_LABELS = {"examples": "goal", "adapted": "goal-adapted", "both": "goal-both"}
+
+
 def run_families(model: str, args: argparse.Namespace, out_dir: Path) -> None:
     slug = model.replace(".", "_")
     for planner in args.family_planners.split(","):
-        # the goal planner as `robocompose plan` builds it: the model's shipped adapter, if any
-        adapter = goal_adapter(model) if planner == "goal" and args.goal_adapter else None
+        # the goal planner as `robocompose plan` builds it: the model's shipped adapter, if any,
+        # and for "both" the plain model as the second reader
+        readings = args.goal_readings if planner == "goal" else "examples"
+        adapter = goal_adapter(model) if readings != "examples" else None
         backend = make_backend("local", model=model, n_threads=args.n_threads, cache=False,
                                lora=str(adapter or ""))  # fmt: skip
         llm = RecordingLLM(backend)
+        second = None
+        if adapter is not None and readings == "both":
+            second = RecordingLLM(make_backend("local", model=model, n_threads=args.n_threads,
+                                               cache=False))  # fmt: skip
         items = family_items(args.split)
         per_family = 0 if planner == "goal" else args.slow_per_family
         subset = family_subset(items, per_family)
-        label = "goal-adapted" if adapter is not None else planner
+        label = READING_LABELS[readings] if planner == "goal" and adapter else planner
         path = out_dir / f"families_{slug}_{label}_{args.split}.jsonl"
         done = _done(path)
         for item in subset:
             if item.key in done:
                 continue
-            row = family_episode(llm, item, planner, args.repair_rounds)
+            row = family_episode(llm, item, planner, args.repair_rounds, second)
             _append(path, {"key": item.key, "model": model, "planner": label,
                            "split": item.split, "family": item.family, "expect": item.expect,
                            "why": item.why, "instruction": item.instruction,
@@ -413,8 +431,12 @@ def main() -> None:
     parser.add_argument("--slow-per-family", type=int, default=3,
                         help="families: items per family for the planners other than goal "
                         "(0: all)")  # fmt: skip
-    parser.add_argument("--goal-adapter", action=argparse.BooleanOptionalAction, default=False,
-                        help="families: goal planner with the shipped adapter")  # fmt: skip
+    parser.add_argument(
+        "--goal-readings",
+        default="examples",
+        choices=tuple(READING_LABELS),
+        help="families: the goal planner's readers (plan goal_readings=)",
+    )
     parser.add_argument("--out-dir", default="benchmarks/results/hierarchical")
     parser.add_argument("--cache-dir", default="", help="LLM cache (default: the user cache)")
     parser.add_argument("--results", default=str(RESULTS.path))

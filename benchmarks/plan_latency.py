@@ -59,11 +59,13 @@ def child(args: argparse.Namespace) -> None:
     from robocompose.hierarchical.llm.models import goal_adapter
     from robocompose.hierarchical.skills.scripted import build_registry
 
-    adapter = goal_adapter(args.model) if args.planner == "goal" and args.goal_adapter else None
+    readings = args.goal_readings if args.planner == "goal" else "examples"
+    adapter = goal_adapter(args.model) if readings != "examples" else None
     load = time.perf_counter()
-    llm = make_backend("local", model=args.model, n_threads=args.n_threads, cache=False,
-                       prefix_state=args.state != "none", state_dir=args.state_dir,
-                       lora=str(adapter or ""))  # fmt: skip
+    settings = {"model": args.model, "n_threads": args.n_threads, "cache": False,
+                "prefix_state": args.state != "none", "state_dir": args.state_dir}  # fmt: skip
+    llm = make_backend("local", **settings, lora=str(adapter or ""))
+    second = make_backend("local", **settings) if adapter and readings == "both" else None
     load = time.perf_counter() - load
     for index, item in enumerate(_items(args.plans_per_process, args.offset)):
         world = make_world(item)
@@ -75,7 +77,7 @@ def child(args: argparse.Namespace) -> None:
             SayCanPlanner(llm, registry).step(item.instruction, [], world)
             completions: tuple[Any, ...] = ()
         else:
-            planner = make_planner(args.planner, llm, registry, world)
+            planner = make_planner(args.planner, llm, registry, world, second)
             if args.planner == "goal" and adapter is None:
                 planner.config = replace(planner.config, orders=args.goal_orders)
             completions = planner.plan(item.instruction, world.snapshot(), None).completions
@@ -102,7 +104,7 @@ def _spawn(planner: str, threads: int, state: str, args: argparse.Namespace,
                str(threads), "--state", state, "--state-dir", args.state_dir, "--model",
                args.model, "--plans-per-process", str(args.plans_per_process),
                "--offset", str(offset), "--goal-orders", str(args.goal_orders),
-               "--goal-adapter" if args.goal_adapter else "--no-goal-adapter"]  # fmt: skip
+               "--goal-readings", args.goal_readings]  # fmt: skip
     spawned = time.time()
     out = subprocess.run(command, capture_output=True, text=True, timeout=1800)
     if out.returncode != 0:
@@ -120,11 +122,13 @@ def _done(path: Path) -> set[str]:
 
 
 def _goal_fields(planner: str, args: argparse.Namespace) -> dict[str, Any]:
-    """What sets a goal planner's rows apart: the adapter, or the number of example orders
-    (rows with neither: one rewrite per plan)."""
+    """What sets a goal planner's rows apart: the adapter (and the second reader), or the
+    number of example orders (rows with neither: one rewrite per plan)."""
     if planner != "goal":
         return {}
-    if args.goal_adapter:
+    if args.goal_readings == "both":
+        return {"adapter": True, "second_reader": True}
+    if args.goal_readings == "adapted":
         return {"adapter": True}
     return {"orders": args.goal_orders} if args.goal_orders != 1 else {}
 
@@ -150,7 +154,10 @@ def run_processes(args: argparse.Namespace) -> None:
     for planner in args.planners.split(","):
         states = args.states.split(",") if planner == "goal" else ("disk",)
         fields = _goal_fields(planner, args)
-        prefix = "lora_" if "adapter" in fields else "".join(f"o{n}_" for n in fields.values())
+        if "adapter" in fields:
+            prefix = "lora_both_" if "second_reader" in fields else "lora_"
+        else:
+            prefix = "".join(f"o{n}_" for n in fields.values())
         for threads in [int(t) for t in args.threads.split(",")]:
             for state in states:
                 path = OUT_DIR / f"{planner}_{prefix}t{threads}_{state}.jsonl"
@@ -249,6 +256,8 @@ def summarize() -> dict[str, Any]:
             config += f",orders={procs[0]['orders']}"
         if procs[0].get("adapter"):
             config += ",adapter"
+        if procs[0].get("second_reader"):
+            config += ",second_reader"
         summary.setdefault(procs[0]["planner"], {})[config] = entry
     return summary
 
@@ -263,8 +272,13 @@ def main() -> None:
     parser.add_argument("--goal-orders", type=int, default=None,
                         help="goal: rewrites under that many example orders (default: the "
                         "planner's)")  # fmt: skip
-    parser.add_argument("--goal-adapter", action=argparse.BooleanOptionalAction, default=False,
-                        help="goal: the shipped LoRA adapter, short prompt")  # fmt: skip
+    parser.add_argument(
+        "--goal-readings",
+        default="examples",
+        choices=("examples", "adapted", "both"),
+        help="goal: its readers (plan goal_readings=): the few-shot model, the "
+        "shipped LoRA adapter, or the adapter checked by the few-shot model",
+    )
     parser.add_argument("--plans-per-process", type=int, default=3)
     parser.add_argument("--model", default=MODEL)
     parser.add_argument(

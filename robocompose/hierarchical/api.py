@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from robocompose.hierarchical.base import LLMBackend, Planner, StepwisePlan
+from robocompose.hierarchical.planners.goal import READINGS
 from robocompose.hierarchical.run.corrections import CorrectionLog, CorrectionQueue, Corrections
 from robocompose.hierarchical.run.plan_executor import PlanExecutor
 from robocompose.hierarchical.run.repair import MAX_ROUNDS, RepairRecord, run_with_repair
@@ -66,11 +67,12 @@ class PlanConfig:
     model: str = ""  # local: qwen2.5-coder-1.5b (default) | smollm2 | a .gguf path
     base_url: str = ""  # openai: "" -> $ROBOCOMPOSE_LLM_BASE_URL or $OPENAI_BASE_URL
     n_threads: int = 2  # local: CPU threads (1 is faster on a busy machine)
-    # goal planner on a local model with a shipped LoRA adapter (llm/adapters/): the adapted
-    # model and its short prompt, the scene listed in two orders that must agree (more right
-    # goals, and a few infeasible requests planned: see the README); false: few-shot examples
-    # in three orders that must agree
-    goal_adapter: bool = False
+    # goal planner on a local model with a shipped LoRA adapter (llm/adapters/), whose readings
+    # of the request must agree before a goal stands: "both" (the adapted model under two scene
+    # listings, then the few-shot base model), "adapted" (the first part alone: more right goals,
+    # more wrong ones), "examples" (the few-shot base model under three example orders). A model
+    # without an adapter, or a remote backend, always reads with "examples". See the README.
+    goal_readings: str = "both"
     llm_cache: bool = True  # completions cached on disk: reruns are cheap and identical
     repair_rounds: int = 2
     check: bool = True  # check every plan before motion (false: to measure what it saves)
@@ -87,6 +89,7 @@ class PlanConfig:
         _choice("task", self.env_name, tuple(LONG_TASKS))
         _choice("planner", self.planner, PLANNERS)
         _choice("backend", self.backend, BACKENDS)
+        _choice("goal_readings", self.goal_readings, READINGS)
         count = len(long_horizon_tasks([self.long_task]))
         if not 0 <= self.phrasing < count:
             raise ValueError(
@@ -141,25 +144,45 @@ def _choice(name: str, value: str, choices: tuple[str, ...]) -> None:
         raise ValueError(f"`{name}` must be one of {list(choices)}. Got {value!r}.")
 
 
-def make_llm(config: PlanConfig) -> LLMBackend:
-    """The planner's LLM backend, behind the disk cache unless `llm_cache` is off. A model that
-    cannot be found or trusted is a bad `model` setting (a ValueError naming it)."""
+def _adapter(config: PlanConfig) -> Path | None:
+    """The shipped adapter the goal planner's first reader runs with (None: the plain model)."""
+    from robocompose.hierarchical.llm.models import goal_adapter
+
+    adapted = config.planner == "goal" and config.goal_readings != "examples"
+    return goal_adapter(config.model) if config.backend == "local" and adapted else None
+
+
+def make_llm(config: PlanConfig, second: bool = False) -> LLMBackend:
+    """The planner's LLM backend, behind the disk cache unless `llm_cache` is off; `second`:
+    the goal planner's second reader (the model without its adapter). A model that cannot be
+    found or trusted is a bad `model` setting (a ValueError naming it)."""
     from robocompose.hierarchical.llm import make_backend
-    from robocompose.hierarchical.llm.models import ModelError, goal_adapter
+    from robocompose.hierarchical.llm.models import ModelError
 
     settings: dict[str, Any] = {"model": config.model, "cache": config.llm_cache}
-    if config.backend == "local":
-        settings["n_threads"] = config.n_threads
-        adapted = config.planner == "goal" and config.goal_adapter
-        adapter = goal_adapter(config.model) if adapted else None
-        if adapter is not None:
-            settings["lora"] = str(adapter)
-    else:
-        settings["base_url"] = config.base_url
     try:
+        if config.backend == "local":
+            settings["n_threads"] = config.n_threads
+            adapter = None if second else _adapter(config)
+            if adapter is not None:
+                settings["lora"] = str(adapter)
+        else:
+            settings["base_url"] = config.base_url
         return make_backend(config.backend, **settings)
     except ModelError as error:
         raise ValueError(f"`model`: {error}") from None
+
+
+def make_second_llm(config: PlanConfig) -> LLMBackend | None:
+    """The goal planner's second reader, where `goal_readings` is "both" and the model has an
+    adapter (None otherwise)."""
+    from robocompose.hierarchical.llm.models import ModelError
+
+    try:
+        adapted = _adapter(config) is not None
+    except ModelError as error:
+        raise ValueError(f"`model`: {error}") from None
+    return make_llm(config, second=True) if adapted and config.goal_readings == "both" else None
 
 
 class SayCanRounds:
@@ -178,8 +201,11 @@ class SayCanRounds:
         )
 
 
-def make_planner(kind: str, llm: LLMBackend, registry: Any, world: Any) -> Planner:
-    """The planner named `kind` (one of `PLANNERS`)."""
+def make_planner(
+    kind: str, llm: LLMBackend, registry: Any, world: Any, second: LLMBackend | None = None
+) -> Planner:
+    """The planner named `kind` (one of `PLANNERS`); `second`: the goal planner's second reader
+    (the few-shot model that checks an adapted model's readings)."""
     _choice("planner", kind, PLANNERS)
     from robocompose.hierarchical.llm import LocalLLM
 
@@ -198,8 +224,9 @@ def make_planner(kind: str, llm: LLMBackend, registry: Any, world: Any) -> Plann
             constrain="grammar" if local else "none",
             prompt="adapted" if adapted else "examples",
             orders=ADAPTED_ORDERS if adapted else GoalPlannerConfig.orders,
+            second_prompt="examples" if adapted and second is not None else None,
         )
-        return GoalPlanner(llm, registry, world, config)
+        return GoalPlanner(llm, registry, world, config, second)
     if kind == "code":
         from robocompose.hierarchical.planners.code import CodePlanner
 
@@ -248,18 +275,22 @@ class Runner:
     `correct(text)` may be called from any thread while `run()` is going: the running skill
     picks it up at its next control step."""
 
-    def __init__(self, config: PlanConfig, llm: Any = None) -> None:
+    def __init__(self, config: PlanConfig, llm: Any = None, second_llm: Any = None) -> None:
         from robocompose.hierarchical.skills.learned import registry_for
 
         self.config = config
         self.item = config.item()
         self.llm = llm if llm is not None else make_llm(config)  # a bad model fails before the sim
+        if llm is None and second_llm is None:
+            second_llm = make_second_llm(config)
         render = "rgb_array" if config.video else None
         self.world = make_world(self.item, step_budget=config.step_budget, render_mode=render)
         if config.start:
             self.world.arrange(config.start)
         self.registry = registry_for(self.world, config.skills)
-        self.planner: Planner = make_planner(config.planner, self.llm, self.registry, self.world)
+        self.planner: Planner = make_planner(
+            config.planner, self.llm, self.registry, self.world, second_llm
+        )
         if config.correction_logs:
             from robocompose.hierarchical.run.correction_bank import (
                 CorrectedPlanner,

@@ -9,7 +9,10 @@ calls.
 1. The LLM rewrites the request into the constraint language (`goal.constraints`), decoding
    under a grammar generated from the scene (`goal.grammar`): only the scene's blocks and bins
    can be named. Backends without GBNF (OpenAI-compatible) answer free, and text that does not
-   parse goes back to them with the parser's message.
+   parse goes back to them with the parser's message. It rewrites it more than once (the
+   examples or the scene listed in other orders; optionally a second reader, another model or
+   prompt), and a goal stands only when every reading solves to it: else the planner asks
+   which reading was meant.
 2. The solver (`goal.solver`) turns the statements into the one configuration that satisfies
    them with the fewest calls from the facts now; it asks back when several are equally near
    or the request is unclear, and refuses when none exists, a name is missing, or the skills
@@ -60,6 +63,9 @@ SPOT_GAP_M = 0.10  # ... this far from every block, bin centre and spot already 
 MAX_REWRITES = 2  # LLM answers that do not parse (free decoding only) before giving up
 PROMPTS = ("examples", "adapted")
 ADAPTED_ORDERS = 2  # scene orders the adapted model's rewrites must agree across (measured)
+# the readings a local model with a shipped adapter plans with (`robocompose plan goal_readings=`):
+# the few-shot base model, the adapted model, or the adapted model checked by the few-shot one
+READINGS = ("examples", "adapted", "both")
 
 
 @dataclass(frozen=True)
@@ -69,13 +75,19 @@ class GoalPlannerConfig:
     when they all solve to it, else the planner asks which reading was meant.
     `prompt`: "examples" (few-shot, any model) or "adapted" (the short prompt without examples,
     for a model adapted to the constraint language, `llm.lora`; its orders list the scene's
-    blocks in other orders)."""
+    blocks in other orders).
+    `second_prompt`: a second reader's prompt (None: none): once the first readings agree, the
+    second reader (`GoalPlanner(second=...)`, another model or the same one) rewrites the
+    request under it in `second_orders` orders, and the goal stands only if those solve to it
+    too. Two models that err differently rarely agree on the same wrong goal."""
 
     engine: str = "pyperplan"
     constrain: str = "grammar"
     max_tokens: int = 96  # a long conditional is ~40 tokens; the grammar ends the text
     orders: int = 3
     prompt: str = "examples"
+    second_prompt: str | None = None
+    second_orders: int = 1
 
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
@@ -86,8 +98,12 @@ class GoalPlannerConfig:
             raise ValueError(f"`max_tokens` must be >= 8. Got {self.max_tokens}.")
         if not 1 <= self.orders <= 4:
             raise ValueError(f"`orders` must be 1 to 4. Got {self.orders}.")
-        if self.prompt not in PROMPTS:
-            raise ValueError(f"`prompt` must be one of {PROMPTS}. Got {self.prompt!r}.")
+        for name in ("prompt", "second_prompt"):
+            value = getattr(self, name)
+            if value not in PROMPTS and (name == "prompt" or value is not None):
+                raise ValueError(f"`{name}` must be one of {PROMPTS}. Got {value!r}.")
+        if not 1 <= self.second_orders <= 4:
+            raise ValueError(f"`second_orders` must be 1 to 4. Got {self.second_orders}.")
 
 
 @dataclass(frozen=True)
@@ -128,7 +144,9 @@ def planning_operators(registry: Mapping[str, Any]) -> tuple[Operator, ...]:
 
 
 class GoalPlanner:
-    """See the module docstring. `world` gives the facts now and the table's free spots."""
+    """See the module docstring. `world` gives the facts now and the table's free spots.
+    `second`: the second reader's backend (default: `llm`), used when the config names a
+    `second_prompt`."""
 
     def __init__(
         self,
@@ -136,8 +154,10 @@ class GoalPlanner:
         registry: Mapping[str, Any],
         world: Any,
         config: GoalPlannerConfig | None = None,
+        second: LLMBackend | None = None,
     ) -> None:
         self.llm, self.registry, self.world = llm, registry, world
+        self.second = second if second is not None else llm
         self.config = config or GoalPlannerConfig()
         self.scene = Scene.of(world)
         self.operators = planning_operators(registry)
@@ -187,8 +207,8 @@ class GoalPlanner:
             return GoalPlan(refusal=Refusal(reason, "absent"))
         readings: list[tuple[str, Outcome]] = []
         completions: tuple[Completion, ...] = ()
-        for chat in self.prompts(instruction, facts):
-            text, done, problem = self.rewrite(chat)
+        for llm, chat in self._readers(instruction, facts):
+            text, done, problem = self.rewrite(chat, llm)
             completions += done
             if problem is not None:
                 return GoalPlan(constraints=text, completions=completions, problems=(problem,))
@@ -214,29 +234,50 @@ class GoalPlanner:
         text, outcome = readings[0]
         return self._settle(instruction, text, outcome, facts, completions)
 
-    def prompts(self, instruction: str, facts: State = frozenset()) -> list[list[Message]]:
-        """The chats the rewrites run on, one per order: the few-shot examples in `orders`
-        orders, or (adapted prompt) the scene's blocks and bins listed in `orders` orders. The
-        scene shows where the blocks are as `facts` say."""
-        if self.config.prompt == "adapted":
+    def prompts(
+        self,
+        instruction: str,
+        facts: State = frozenset(),
+        prompt: str | None = None,
+        orders: int | None = None,
+    ) -> list[list[Message]]:
+        """The chats the rewrites run on, one per order (default: the config's `prompt` and
+        `orders`): the few-shot examples in `orders` orders, or (adapted prompt) the scene's
+        blocks and bins listed in `orders` orders. The scene shows where the blocks are as
+        `facts` say."""
+        prompt = prompt or self.config.prompt
+        orders = orders or self.config.orders
+        if prompt == "adapted":
             return [
                 short_messages(scene, instruction, facts)
-                for scene in scene_orders(self.scene, self.config.orders)
+                for scene in scene_orders(self.scene, orders)
             ]
         return [
             messages(self.scene, instruction, facts, examples)
-            for examples in example_orders(self.config.orders)
+            for examples in example_orders(orders)
         ]
 
-    def rewrite(self, chat: Sequence[Message]) -> tuple[str, tuple[Completion, ...], str | None]:
-        """The LLM's constraint text for one prompt, its completions, and a parse problem if it
-        has one (free decoding: the parser's message goes back once)."""
+    def _readers(self, instruction: str, facts: State) -> list[tuple[LLMBackend, list[Message]]]:
+        """Every rewrite a goal needs, in order: the first reader's, then the second's."""
+        readers = [(self.llm, chat) for chat in self.prompts(instruction, facts)]
+        if self.config.second_prompt is not None:
+            second = self.prompts(
+                instruction, facts, self.config.second_prompt, self.config.second_orders
+            )
+            readers += [(self.second, chat) for chat in second]
+        return readers
+
+    def rewrite(
+        self, chat: Sequence[Message], llm: LLMBackend | None = None
+    ) -> tuple[str, tuple[Completion, ...], str | None]:
+        """The LLM's (default: the first reader's) constraint text for one prompt, its
+        completions, and a parse problem if it has one (free decoding: the parser's message
+        goes back once)."""
+        llm = llm or self.llm
         chat = list(chat)
         completions: list[Completion] = []
         for _ in range(MAX_REWRITES):
-            completion = self.llm.chat(
-                chat, max_tokens=self.config.max_tokens, grammar=self.grammar
-            )
+            completion = llm.chat(chat, max_tokens=self.config.max_tokens, grammar=self.grammar)
             completions.append(completion)
             text = completion.text.strip().splitlines()[0] if completion.text.strip() else ""
             try:

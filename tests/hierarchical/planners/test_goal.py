@@ -179,19 +179,62 @@ def test_the_adapted_qwen_states_the_goal_in_short_rewrites(qwen_goal, request_,
 
 
 @pytest.mark.qwen
-def test_goal_adapter_puts_the_plan_verbs_goal_planner_on_the_shipped_adapter():
-    from robocompose.hierarchical.api import PlanConfig, make_llm, make_planner
+def test_goal_readings_put_the_plan_verbs_goal_planner_on_its_readers():
+    from robocompose.hierarchical.api import PlanConfig, make_llm, make_planner, make_second_llm
     from robocompose.hierarchical.llm.models import goal_adapter
 
     world = make_world(STACK)
     registry = build_registry(world)
-    adapted = make_llm(PlanConfig(llm_cache=False, goal_adapter=True))
-    assert adapted.lora == goal_adapter("qwen2.5-coder-1.5b").resolve()
-    assert make_planner("goal", adapted, registry, world).config.prompt == "adapted"
-    plain = make_llm(PlanConfig(llm_cache=False))
-    assert plain.lora is None
-    assert make_planner("goal", plain, registry, world).config.prompt == "examples"
-    assert make_llm(PlanConfig(llm_cache=False, planner="code", goal_adapter=True)).lora is None
+    both = PlanConfig(llm_cache=False)  # the default: the adapted model checked by the plain one
+    first, second = make_llm(both), make_second_llm(both)
+    assert first.lora == goal_adapter("qwen2.5-coder-1.5b").resolve() and second.lora is None
+    config = make_planner("goal", first, registry, world, second).config
+    assert (config.prompt, config.second_prompt, config.second_orders) == ("adapted", "examples", 1)
+    adapted = PlanConfig(llm_cache=False, goal_readings="adapted")
+    assert make_second_llm(adapted) is None
+    assert make_planner("goal", make_llm(adapted), registry, world).config.second_prompt is None
+    plain = PlanConfig(llm_cache=False, goal_readings="examples")
+    assert make_llm(plain).lora is None and make_second_llm(plain) is None
+    assert make_planner("goal", make_llm(plain), registry, world).config.prompt == "examples"
+    code = PlanConfig(llm_cache=False, planner="code")
+    assert make_llm(code).lora is None and make_second_llm(code) is None
+    with pytest.raises(ValueError, match="goal_readings"):
+        PlanConfig(goal_readings="adapter")
+
+
+@pytest.mark.qwen
+def test_a_goal_stands_when_the_second_reader_agrees_and_is_asked_back_when_not(qwen_goal, qwen):
+    from robocompose.hierarchical.planners.goal import ADAPTED_ORDERS, GoalPlannerConfig
+
+    world = make_world(STACK)
+    config = GoalPlannerConfig(prompt="adapted", orders=ADAPTED_ORDERS, second_prompt="examples")
+    request = "put green on red then blue on green"
+    planner = GoalPlanner(qwen_goal, build_registry(world), world, config, second=qwen)
+    plan = planner.plan(request, world.snapshot())
+    assert plan.kind == "calls", plan.message
+    assert set(TOWER) <= plan.goal.facts
+    # two short adapted rewrites, then one few-shot rewrite by the plain model
+    assert len(plan.completions) == ADAPTED_ORDERS + 1
+    assert plan.completions[-1].prompt_tokens > 10 * plan.completions[0].prompt_tokens
+    # a second reader that reads the request with red and green swapped: nothing moves
+    planner = GoalPlanner(qwen_goal, build_registry(world), world, config, second=_Swapped(qwen))
+    plan = planner.plan(request, world.snapshot())
+    assert plan.kind == "ask" and "more than one way" in plan.message, plan.message
+    assert len(plan.question.options) == 2 and not plan.calls
+
+
+class _Swapped:
+    """The real plain model, given the request with red and green swapped: a second reader
+    that reads another goal."""
+
+    def __init__(self, llm) -> None:
+        self.llm = llm
+
+    def chat(self, messages, **kwargs):
+        scene, request = messages[-1]["content"].split("Request: ")
+        swapped = request.replace("green", "@").replace("red", "green").replace("@", "red")
+        last = {"role": "user", "content": f"{scene}Request: {swapped}"}
+        return self.llm.chat([*messages[:-1], last], **kwargs)
 
 
 @pytest.mark.qwen
@@ -221,6 +264,10 @@ def test_an_unknown_prompt_is_refused_by_name():
 
     with pytest.raises(ValueError, match="`prompt` must be one of"):
         GoalPlannerConfig(prompt="fewshot")
+    with pytest.raises(ValueError, match="`second_prompt` must be one of"):
+        GoalPlannerConfig(second_prompt="fewshot")
+    with pytest.raises(ValueError, match="`second_orders` must be 1 to 4"):
+        GoalPlannerConfig(second_prompt="examples", second_orders=0)
 
 
 def test_the_adapted_prompt_is_short_and_its_orders_list_the_scene_differently():
