@@ -175,7 +175,10 @@ def store_selector(results: dict, task: str, selector: dict, score: str = "agree
     `selector_by_score`; the headline: the mean share of the oracle gap (the shipped score)."""
     row = results.setdefault("quality", {}).setdefault(task, {})
     if score != "agreement":
+        ranking = selector.pop("score_ranking", None)
         row.setdefault("selector_by_score", {})[score] = selector
+        if ranking is not None and "selector" in row:  # the study is the same whatever the score
+            row["selector"]["score_ranking"] = ranking
         return
     row["selector"] = selector
     shares = [
