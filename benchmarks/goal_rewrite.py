@@ -167,6 +167,9 @@ def agreement(first: Path, second: Path, split: str) -> dict[str, Any]:
 AGREEMENTS = (
     ("test_qwen2_5-coder-1_5b_goal-v3_lora-goal-qwen2_5-coder-1_5b",
      "test_qwen2_5-coder-1_5b_goal-v3"),
+    # the goal planner's default (goal_readings=both): two listings, then the few-shot reading
+    ("test_qwen2_5-coder-1_5b_goal-v3_lora-goal-qwen2_5-coder-1_5b_orders2",
+     "test_qwen2_5-coder-1_5b_goal-v3"),
 )  # fmt: skip
 
 

@@ -380,7 +380,8 @@ def family_subset(items: list[FamilyItem], per_family: int) -> list[FamilyItem]:
     return out
 
 
-READING_LABELS = {"examples": "goal", "adapted": "goal-adapted", "both": "goal-both"}
+# the goal planner's rows by its readers (`plan goal_readings=`): "goal" is the plan verb's default
+READING_LABELS = {"both": "goal", "adapted": "goal-adapted", "examples": "goal-examples"}
 
 
 def run_families(model: str, args: argparse.Namespace, out_dir: Path) -> None:
@@ -400,7 +401,9 @@ def run_families(model: str, args: argparse.Namespace, out_dir: Path) -> None:
         items = family_items(args.split)
         per_family = 0 if planner == "goal" else args.slow_per_family
         subset = family_subset(items, per_family)
-        label = READING_LABELS[readings] if planner == "goal" and adapter else planner
+        label = (
+            READING_LABELS[readings if adapter else "examples"] if planner == "goal" else planner
+        )
         path = out_dir / f"families_{slug}_{label}_{args.split}.jsonl"
         done = _done(path)
         for item in subset:
@@ -433,7 +436,7 @@ def main() -> None:
                         "(0: all)")  # fmt: skip
     parser.add_argument(
         "--goal-readings",
-        default="examples",
+        default="both",
         choices=tuple(READING_LABELS),
         help="families: the goal planner's readers (plan goal_readings=)",
     )

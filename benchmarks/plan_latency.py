@@ -11,7 +11,8 @@ Parts (rows appended to benchmarks/results/plan_latency/*.jsonl as they end; a r
   start every process paid before). SayCan chooses calls while the plan runs, so its "plan" is
   one step: the choice of the first call.
 - prompt_lookup: the goal prompt decoded greedily with and without llama-cpp-python's
-  prompt-lookup drafts (`LlamaPromptLookupDecoding`) in one process, prefix held, same requests.
+  prompt-lookup drafts (`LlamaPromptLookupDecoding`) in one process, prefix held, same requests,
+  the two timed in turn on each request.
 
     python benchmarks/plan_latency.py [--planners goal,code,skills,saycan] [--threads 1,2]
         [--processes 5] [--plans-per-process 3] [--parts processes,prompt_lookup]
@@ -133,11 +134,19 @@ def _goal_fields(planner: str, args: argparse.Namespace) -> dict[str, Any]:
     return {"orders": args.goal_orders} if args.goal_orders != 1 else {}
 
 
+def _cpu_model() -> str:
+    """The CPU's model name: a figure from one machine is not a figure from another."""
+    with open("/proc/cpuinfo") as info:
+        names = [line.split(":", 1)[1].strip() for line in info if line.startswith("model name")]
+    return names[0] if names else "unknown"
+
+
 def _record(
     path: Path, key: str, planner: str, threads: int, state: str, rows: list, fields: dict
 ) -> None:
     row = {"key": key, "planner": planner, "n_threads": threads, "state": state,
-           "load_avg_1min": round(os.getloadavg()[0], 2), "plans": rows, **fields}  # fmt: skip
+           "load_avg_1min": round(os.getloadavg()[0], 2), "cpu": _cpu_model(), "plans": rows,
+           **fields}  # fmt: skip
     with path.open("a") as f:
         f.write(json.dumps(row) + "\n")
     first = rows[0]
@@ -158,6 +167,9 @@ def run_processes(args: argparse.Namespace) -> None:
             prefix = "lora_both_" if "second_reader" in fields else "lora_"
         else:
             prefix = "".join(f"o{n}_" for n in fields.values())
+        if args.machine:  # rows of another machine go to their own files
+            prefix = f"{args.machine}_{prefix}"
+            fields = {**fields, "machine": args.machine}
         for threads in [int(t) for t in args.threads.split(",")]:
             for state in states:
                 path = OUT_DIR / f"{planner}_{prefix}t{threads}_{state}.jsonl"
@@ -171,7 +183,9 @@ def run_processes(args: argparse.Namespace) -> None:
 
 
 def prompt_lookup(args: argparse.Namespace) -> dict[str, Any]:
-    """The goal prompt decoded with and without prompt-lookup drafts, prefix held in-process."""
+    """The goal prompt decoded with and without prompt-lookup drafts, both models in one process
+    and timed in turn on every request (which goes first alternates), so load changes hit both
+    alike; each model's first request evaluates the fixed part and is not timed."""
     import llama_cpp
     from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
 
@@ -183,36 +197,42 @@ def prompt_lookup(args: argparse.Namespace) -> dict[str, Any]:
 
     path = str(resolve_model(args.model))
     items = _items(args.lookup_requests, 0)
-    out: dict[str, Any] = {"requests": len(items)}
-    texts: dict[str, list[str]] = {}
-    for name, draft in (
-        ("plain", None),
-        ("prompt_lookup", LlamaPromptLookupDecoding(num_pred_tokens=args.draft_tokens)),
-    ):
-        llama = llama_cpp.Llama(model_path=path, n_ctx=4096, n_threads=2, n_threads_batch=2,
-                                seed=0, verbose=False, draft_model=draft,
-                                logits_all=draft is not None)  # fmt: skip
-        seconds, tokens, texts[name] = [], [], []
-        for k, item in enumerate(items):
-            world = make_world(item)
-            scene = Scene.of(world)
-            world.close()
+    lookup = LlamaPromptLookupDecoding(num_pred_tokens=args.draft_tokens)
+    drafts = {"plain": None, "prompt_lookup": lookup}
+    models = {name: llama_cpp.Llama(model_path=path, n_ctx=4096, n_threads=2, n_threads_batch=2,
+                                    seed=0, verbose=False, draft_model=draft,
+                                    logits_all=draft is not None)
+              for name, draft in drafts.items()}  # fmt: skip
+    seconds: dict[str, list[float]] = {name: [] for name in models}
+    tokens: dict[str, list[int]] = {name: [] for name in models}
+    texts: dict[str, list[str]] = {name: [] for name in models}
+    for k, item in enumerate(items):
+        world = make_world(item)
+        scene = Scene.of(world)
+        world.close()
+        chat = goal_prompt.messages(scene, item.instruction)
+        for name in list(models)[:: 1 if k % 2 else -1]:
             grammar = llama_cpp.LlamaGrammar.from_string(gbnf(scene), verbose=False)
             start = time.perf_counter()
-            reply = llama.create_chat_completion(
-                messages=goal_prompt.messages(scene, item.instruction), max_tokens=48,
-                temperature=0.0, seed=0, grammar=grammar)  # fmt: skip
-            if k:  # the first call evaluates the fixed part: not what drafts change
-                seconds.append(time.perf_counter() - start)
-                tokens.append(reply["usage"]["completion_tokens"])
+            reply = models[name].create_chat_completion(
+                messages=chat, max_tokens=48, temperature=0.0, seed=0, grammar=grammar)  # fmt: skip
+            if k:
+                seconds[name].append(time.perf_counter() - start)
+                tokens[name].append(reply["usage"]["completion_tokens"])
             texts[name].append(reply["choices"][0]["message"]["content"])
+    for llama in models.values():
         llama.close()
-        out[name] = {"mean_seconds": round(statistics.mean(seconds), 3),
-                     "median_seconds": round(statistics.median(seconds), 3),
-                     "mean_completion_tokens": round(statistics.mean(tokens), 1)}  # fmt: skip
+    out: dict[str, Any] = {"requests": len(items), "timed": len(items) - 1,
+                           "load_avg_1min": round(os.getloadavg()[0], 2)}  # fmt: skip
+    for name in models:
+        out[name] = {"mean_seconds": round(statistics.mean(seconds[name]), 3),
+                     "median_seconds": round(statistics.median(seconds[name]), 3),
+                     "mean_completion_tokens": round(statistics.mean(tokens[name]), 1)}  # fmt: skip
+    ratios = [a / b for a, b in zip(seconds["prompt_lookup"], seconds["plain"], strict=True)]
+    out["median_ratio_lookup_to_plain"] = round(statistics.median(ratios), 3)
     out["same_outputs"] = texts["plain"] == texts["prompt_lookup"]
     out["draft_tokens"] = args.draft_tokens
-    out["kept"] = out["prompt_lookup"]["median_seconds"] < out["plain"]["median_seconds"]
+    out["faster"] = out["median_ratio_lookup_to_plain"] < 1
     return out
 
 
@@ -258,6 +278,8 @@ def summarize() -> dict[str, Any]:
             config += ",adapter"
         if procs[0].get("second_reader"):
             config += ",second_reader"
+        if procs[0].get("machine"):
+            config += f",machine={procs[0]['machine']}"
         summary.setdefault(procs[0]["planner"], {})[config] = entry
     return summary
 
@@ -274,12 +296,15 @@ def main() -> None:
                         "planner's)")  # fmt: skip
     parser.add_argument(
         "--goal-readings",
-        default="examples",
+        default="both",
         choices=("examples", "adapted", "both"),
         help="goal: its readers (plan goal_readings=): the few-shot model, the "
         "shipped LoRA adapter, or the adapter checked by the few-shot model",
     )
     parser.add_argument("--plans-per-process", type=int, default=3)
+    parser.add_argument("--machine", default="",
+                        help="a tag for rows measured on another machine (their own files and "
+                        "summary keys)")  # fmt: skip
     parser.add_argument("--model", default=MODEL)
     parser.add_argument(
         "--state-dir", default=str(Path(tempfile.gettempdir()) / "robocompose-plan-latency-kv")
