@@ -172,28 +172,29 @@ def _outcomes(result: EvalResult) -> list[bool]:
 
 def store_selector(results: dict, task: str, selector: dict, score: str = "agreement") -> None:
     """`selector` (the shipped score) beside the task's P1 row, another score's run under
-    `selector_by_score`; the headline: the mean share of the oracle gap (the shipped score)."""
+    `selector_by_score`; then the headlines."""
     row = results.setdefault("quality", {}).setdefault(task, {})
     if score != "agreement":
         ranking = selector.pop("score_ranking", None)
         row.setdefault("selector_by_score", {})[score] = selector
         if ranking is not None and "selector" in row:  # the study is the same whatever the score
             row["selector"]["score_ranking"] = ranking
+    else:
+        row["selector"] = selector
+    selector_headlines(results)
+
+
+def selector_headlines(results: dict) -> None:
+    """The shipped selector's share of the oracle gap over the tasks: the mean of the shares,
+    and the summed gain over the summed gap (which one task's tiny gap cannot swing)."""
+    runs = {t: r["selector"] for t, r in results.get("quality", {}).items() if "selector" in r}
+    shares = [r["oracle_gap_closed"] for r in runs.values() if r["oracle_gap_closed"] is not None]
+    if not shares:
         return
-    row["selector"] = selector
-    shares = [
-        r["selector"]["oracle_gap_closed"]
-        for r in results["quality"].values()
-        if r.get("selector", {}).get("oracle_gap_closed") is not None
-    ]
-    if shares:
-        results["oracle_gap_closed"] = statistics.mean(shares)
-        results["oracle_gap_closed_tasks"] = sorted(
-            t for t, r in results["quality"].items() if "selector" in r
-        )
-        # the summed gain over the summed gap: a task where the oracle barely beats the better
-        # parent cannot swing it the way one huge ratio swings the mean
-        runs = [r["selector"] for r in results["quality"].values() if "selector" in r]
-        gap = sum(r["oracle"] - r["success"] + r["minus_better_parent"]["difference"] for r in runs)
-        gain = sum(r["minus_better_parent"]["difference"] for r in runs)
-        results["oracle_gap_closed_pooled"] = gain / gap if gap > 0 else None
+    results["oracle_gap_closed"] = statistics.mean(shares)
+    results["oracle_gap_closed_tasks"] = sorted(runs)
+    gains = [r["minus_better_parent"]["difference"] for r in runs.values()]
+    # oracle - better parent, the better parent's rate read off the paired difference
+    gap = sum(r["oracle"] - r["success"] + g for r, g in zip(runs.values(), gains, strict=True))
+    gain = sum(gains)
+    results["oracle_gap_closed_pooled"] = gain / gap if gap > 0 else None
