@@ -28,12 +28,20 @@ def _pair():
     return flow, ddpm
 
 
-def test_candidates_hold_each_parent_alone_and_the_medoid_is_executed() -> None:
+def _selector(rows: int, seed: int, per_parent: int):
+    """A selector over a perturbed pair, `rows` observations, their noise and candidates."""
     flow, ddpm = _pair()
     policy = ComposedPolicy([flow, ddpm], CompositionConfig(operator="selector"))
-    obs, noise = _obs(3), torch.randn(3, 16, 2, generator=torch.Generator().manual_seed(4))
+    obs = _obs(rows)
+    noise = torch.randn(rows, 16, 2, generator=torch.Generator().manual_seed(seed))
     with torch.no_grad():
-        found = candidates(policy, obs, noise, per_parent=2)
+        found = candidates(policy, obs, noise, per_parent=per_parent)
+    return flow, policy, obs, noise, found
+
+
+def test_candidates_hold_each_parent_alone_and_the_medoid_is_executed() -> None:
+    flow, policy, obs, noise, found = _selector(3, seed=4, per_parent=2)
+    with torch.no_grad():
         native = flow.sample(obs, 10, noise)
         actions = policy.predict_actions(obs, noise)
     assert found.sources == ["parent0", "parent0", "parent1", "parent1", "composition"]
@@ -72,11 +80,7 @@ def test_ode_log_density_ranks_as_the_exact_density_of_a_gaussian() -> None:
 
 
 def test_likelihood_prefers_a_parents_own_chunk_to_a_far_one() -> None:
-    flow, ddpm = _pair()
-    policy = ComposedPolicy([flow, ddpm], CompositionConfig(operator="selector"))
-    obs, noise = _obs(2), torch.randn(2, 16, 2, generator=torch.Generator().manual_seed(1))
-    with torch.no_grad():
-        found = candidates(policy, obs, noise, per_parent=1)
+    _, policy, obs, _, found = _selector(2, seed=1, per_parent=1)
     found.full = torch.stack([found.full[0], found.full[0] + 4.0])  # own vs pushed far away
     found.executed = found.full[:, :, policy.executed]
     values = likelihood(policy, obs, found)
@@ -84,11 +88,7 @@ def test_likelihood_prefers_a_parents_own_chunk_to_a_far_one() -> None:
 
 
 def test_coherence_is_highest_for_the_chunk_that_keeps_to_the_plan() -> None:
-    flow, ddpm = _pair()
-    policy = ComposedPolicy([flow, ddpm], CompositionConfig(operator="selector"))
-    obs, noise = _obs(2), torch.randn(2, 16, 2, generator=torch.Generator().manual_seed(2))
-    with torch.no_grad():
-        found = candidates(policy, obs, noise, per_parent=2)
+    _, policy, obs, _, found = _selector(2, seed=2, per_parent=2)
     shift = policy.executed.stop - policy.executed.start
     previous = torch.randn(2, 16, 2)
     found.full[3, :, : 16 - shift] = previous[:, shift:]  # candidate 3 keeps to the plan
@@ -99,11 +99,7 @@ def test_coherence_is_highest_for_the_chunk_that_keeps_to_the_plan() -> None:
 
 
 def test_whole_chunk_scores_refuse_parents_of_other_horizons() -> None:
-    flow, ddpm = _pair()
-    policy = ComposedPolicy([flow, ddpm], CompositionConfig(operator="selector"))
-    obs, noise = _obs(1), torch.randn(1, 16, 2)
-    with torch.no_grad():
-        found = candidates(policy, obs, noise, per_parent=1)
+    _, policy, obs, _, found = _selector(1, seed=3, per_parent=1)
     found.full = None
     with pytest.raises(ValueError, match="horizon"):
         likelihood(policy, obs, found)
