@@ -21,13 +21,16 @@ Parts (`--parts`, default main): main (the above, key <task>), grid_cost (parent
 A through the composed sampler, on `--grid-cost-episodes` fresh seeds; key <task>_grid_cost),
 grid_choice (each composition on each parent's grid, after the main run; key <task>_grid_choice),
 vertex (each parent's vertex against the parent natively, on `--vertex-episodes` fresh seeds; key
-<task>.vertex_gap). The old `--grid-cost N`, `--grid-choice`, `--vertex N` still parse, with a
-deprecation line.
+<task>.vertex_gap), selector (the selector composition by `--selector-score` on
+`--selector-episodes` fresh seeds against the better parent and the per-seed oracle; key
+<task>.selector, another score's under <task>.selector_by_score). The old `--grid-cost N`,
+`--grid-choice`, `--vertex N` still parse, with a deprecation line.
 
     python benchmarks/external.py [--tasks FetchReach,Lift,PickPlaceCan] [--fresh 100]
     python benchmarks/external.py --tasks PickPlaceCan --parts grid_cost    # 40 episodes
     python benchmarks/external.py --tasks PickPlaceCan --parts grid_choice
     python benchmarks/external.py --tasks PickPlaceCan --parts vertex       # 100 episodes
+    python benchmarks/external.py --tasks PickPlaceCan --parts selector     # 100 episodes
 """
 
 from __future__ import annotations
@@ -40,10 +43,12 @@ from typing import Any
 
 import numpy as np
 from common import ROOT, RUNS_DIR, ResultsFile, add_parts, resume_records, task_preset
+from composition_parts.selector import selector_versus
 from composition_parts.vertex import vertex_gap
 
 from robocompose.compare import compare
 from robocompose.composition.api import candidate_label, compose, search
+from robocompose.composition.selector import SCORES
 from robocompose.composition.weight_search import NativeParent
 from robocompose.evaluation import evaluate
 from robocompose.policies.checkpoint import load_policy
@@ -60,7 +65,7 @@ OUT = RUNS_DIR / "external"
 RESULTS = ResultsFile("external.json", writer="external.py")
 SEARCH_SEED_START = 100_000
 FRESH_SEED_START = 300_000
-PARTS = ("main", "grid_cost", "grid_choice", "vertex")
+PARTS = ("main", "grid_cost", "grid_choice", "vertex", "selector")
 # the old flags, each one extra run instead of the main one, in the order they took precedence
 OLD_FLAGS = {"--grid-choice": "grid_choice", "--vertex": "vertex", "--grid-cost": "grid_cost"}
 
@@ -275,15 +280,18 @@ def grid_choice(task: str, fresh: list[int], search_seeds: list[int]) -> dict[st
 
 
 def store_task(doc: dict[str, Any], task: str, result: dict[str, Any]) -> None:
-    """The task's row, keeping its vertex gap (stored apart by the vertex part)."""
-    kept = {k: doc[task][k] for k in ("vertex_gap",) if k in doc.get(task, {})}
+    """The task's row, keeping what the vertex and selector parts stored apart."""
+    apart = ("vertex_gap", "selector", "selector_by_score")
+    kept = {k: doc[task][k] for k in apart if k in doc.get(task, {})}
     doc[task] = result | kept
 
 
 def headlines(doc: dict[str, Any]) -> None:
     """Over every pair measured (these tasks and GymPushT's two pairs): `never_worse`, no
     pair's chosen candidate significantly below its better parent on the fresh seeds, and
-    `vertex_gaps_contain_zero`, every vertex gap's interval holding 0; each with its pairs."""
+    `vertex_gaps_contain_zero`, every vertex gap's interval holding 0; each with its pairs.
+    `selector_gain_pairs`: the pairs whose selector beats the better parent (point estimate),
+    `selector_significant_gain_pairs` those whose interval lies above 0, of `selector_pairs`."""
     pairs = {t: doc[t] for t in PARENTS if t in doc}
     gym = doc.get("GymPushT", {})
     for part in ("policies", "policies_unet"):
@@ -297,6 +305,17 @@ def headlines(doc: dict[str, Any]) -> None:
         all(g["all_contain_zero"] for g in gaps.values()) if gaps else None
     )
     doc["vertex_gap_pairs"] = sorted(gaps)
+    runs = {name: row["selector"] for name, row in pairs.items() if "selector" in row}
+    versus = {name: run["minus_better_parent"] for name, run in runs.items()}
+    doc["selector_pairs"] = sorted(runs)
+    doc["selector_gain_pairs"] = sorted(n for n, v in versus.items() if v["difference"] > 0)
+    doc["selector_significant_gain_pairs"] = sorted(n for n, v in versus.items() if v["ci_low"] > 0)
+
+
+def selector_key(row: str | tuple[str, ...], score: str) -> tuple[str, ...]:
+    """Where a selector run goes in a pair's row: the shipped score's under `selector`."""
+    row = (row,) if isinstance(row, str) else row
+    return (*row, "selector") if score == "agreement" else (*row, "selector_by_score", score)
 
 
 class _OldFlag(argparse.Action):
@@ -340,6 +359,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="vertex: each parent's vertex of the composition against the parent natively, "
         "paired on this many fresh seeds",
     )
+    parser.add_argument("--selector-episodes", type=int, default=100, help="selector: fresh seeds")
+    parser.add_argument(
+        "--selector-score",
+        default="agreement",
+        choices=tuple(SCORES),
+        help="selector: its score (agreement, the shipped one: key `selector`; another: "
+        "`selector_by_score`)",
+    )
     old = {"action": _OldFlag, "default": argparse.SUPPRESS, "help": "deprecated"}
     parser.add_argument("--grid-cost", type=int, metavar="N", **old)
     parser.add_argument("--grid-choice", nargs=0, **old)
@@ -372,6 +399,12 @@ def main() -> None:
             parents = [load_policy(ROOT / "checkpoints" / name) for name in names]
             gap = vertex_gap(parents, names, fresh[: args.vertex_episodes], OUT / task / "fresh")
             RESULTS.set([task, "vertex_gap"], gap)
+        if "selector" in args.parts:
+            names = [f"{task}_{kind}" for kind in PARENTS[task]]
+            parents = [load_policy(ROOT / "checkpoints" / name) for name in names]
+            seeds = fresh[: args.selector_episodes]
+            run = selector_versus(parents, names, seeds, OUT / task / "fresh", args.selector_score)
+            RESULTS.set(selector_key(task, args.selector_score), run)
     RESULTS.update(headlines)
 
 

@@ -18,6 +18,9 @@ rerun resumes):
   its search in search_policies_unet/).
 - vertex_unet: each UNet parent's vertex of the composition (weights one-hot) against the parent
   on its own sampler, paired on the fresh seeds (key policies_unet.vertex_gap).
+- selector_unet: the selector composition of the UNet pair (by `--selector-score`) on the fresh
+  seeds against the better parent and the per-seed oracle (key policies_unet.selector, another
+  score's under policies_unet.selector_by_score).
 - compare: our MuJoCo PushT's figures beside these (from sim.json, policies.json and
   composition.json) and what differs between the two tasks.
 
@@ -43,11 +46,13 @@ from common import (
     resume_records,
     task_preset,
 )
+from composition_parts.selector import selector_versus
 from composition_parts.vertex import vertex_gap
-from external import chosen_candidate
+from external import chosen_candidate, headlines, selector_key
 
 from robocompose.compare import compare
 from robocompose.composition.api import candidate_label, compose, search
+from robocompose.composition.selector import SCORES
 from robocompose.policies.checkpoint import load_policy
 from robocompose.sim.collect import run_expert_episode
 from robocompose.sim.tasks import make_env, make_expert
@@ -62,7 +67,17 @@ RESULTS = ResultsFile("external.json", writer="external_pusht.py")
 SEARCH_SEED_START, FRESH_SEED_START = 100_000, 300_000
 UNET = "GymPushT_flow_unet"
 PAIRS = {"policies": PARENTS, "policies_unet": UNET_PARENTS}
-PARTS = ("expert", "policies", "flow_unet", "policies_unet", "compare", "vertex_unet")
+PARTS = (
+    "expert",
+    "policies",
+    "flow_unet",
+    "policies_unet",
+    "compare",
+    "vertex_unet",
+    "selector_unet",
+)
+# a pair's keys the vertex and selector parts store; rerunning the pair's own part keeps them
+APART = ("vertex_gap", "selector", "selector_by_score")
 
 
 def _rate(successes: int, episodes: int) -> dict[str, Any]:
@@ -250,12 +265,19 @@ def compare_with_pusht() -> dict[str, Any]:
     return {"PushT": _pusht_figures(), "GymPushT": gym_pusht, "differences": list(DIFFERENCES)}
 
 
+def _store(doc: dict[str, Any], part: str, value: dict[str, Any]) -> None:
+    """A part's value under GymPushT, keeping what other parts stored in a pair's row."""
+    row = doc.setdefault(TASK, {})
+    row[part] = value | {k: v for k, v in row.get(part, {}).items() if k in APART}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     add_parts(parser, PARTS)
     parser.add_argument("--fresh", type=int, default=100, help="fresh seeds per policy")
     parser.add_argument("--search", type=int, default=40, help="search seeds")
     parser.add_argument("--step", type=float, default=0.25, help="convex weight grid step")
+    parser.add_argument("--selector-score", default="agreement", choices=tuple(SCORES))
     args = parser.parse_args()
     task_preset(TASK)
     fresh = list(range(FRESH_SEED_START, FRESH_SEED_START + args.fresh))
@@ -279,10 +301,19 @@ def main() -> None:
             RESULTS.set((TASK, "policies_unet", "vertex_gap"), gap)
             print(part, f"{time.perf_counter() - start:.0f} s", json.dumps(gap)[:2000], flush=True)
             continue
+        elif part == "selector_unet":
+            parents = [load_policy(CHECKPOINTS / name) for name in UNET_PARENTS]
+            run = selector_versus(
+                parents, list(UNET_PARENTS), fresh, OUT / "fresh", args.selector_score, "unet_"
+            )
+            RESULTS.set(selector_key((TASK, "policies_unet"), args.selector_score), run)
+            print(part, f"{time.perf_counter() - start:.0f} s", json.dumps(run)[:2000], flush=True)
+            continue
         else:
             value = compare_with_pusht()
-        RESULTS.set((TASK, part), value)
+        RESULTS.update(lambda doc, part=part, value=value: _store(doc, part, value))
         print(part, f"{time.perf_counter() - start:.0f} s", json.dumps(value)[:2000], flush=True)
+    RESULTS.update(headlines)  # over every pair of external.json, these two included
 
 
 if __name__ == "__main__":

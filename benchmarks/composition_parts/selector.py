@@ -128,15 +128,23 @@ def _per_episode(parents: list, score: str, seeds: list[int], out: Path) -> Eval
 
 
 def selector_run(task: str, episodes: int, score: str = "agreement") -> dict:
-    """The selector (by `score`) on fresh seeds against the better parent there (paired) and the
-    per-seed oracle of the parents: success, the share of the oracle gap it closes."""
+    """The selector on `episodes` fresh seeds of one of our tasks (see `selector_versus`)."""
     parents, names = parents_of(task)
     seeds = list(range(HELDOUT_SEED_START, HELDOUT_SEED_START + episodes))
-    fresh_dir = OUT / task / "fresh"
+    return selector_versus(parents, names, seeds, OUT / task / "fresh", score)
+
+
+def selector_versus(
+    parents: list, names: list[str], seeds: list[int], fresh_dir: Path, score: str, tag: str = ""
+) -> dict:
+    """The selector (by `score`) on `seeds` against the better parent there (paired) and the
+    per-seed oracle of the parents: success, the share of the oracle gap it closes. `tag`
+    prefixes the selector's episode file (for a folder that several pairs share); external.py
+    and external_pusht.py run it on their pairs too."""
     on_fresh = compare(*parents, seeds, out_dir=fresh_dir, labels=tuple(names))
     rows = {n: r.row() for n, r in zip(names, on_fresh.results, strict=True)}
     better = pick_best(rows)
-    label = candidate_label("selector", (0.5, 0.5))
+    label = tag + candidate_label("selector", (0.5, 0.5))
     if score == "agreement":  # the shipped method
         pair = compare(
             compose(parents, "selector", (0.5, 0.5)),
