@@ -7,7 +7,6 @@ import json
 import statistics
 from pathlib import Path
 
-import torch
 from common import resume_records
 
 from robocompose.compare import Comparison, compare
@@ -107,11 +106,8 @@ class _EpisodeSelector(SelectorMethod):
         self.score, self.previous = score, None
 
     def predict_actions(self, policy, obs, noise):
-        found = candidates(policy, obs, noise, SELECTOR_CANDIDATES)
-        best = SCORES[self.score](policy, obs, found, self.previous).argmax(0)
-        rows = torch.arange(found.executed.shape[1])
-        self.previous = found.full[best, rows]
-        return policy.parents[0].action_normalizer.unnormalize(found.executed[best, rows])
+        chosen, self.previous = self.choose(policy, obs, noise, self.previous)
+        return policy.parents[0].action_normalizer.unnormalize(chosen)
 
 
 def _per_episode(parents: list, score: str, seeds: list[int], out: Path) -> EvalResult:

@@ -199,15 +199,28 @@ class SelectorMethod(CompositionMethod):
 
         return Convex(config.weights)
 
-    def predict_actions(
-        self, policy: Composition, obs: dict[str, torch.Tensor], noise: torch.Tensor
-    ) -> torch.Tensor:
+    def choose(
+        self,
+        policy: Composition,
+        obs: dict[str, torch.Tensor],
+        noise: torch.Tensor,
+        previous: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Per row the best candidate by the score (`previous`: the whole chunk executed last,
+        for the scores that keep to it): its executed steps (B, n, A) and its whole chunk
+        (B, H, A; None where the parents' chunks do not align), normalised."""
         import torch
 
         from robocompose.composition.selector import SCORES, candidates
 
         found = candidates(policy, obs, noise, SELECTOR_CANDIDATES)
-        best = SCORES[self.score](policy, obs, found).argmax(0)  # (B,)
-        chunks = found.executed
-        chosen = chunks[best, torch.arange(chunks.shape[1], device=chunks.device)]
+        best = SCORES[self.score](policy, obs, found, previous).argmax(0)  # (B,)
+        rows = torch.arange(found.executed.shape[1], device=found.executed.device)
+        full = None if found.full is None else found.full[best, rows]
+        return found.executed[best, rows], full
+
+    def predict_actions(
+        self, policy: Composition, obs: dict[str, torch.Tensor], noise: torch.Tensor
+    ) -> torch.Tensor:
+        chosen, _ = self.choose(policy, obs, noise)
         return policy.parents[0].action_normalizer.unnormalize(chosen)
