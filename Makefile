@@ -58,7 +58,8 @@ demo: setup
 test: setup-all
 	$(BIN)/ruff check robocompose tests benchmarks
 	$(BIN)/ruff format --check robocompose tests benchmarks
-	$(BIN)/pytest
+	# the slowest tests listed at the end: where the suite's time goes on this machine
+	$(BIN)/pytest --durations=25
 
 lint: setup
 	$(BIN)/ruff check robocompose tests benchmarks
