@@ -70,11 +70,15 @@ from common import add_parts
 from composition_parts.latency import latency, same_sampler_headline
 from composition_parts.quality import P1_OPERATORS, quality, store_quality
 from composition_parts.search import search_cost, search_k3
-from composition_parts.selector import selector_run, selector_scores, store_selector
+from composition_parts.selector import (
+    add_selector_args,
+    selector_run,
+    selector_scores,
+    store_selector,
+)
 from composition_parts.shared import HELDOUT_SEED_START, OUT, RESULTS, parents_of, record_task
 from composition_parts.vertex import store_vertex_gap, vertex_gap
 
-from robocompose.composition.selector import SCORES
 from robocompose.shipped import PARENT_PAIRS
 
 PARTS = ("quality", "latency", "search", "k3", "vertex", "selector")
@@ -83,14 +87,7 @@ PARTS = ("quality", "latency", "search", "k3", "vertex", "selector")
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     add_parts(parser, PARTS, default=[p for p in PARTS if p != "selector"])
-    parser.add_argument("--selector-episodes", type=int, default=100, help="selector seeds")
-    parser.add_argument(
-        "--selector-score",
-        default="agreement",
-        choices=tuple(SCORES),
-        help="the selector's score (agreement: the shipped one, key `selector`; the others: "
-        "key `selector_by_score`)",
-    )
+    add_selector_args(parser)
     parser.add_argument("--vertex-episodes", type=int, default=100, help="vertex gap seeds")
     parser.add_argument("--tasks", default=",".join(PARENT_PAIRS))
     parser.add_argument("--p1-search-episodes", type=int, default=100, help="P1 search seeds")

@@ -43,12 +43,11 @@ from typing import Any
 
 import numpy as np
 from common import ROOT, RUNS_DIR, ResultsFile, add_parts, resume_records, task_preset
-from composition_parts.selector import selector_versus
+from composition_parts.selector import add_selector_args, selector_versus
 from composition_parts.vertex import vertex_gap
 
 from robocompose.compare import compare
 from robocompose.composition.api import candidate_label, compose, search
-from robocompose.composition.selector import SCORES
 from robocompose.composition.weight_search import NativeParent
 from robocompose.evaluation import evaluate
 from robocompose.policies.checkpoint import load_policy
@@ -359,14 +358,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="vertex: each parent's vertex of the composition against the parent natively, "
         "paired on this many fresh seeds",
     )
-    parser.add_argument("--selector-episodes", type=int, default=100, help="selector: fresh seeds")
-    parser.add_argument(
-        "--selector-score",
-        default="agreement",
-        choices=tuple(SCORES),
-        help="selector: its score (agreement, the shipped one: key `selector`; another: "
-        "`selector_by_score`)",
-    )
+    add_selector_args(parser)
     old = {"action": _OldFlag, "default": argparse.SUPPRESS, "help": "deprecated"}
     parser.add_argument("--grid-cost", type=int, metavar="N", **old)
     parser.add_argument("--grid-choice", nargs=0, **old)

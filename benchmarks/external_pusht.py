@@ -46,13 +46,12 @@ from common import (
     resume_records,
     task_preset,
 )
-from composition_parts.selector import selector_versus
+from composition_parts.selector import add_selector_args, selector_versus
 from composition_parts.vertex import vertex_gap
 from external import chosen_candidate, headlines, selector_key
 
 from robocompose.compare import compare
 from robocompose.composition.api import candidate_label, compose, search
-from robocompose.composition.selector import SCORES
 from robocompose.policies.checkpoint import load_policy
 from robocompose.sim.collect import run_expert_episode
 from robocompose.sim.tasks import make_env, make_expert
@@ -277,7 +276,7 @@ def main() -> None:
     parser.add_argument("--fresh", type=int, default=100, help="fresh seeds per policy")
     parser.add_argument("--search", type=int, default=40, help="search seeds")
     parser.add_argument("--step", type=float, default=0.25, help="convex weight grid step")
-    parser.add_argument("--selector-score", default="agreement", choices=tuple(SCORES))
+    add_selector_args(parser, episodes=False)  # it runs on the --fresh seeds
     args = parser.parse_args()
     task_preset(TASK)
     fresh = list(range(FRESH_SEED_START, FRESH_SEED_START + args.fresh))

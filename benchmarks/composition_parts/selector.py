@@ -3,6 +3,7 @@ selector on fresh seeds against the better parent and the per-seed oracle."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import statistics
 from pathlib import Path
@@ -202,3 +203,17 @@ def selector_headlines(results: dict) -> None:
     gap = sum(r["oracle"] - r["success"] + g for r, g in zip(runs.values(), gains, strict=True))
     gain = sum(gains)
     results["oracle_gap_closed_pooled"] = gain / gap if gap > 0 else None
+
+
+def add_selector_args(parser: argparse.ArgumentParser, episodes: bool = True) -> None:
+    """`--selector-score` (and `--selector-episodes`, the fresh seeds it runs on), as every
+    script that runs the selector spells them."""
+    if episodes:
+        parser.add_argument("--selector-episodes", type=int, default=100, help="selector seeds")
+    parser.add_argument(
+        "--selector-score",
+        default="agreement",
+        choices=tuple(SCORES),
+        help="the selector's score (agreement: the shipped one, key `selector`; the others: "
+        "key `selector_by_score`)",
+    )
