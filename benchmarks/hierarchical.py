@@ -451,6 +451,8 @@ def main() -> None:
     skip = ("out_dir", "results", "summarize")
     settings = {k: v for k, v in vars(args).items() if k not in skip}
     settings["parts"] = ",".join(args.parts)  # as the JSON always had it
+    if args.summarize:  # the settings of the runs the episodes came from, not this call's
+        settings = results.read().get("settings", settings)
     for model in [] if args.summarize else models:
         llm = make_backend("local", model=model, n_threads=args.n_threads,
                            cache_dir=args.cache_dir)  # fmt: skip
