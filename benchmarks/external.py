@@ -23,7 +23,8 @@ grid_choice (each composition on each parent's grid, after the main run; key <ta
 vertex (each parent's vertex against the parent natively, on `--vertex-episodes` fresh seeds; key
 <task>.vertex_gap), selector (the selector composition by `--selector-score` on
 `--selector-episodes` fresh seeds against the better parent and the per-seed oracle; key
-<task>.selector, another score's under <task>.selector_by_score). The old `--grid-cost N`,
+<task>.selector, another score's under <task>.selector_by_score), headlines (no episodes: only the
+headlines over every pair, which every run recomputes at its end). The old `--grid-cost N`,
 `--grid-choice`, `--vertex N` still parse, with a deprecation line.
 
     python benchmarks/external.py [--tasks FetchReach,Lift,PickPlaceCan] [--fresh 100]
@@ -64,7 +65,7 @@ OUT = RUNS_DIR / "external"
 RESULTS = ResultsFile("external.json", writer="external.py")
 SEARCH_SEED_START = 100_000
 FRESH_SEED_START = 300_000
-PARTS = ("main", "grid_cost", "grid_choice", "vertex", "selector")
+PARTS = ("main", "grid_cost", "grid_choice", "vertex", "selector", "headlines")
 # the old flags, each one extra run instead of the main one, in the order they took precedence
 OLD_FLAGS = {"--grid-choice": "grid_choice", "--vertex": "vertex", "--grid-cost": "grid_cost"}
 

@@ -25,6 +25,9 @@ rerun resumes):
   composition.json) and what differs between the two tasks.
 
     python benchmarks/external_pusht.py [--parts expert,policies,compare] [--fresh 100]
+
+external.json's headlines over every pair (these two included) are external.py's keys:
+`python benchmarks/external.py --parts headlines` recomputes them after a run of this script.
 """
 
 from __future__ import annotations
@@ -48,7 +51,7 @@ from common import (
 )
 from composition_parts.selector import add_selector_args, selector_versus
 from composition_parts.vertex import vertex_gap
-from external import chosen_candidate, headlines, selector_key
+from external import chosen_candidate, selector_key
 
 from robocompose.compare import compare
 from robocompose.composition.api import candidate_label, compose, search
@@ -312,7 +315,6 @@ def main() -> None:
             value = compare_with_pusht()
         RESULTS.update(lambda doc, part=part, value=value: _store(doc, part, value))
         print(part, f"{time.perf_counter() - start:.0f} s", json.dumps(value)[:2000], flush=True)
-    RESULTS.update(headlines)  # over every pair of external.json, these two included
 
 
 if __name__ == "__main__":

@@ -77,6 +77,7 @@ def test_parts_choose_the_runs_and_their_episodes():
     assert (args.grid_cost_episodes, args.vertex_episodes) == (40, 100)  # the recorded runs
     args = external.parse_args(["--parts", "main,grid_choice", "--vertex-episodes", "20"])
     assert args.parts == ("main", "grid_choice") and args.vertex_episodes == 20
+    assert external.parse_args(["--parts", "headlines"]).parts == ("headlines",)  # no episodes
 
 
 def test_old_flags_choose_the_same_run_with_a_deprecation_line(capsys):
