@@ -66,6 +66,8 @@ RESULTS = ResultsFile("external.json", writer="external.py")
 SEARCH_SEED_START = 100_000
 FRESH_SEED_START = 300_000
 PARTS = ("main", "grid_cost", "grid_choice", "vertex", "selector", "headlines")
+# a pair's keys the vertex and selector parts store apart; rerunning the pair's main part keeps them
+APART = ("vertex_gap", "selector", "selector_by_score")
 # the old flags, each one extra run instead of the main one, in the order they took precedence
 OLD_FLAGS = {"--grid-choice": "grid_choice", "--vertex": "vertex", "--grid-cost": "grid_cost"}
 
@@ -101,13 +103,18 @@ def paired_row(comparison: Any) -> dict[str, Any]:
     }
 
 
+def pair_of(task: str) -> tuple[list, list[str]]:
+    """The task's shipped parents (checkpoints/<task>_<kind>) and their names."""
+    names = [f"{task}_{kind}" for kind in PARENTS[task]]
+    return [load_policy(ROOT / "checkpoints" / name) for name in names], names
+
+
 def task_result(
     task: str, fresh: list[int], search_seeds: list[int], first_slice: int, step: float
 ) -> dict:
     preset = task_preset(task)
     folder = OUT / task
-    names = [f"{task}_{kind}" for kind in PARENTS[task]]
-    parents = [load_policy(ROOT / "checkpoints" / name) for name in names]
+    parents, names = pair_of(task)
     start = time.perf_counter()
     expert = expert_rate(task, fresh, folder)
     print(f"{task} expert: {success_rate(int(sum(expert['outcomes'])), len(fresh))}", flush=True)
@@ -220,8 +227,7 @@ def composed_grid_cost(task: str, seeds: list[int]) -> dict[str, Any]:
     which runs A alone through the composed sampler on the grid the pair composes on (a flow
     parent's, when one is sound at sigma = inf): what that grid costs A, paired per seed."""
     task_preset(task)
-    names = [f"{task}_{kind}" for kind in PARENTS[task]]
-    a, b = (load_policy(ROOT / "checkpoints" / name) for name in names)
+    (a, b), names = pair_of(task)
     vertex = compose([a, b], "convex", (1.0, 0.0))
     label = f"{names[0]}_on_composed_grid"
     pair = compare(vertex, a, seeds, out_dir=OUT / task / "grid", labels=(label, names[0]))
@@ -240,8 +246,7 @@ def grid_choice(task: str, fresh: list[int], search_seeds: list[int]) -> dict[st
     paired against the better parent on the fresh seeds (both from the task's main run)."""
     task_preset(task)
     stored = RESULTS.read()[task]
-    names = [f"{task}_{kind}" for kind in PARENTS[task]]
-    parents = [load_policy(ROOT / "checkpoints" / name) for name in names]
+    parents, names = pair_of(task)
     better = stored["better_parent"]
     folder = OUT / task / "grid_choice"
     out: dict[str, Any] = {"better_parent": better}
@@ -281,8 +286,7 @@ def grid_choice(task: str, fresh: list[int], search_seeds: list[int]) -> dict[st
 
 def store_task(doc: dict[str, Any], task: str, result: dict[str, Any]) -> None:
     """The task's row, keeping what the vertex and selector parts stored apart."""
-    apart = ("vertex_gap", "selector", "selector_by_score")
-    kept = {k: doc[task][k] for k in apart if k in doc.get(task, {})}
+    kept = {k: doc[task][k] for k in APART if k in doc.get(task, {})}
     doc[task] = result | kept
 
 
@@ -388,13 +392,11 @@ def main() -> None:
             RESULTS.set([f"{task}_grid_choice"], choice)
         if "vertex" in args.parts:
             task_preset(task)
-            names = [f"{task}_{kind}" for kind in PARENTS[task]]
-            parents = [load_policy(ROOT / "checkpoints" / name) for name in names]
+            parents, names = pair_of(task)
             gap = vertex_gap(parents, names, fresh[: args.vertex_episodes], OUT / task / "fresh")
             RESULTS.set([task, "vertex_gap"], gap)
         if "selector" in args.parts:
-            names = [f"{task}_{kind}" for kind in PARENTS[task]]
-            parents = [load_policy(ROOT / "checkpoints" / name) for name in names]
+            parents, names = pair_of(task)
             seeds = fresh[: args.selector_episodes]
             run = selector_versus(parents, names, seeds, OUT / task / "fresh", args.selector_score)
             RESULTS.set(selector_key(task, args.selector_score), run)

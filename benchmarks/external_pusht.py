@@ -51,7 +51,7 @@ from common import (
 )
 from composition_parts.selector import add_selector_args, selector_versus
 from composition_parts.vertex import vertex_gap
-from external import chosen_candidate, selector_key
+from external import APART, chosen_candidate, selector_key
 
 from robocompose.compare import compare
 from robocompose.composition.api import candidate_label, compose, search
@@ -78,8 +78,6 @@ PARTS = (
     "vertex_unet",
     "selector_unet",
 )
-# a pair's keys the vertex and selector parts store; rerunning the pair's own part keeps them
-APART = ("vertex_gap", "selector", "selector_by_score")
 
 
 def _rate(successes: int, episodes: int) -> dict[str, Any]:
