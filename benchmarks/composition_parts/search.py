@@ -30,7 +30,7 @@ from .shared import HELDOUT_SEED_START, OUT, SEED_START, parents_of
 def search_cost(task: str, episodes: int, first_slice: int, replays: int) -> dict:
     parents, _ = parents_of(task)
     seeds = list(range(SEED_START, SEED_START + episodes))
-    folder = OUT / task
+    folder = OUT / task / "search"  # P1's search folder: its episodes are the grid's too
     grid = search(parents, seeds, out_dir=folder, method="grid")
     rate = {c.key: c.rate for c in grid.candidates}
     optimum = max(rate.values())
@@ -56,6 +56,7 @@ def search_cost(task: str, episodes: int, first_slice: int, replays: int) -> dic
         hits += 100 * (optimum - rate[found.choice]) <= 2.0
     return {
         "task": task,
+        "grid_seeds": episodes,
         "grid_episodes": grid.episodes_spent,
         "grid_optimum": optimum,
         "grid_chosen": list(grid.chosen),
