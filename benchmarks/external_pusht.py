@@ -18,9 +18,9 @@ rerun resumes):
   its search in search_policies_unet/).
 - vertex_unet: each UNet parent's vertex of the composition (weights one-hot) against the parent
   on its own sampler, paired on the fresh seeds (key policies_unet.vertex_gap).
-- selector_unet: the selector composition of the UNet pair (by `--selector-score`) on the fresh
-  seeds against the better parent and the per-seed oracle (key policies_unet.selector, another
-  score's under policies_unet.selector_by_score).
+- selector, selector_unet: the selector composition of the MLP (UNet) pair, by
+  `--selector-score`, on the fresh seeds against the better parent and the per-seed oracle (key
+  policies.selector or policies_unet.selector, another score's under its selector_by_score).
 - compare: our MuJoCo PushT's figures beside these (from sim.json, policies.json and
   composition.json) and what differs between the two tasks.
 
@@ -69,6 +69,7 @@ RESULTS = ResultsFile("external.json", writer="external_pusht.py")
 SEARCH_SEED_START, FRESH_SEED_START = 100_000, 300_000
 UNET = "GymPushT_flow_unet"
 PAIRS = {"policies": PARENTS, "policies_unet": UNET_PARENTS}
+SELECTOR_PARTS = {"selector": "policies", "selector_unet": "policies_unet"}
 PARTS = (
     "expert",
     "policies",
@@ -76,6 +77,7 @@ PARTS = (
     "policies_unet",
     "compare",
     "vertex_unet",
+    "selector",
     "selector_unet",
 )
 
@@ -301,12 +303,14 @@ def main() -> None:
             RESULTS.set((TASK, "policies_unet", "vertex_gap"), gap)
             print(part, f"{time.perf_counter() - start:.0f} s", json.dumps(gap)[:2000], flush=True)
             continue
-        elif part == "selector_unet":
-            parents = [load_policy(CHECKPOINTS / name) for name in UNET_PARENTS]
+        elif part in SELECTOR_PARTS:
+            pair = SELECTOR_PARTS[part]
+            parents = [load_policy(CHECKPOINTS / name) for name in PAIRS[pair]]
+            tag = "" if pair == "policies" else "unet_"  # the MLP pair's files: first names
             run = selector_versus(
-                parents, list(UNET_PARENTS), fresh, OUT / "fresh", args.selector_score, "unet_"
+                parents, list(PAIRS[pair]), fresh, OUT / "fresh", args.selector_score, tag
             )
-            RESULTS.set(selector_key((TASK, "policies_unet"), args.selector_score), run)
+            RESULTS.set(selector_key((TASK, pair), args.selector_score), run)
             print(part, f"{time.perf_counter() - start:.0f} s", json.dumps(run)[:2000], flush=True)
             continue
         else:

@@ -30,6 +30,9 @@ from robocompose.real_robot.trajectory import (
     unpack_waypoint,
 )
 
+# against the wall clock: `make test` runs these on their own, after the parallel pass
+pytestmark = pytest.mark.realtime
+
 RATE_HZ = 250.0
 
 

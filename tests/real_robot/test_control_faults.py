@@ -20,6 +20,9 @@ from robocompose.real_robot.faults.report import limit_violations, received_from
 from robocompose.real_robot.process_loop import twin_control
 from robocompose.real_robot.ring import RingBuffer
 
+# against the wall clock: `make test` runs these on their own, after the parallel pass
+pytestmark = pytest.mark.realtime
+
 RATE_HZ = 250.0
 
 

@@ -28,6 +28,9 @@ from robocompose.real_robot.safety_limits import twin_limits
 from robocompose.real_robot.steplog import JsonlWriter, done_seeds
 from robocompose.shipped import shipped_path
 
+# against the wall clock: `make test` runs these on their own, after the parallel pass
+pytestmark = pytest.mark.realtime
+
 POLICY = DeployPolicyConfig(checkpoint=str(shipped_path("PickPlace", "flow_mlp")))
 
 

@@ -45,6 +45,9 @@ from tests.real_robot.fake_rtde import (
     loopback_host,
 )
 
+# against the wall clock: `make test` runs these on their own, after the parallel pass
+pytestmark = pytest.mark.realtime
+
 # -- xArm: a fake controller on loopback TCP ------------------------------------------------------
 
 XARM_REG = {

@@ -18,6 +18,9 @@ from robocompose.real_robot.faults.loop import FAULTS, run_fault  # noqa: E402
 from robocompose.real_robot.policy_adapter import load_served_policy  # noqa: E402
 from robocompose.shipped import shipped_path  # noqa: E402
 
+# against the wall clock: `make test` runs these on their own, after the parallel pass
+pytestmark = pytest.mark.realtime
+
 
 @pytest.fixture(scope="module")
 def served():

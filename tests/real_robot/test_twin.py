@@ -17,6 +17,9 @@ from robocompose.real_robot.drivers.twin import (
 )
 from robocompose.sim.tasks import make_env, make_expert
 
+# against the wall clock: `make test` runs these on their own, after the parallel pass
+pytestmark = pytest.mark.realtime
+
 os.environ.setdefault("MUJOCO_GL", "egl")
 
 

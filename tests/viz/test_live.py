@@ -20,6 +20,9 @@ from robocompose.cli import main  # noqa: E402
 from robocompose.viz.live import LiveViewer  # noqa: E402
 from robocompose.viz.recording import row_counts  # noqa: E402
 
+# the deploys run the twin in real time: `make test` runs these alone, after the parallel pass
+pytestmark = pytest.mark.realtime
+
 RERUN = str(Path(sys.executable).parent / "rerun")
 ROBOCOMPOSE = str(Path(sys.executable).parent / "robocompose")
 
