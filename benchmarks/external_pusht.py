@@ -69,6 +69,8 @@ RESULTS = ResultsFile("external.json", writer="external_pusht.py")
 SEARCH_SEED_START, FRESH_SEED_START = 100_000, 300_000
 UNET = "GymPushT_flow_unet"
 PAIRS = {"policies": PARENTS, "policies_unet": UNET_PARENTS}
+# each pair's prefix on its episode files; the MLP pair's files kept their first names
+FILE_TAGS = {"policies": "", "policies_unet": "unet_"}
 SELECTOR_PARTS = {"selector": "policies", "selector_unet": "policies_unet"}
 PARTS = (
     "expert",
@@ -291,25 +293,24 @@ def main() -> None:
         if part == "expert":
             value = expert(fresh)
         elif part in PAIRS:
-            first = part == "policies"  # the MLP pair: its files kept their first names
-            search_dir = OUT / ("search" if first else f"search_{part}")
-            tag = "" if first else "unet_"
+            tag = FILE_TAGS[part]
+            search_dir = OUT / (f"search_{part}" if tag else "search")
             value = policies(PAIRS[part], fresh, search_seeds, args.step, search_dir, tag)
         elif part == "flow_unet":
             value = flow_unet(fresh)
         elif part == "vertex_unet":
             parents = [load_policy(CHECKPOINTS / name) for name in UNET_PARENTS]
-            gap = vertex_gap(parents, list(UNET_PARENTS), fresh, OUT / "fresh", tag="unet_")
+            gap = vertex_gap(
+                parents, list(UNET_PARENTS), fresh, OUT / "fresh", tag=FILE_TAGS["policies_unet"]
+            )
             RESULTS.set((TASK, "policies_unet", "vertex_gap"), gap)
             print(part, f"{time.perf_counter() - start:.0f} s", json.dumps(gap)[:2000], flush=True)
             continue
         elif part in SELECTOR_PARTS:
             pair = SELECTOR_PARTS[part]
             parents = [load_policy(CHECKPOINTS / name) for name in PAIRS[pair]]
-            tag = "" if pair == "policies" else "unet_"  # the MLP pair's files: first names
-            run = selector_versus(
-                parents, list(PAIRS[pair]), fresh, OUT / "fresh", args.selector_score, tag
-            )
+            tag, names = FILE_TAGS[pair], list(PAIRS[pair])
+            run = selector_versus(parents, names, fresh, OUT / "fresh", args.selector_score, tag)
             RESULTS.set(selector_key((TASK, pair), args.selector_score), run)
             print(part, f"{time.perf_counter() - start:.0f} s", json.dumps(run)[:2000], flush=True)
             continue
