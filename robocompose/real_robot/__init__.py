@@ -5,7 +5,11 @@ Where things are:
     serve.py             the `serve` verb: ServeConfig, run(config)
     websocket_server.py  the transport: PolicyServer (openpi's protocol over a websocket)
     http_gate.py         what it answers over plain HTTP: /healthz, the API key check
-    inference_worker.py  the policy on one worker thread, serialised and timed
+    inference_worker.py  the policy on one worker thread, serialised, timed, under a deadline
+    exposure.py, limits.py, ranges.py, audit.py
+                         what keeps it safe on a network: no key without loopback or allow_open,
+                         TLS; caps on connections, idle time, request rate; inputs and actions
+                         held to the training range; the audit log
     loop_thread.py       where a server runs: a daemon thread, or until SIGINT/SIGTERM
     ports.py             PortInUse: a taken port and the process holding it
     policy_adapter.py    any checkpoint or composition as a ServedPolicy (load_served_policy)

@@ -87,7 +87,9 @@ class ServedPolicy(Protocol):
     of which the first "prefix_committed" (int k <= m, default m) will run before it arrives
     (real-time chunking pulls the chunk toward them: k fixed, the rest with decaying weight);
     "seed" (int, the episode seed) and "chunk_index" (int) for reproducible noise
-    (`robocompose.real_robot.obs_check` lists and checks them)."""
+    (`robocompose.real_robot.obs_check` lists and checks them). A policy may carry
+    `training_bounds` (key -> (scale, offset) mapping its training data to [-1, 1]): the server
+    then holds inputs and actions to that range (`robocompose.real_robot.ranges`)."""
 
     spec: PolicySpec
 

@@ -8,11 +8,14 @@ Unlike openpi's client it never waits forever: connecting retries with exponenti
 `connect_timeout_s` and then raises `ConnectionError`; a reply that takes longer than
 `timeout_s` raises `TimeoutError` and drops the connection (a late reply must not be read as the
 answer to the next observation); a dropped connection is re-opened on the next call. An error
-reply (a text frame) raises `PolicyServerError`, a `RuntimeError` as in openpi's client.
+reply (a text frame) raises `PolicyServerError`, a `RuntimeError` as in openpi's client. A
+wss:// address is verified against the system's certificates, or `ca_file` (a self-signed
+server's certificate, say).
 """
 
 from __future__ import annotations
 
+import ssl
 import threading
 import time
 import urllib.error
@@ -42,6 +45,15 @@ def _uri(address: str, port: int | None) -> str:
     return uri if port is None else f"{uri}:{port}"
 
 
+def _tls(uri: str, ca_file: str | None) -> ssl.SSLContext | None:
+    """The client's TLS context for a wss:// `uri` (None for ws://)."""
+    if not uri.startswith("wss://"):
+        if ca_file is not None:
+            raise ValueError(f"`ca_file` is for a wss:// address. Got {uri}.")
+        return None
+    return ssl.create_default_context(cafile=ca_file)
+
+
 class PolicyClient:
     """A synchronous, thread-safe client; `infer` may be called from any one thread at a time."""
 
@@ -55,6 +67,7 @@ class PolicyClient:
         connect_timeout_s: float = 10.0,
         backoff_s: float = 0.05,
         max_backoff_s: float = 1.0,
+        ca_file: str | None = None,
     ) -> None:
         for name, value in (("timeout_s", timeout_s), ("connect_timeout_s", connect_timeout_s)):
             if value <= 0:
@@ -64,6 +77,7 @@ class PolicyClient:
                 f"`backoff_s` must be in (0, max_backoff_s={max_backoff_s}]. Got {backoff_s}."
             )
         self.uri = _uri(address, port)
+        self._tls = _tls(self.uri, ca_file)
         self.api_key = api_key
         self.timeout_s, self.connect_timeout_s = timeout_s, connect_timeout_s
         self.backoff_s, self.max_backoff_s = backoff_s, max_backoff_s
@@ -84,6 +98,7 @@ class PolicyClient:
         ws = connect(
             self.uri,
             additional_headers=headers,
+            ssl=self._tls,
             compression=None,
             max_size=None,
             open_timeout=self.connect_timeout_s,
@@ -165,11 +180,12 @@ class PolicyClient:
         return result
 
     def healthy(self, timeout_s: float = 1.0) -> bool:
-        """Whether the server answers HTTP 200 on /healthz within `timeout_s`."""
+        """Whether the server answers HTTP 200 on /healthz within `timeout_s` (503: an inference
+        is stuck past its deadline)."""
         scheme, netloc, *_ = urlsplit(self.uri)
         url = urlunsplit(("https" if scheme == "wss" else "http", netloc, HEALTH_PATH, "", ""))
         try:
-            with urllib.request.urlopen(url, timeout=timeout_s) as response:
+            with urllib.request.urlopen(url, timeout=timeout_s, context=self._tls) as response:
                 return response.status == HTTPStatus.OK
         except (urllib.error.URLError, OSError, ValueError):
             return False

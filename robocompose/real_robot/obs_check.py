@@ -16,16 +16,21 @@ from robocompose.real_robot.base import PolicySpec
 
 PREFIX_KEY = "prefix_actions"  # (m, A) env units, m <= chunk_length: the old chunk's overlap
 PREFIX_COMMITTED_KEY = "prefix_committed"  # int k <= m: the first k of them are committed
-SEED_KEY = "seed"  # int >= 0: the episode seed the sampling noise is drawn from
-CHUNK_INDEX_KEY = "chunk_index"  # int >= 0: which chunk of the seeded episode this request is
+SEED_KEY = "seed"  # int in [0, MAX_SEED]: the episode seed the sampling noise is drawn from
+CHUNK_INDEX_KEY = "chunk_index"  # int in [0, MAX_CHUNK_INDEX]: which chunk of the seeded episode
 OPTIONAL_KEYS = (PREFIX_KEY, PREFIX_COMMITTED_KEY, SEED_KEY, CHUNK_INDEX_KEY)
+MAX_SEED = 2**63 - 1
+# the noise of chunk i costs i draws of the episode's stream: 10,000 chunks of 8 steps at 10 Hz
+# are over two hours of one episode, and under 0.1 s of drawing on one core
+MAX_CHUNK_INDEX = 10_000
 
 
 class ObservationError(ValueError):
     """An observation message that does not fit the policy's spec (the text names the key)."""
 
 
-def _int_field(obs: dict[str, Any], key: str) -> int | None:
+def _int_field(obs: dict[str, Any], key: str, high: int) -> int | None:
+    """`obs[key]` as an int in [0, high], or None when absent."""
     value = obs.get(key)
     if value is None:
         return None
@@ -33,8 +38,8 @@ def _int_field(obs: dict[str, Any], key: str) -> int | None:
         value = value[()]
     if isinstance(value, bool | np.bool_) or not isinstance(value, int | np.integer):
         raise ObservationError(f"`{key}` must be an integer. Got {type(value).__name__}.")
-    if value < 0:
-        raise ObservationError(f"`{key}` must be >= 0. Got {value}.")
+    if not 0 <= value <= high:
+        raise ObservationError(f"`{key}` must be in [0, {high}]. Got {value}.")
     return int(value)
 
 
@@ -51,12 +56,12 @@ def _prefix(obs: dict[str, Any], spec: PolicySpec) -> np.ndarray | None:
         )
     if not np.all(np.isfinite(value)):
         raise ObservationError(f"`{PREFIX_KEY}` must be finite. Got NaN or inf.")
-    return value.astype(np.float32)
+    return value.astype(np.float64)  # float32 would turn a finite 1e308 into inf
 
 
 def check_observation(obs: Any, spec: PolicySpec) -> dict[str, Any]:
     """The observation as the policy takes it: spec keys -> arrays, plus the optional fields
-    (`prefix_actions` as float32; `prefix_committed`, `seed`, `chunk_index` as int) if present."""
+    (`prefix_actions` as float64; `prefix_committed`, `seed`, `chunk_index` as int) if present."""
     if not isinstance(obs, dict):
         raise ObservationError(
             f"an observation must be a map of key -> array. Got {type(obs).__name__}."
@@ -92,8 +97,13 @@ def check_observation(obs: Any, spec: PolicySpec) -> dict[str, Any]:
     prefix = _prefix(obs, spec)
     if prefix is not None:
         checked[PREFIX_KEY] = prefix
-    for key in (PREFIX_COMMITTED_KEY, SEED_KEY, CHUNK_INDEX_KEY):
-        value = _int_field(obs, key)
+    highs = (
+        (PREFIX_COMMITTED_KEY, spec.chunk_length),
+        (SEED_KEY, MAX_SEED),
+        (CHUNK_INDEX_KEY, MAX_CHUNK_INDEX),
+    )
+    for key, high in highs:
+        value = _int_field(obs, key, high)
         if value is not None:
             checked[key] = value
     committed = checked.get(PREFIX_COMMITTED_KEY)

@@ -44,6 +44,9 @@ from robocompose.real_robot.rtc import PrefixGuidance, PrefixGuidedDenoiser
 from robocompose.sim.tasks import register_tasks
 
 DEFAULT_CONTROL_HZ = 10.0  # the suite's control rate, for a policy whose task is unknown
+# the least half-range a range check allows a training dimension, in its own units: one that
+# barely varied (a resting cube's height, 0.02 m +- 0.1 mm) must not refuse a millimetre of noise
+MIN_HALF_RANGE = 0.05
 
 
 class EpisodeNoise:
@@ -95,6 +98,25 @@ def _task_observations(policy: AnyPolicy) -> tuple[str | None, dict[str, gym.Spa
     finally:
         env.close()
     return env_id, spaces, control_hz
+
+
+def _widened(scale: np.ndarray, offset: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(scale, offset) mapping [centre - h, centre + h] to [-1, 1], h at least MIN_HALF_RANGE."""
+    centre = -np.float64(offset) / np.float64(scale)
+    half = np.maximum(1.0 / np.float64(scale), MIN_HALF_RANGE)
+    return 1.0 / half, -centre / half
+
+
+def training_bounds(policy: AnyPolicy) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """key -> (scale, offset) mapping the policy's training data to [-1, 1] (its normaliser's,
+    widened to MIN_HALF_RANGE): each low-dim observation key (of the first parent that has it)
+    and "action" (the first parent's: the space a composition samples in), for the server's
+    range checks."""
+    bounds: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    for parent in _parents(policy):
+        for key, norm in parent.normalizers.items():
+            bounds.setdefault(key, _widened(norm.scale, norm.offset))
+    return bounds
 
 
 def policy_spec(
@@ -168,6 +190,7 @@ class DenoiserServedPolicy:
         self.start = self.reference.config.n_obs_steps - 1  # the current step in the chunk
         self.spec = policy_spec(policy, description, control_hz)
         self.spec.extra["fingerprint"] = self.predictor.fingerprint()
+        self.training_bounds = training_bounds(policy)
         self.noise = EpisodeNoise(tuple(self.predictor.noise_shape), runner_seed)
 
     def reset(self) -> None:

@@ -3,6 +3,11 @@
     robocompose serve --checkpoint checkpoints/PickPlace_flow_mlp port=8000
     robocompose serve checkpoints/Stack_diffusion_mlp checkpoints/Stack_flow_mlp \
         composition=convex --weights 0.3,0.7 api_key_env=MY_KEY
+    robocompose serve --checkpoint C --host 0.0.0.0 api_key_env=MY_KEY \
+        tls_cert=server.pem tls_key=server.key limits.max_connections=8
+
+It fails closed: a key variable that is named but unset or empty is an error, and a host other
+than loopback without a key is refused unless `allow_open=true`.
 """
 
 from __future__ import annotations
@@ -10,11 +15,27 @@ from __future__ import annotations
 import json
 import logging
 import os
-from dataclasses import dataclass, field
+import sys
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
 
 from robocompose.devices import check_device
+from robocompose.real_robot.audit import AuditLog
+from robocompose.real_robot.exposure import (
+    check_exposure,
+    check_tls_files,
+    is_loopback,
+    tls_context,
+)
+from robocompose.real_robot.limits import ServerLimits
 from robocompose.rollout_config import CompositionSpec
+
+DEFAULT_KEY_ENV = "ROBOCOMPOSE_API_KEY"
+OPEN_WARNING = (
+    "\n" + "!" * 78 + "\n"
+    "!! WARNING: serving {host} WITHOUT AN API KEY (allow_open=true): any client that reaches\n"
+    "!! this port may use the policy. Set api_key_env to require a key.\n" + "!" * 78
+)
 
 if TYPE_CHECKING:  # the server needs the `robot` extra and torch; the config neither
     from robocompose.real_robot.base import ServedPolicy
@@ -26,8 +47,10 @@ if TYPE_CHECKING:  # the server needs the `robot` extra and torch; the config ne
 @dataclass(kw_only=True)
 class ServeConfig:
     """What to serve (`checkpoint`, or >= 2 `parents` composed by `composition`; operator
-    "merge" merges their parameters) and where. The API key is `api_key`, else the value of the
-    environment variable `api_key_env` when set; with neither the server takes any client."""
+    "merge" merges their parameters), where, and to whom. The API key is `api_key`, else the
+    value of the environment variable `api_key_env` (which must then be set and non-empty), else
+    that of ROBOCOMPOSE_API_KEY when set; with none, only clients on this machine may connect
+    unless `allow_open`."""
 
     checkpoint: str | None = None
     parents: list[str] = field(default_factory=list)
@@ -39,8 +62,17 @@ class ServeConfig:
     n_action_steps: int | None = None
     host: str = "127.0.0.1"
     port: int = 8000  # 0: any free port (printed)
-    api_key: str | None = None
-    api_key_env: str = "ROBOCOMPOSE_API_KEY"
+    api_key: str | None = None  # the key clients must send (api_key_env keeps it out of `ps`)
+    # environment variable holding the key, which must be set and non-empty (None:
+    # ROBOCOMPOSE_API_KEY when set)
+    api_key_env: str | None = None
+    allow_open: bool = False  # serve a non-loopback host without a key: anyone may connect
+    tls_cert: str | None = None  # PEM certificate (chain): serve wss:// (with `tls_key`)
+    tls_key: str | None = None  # PEM private key of `tls_cert`
+    # JSON lines of connections, auth results, refusals and errors (never a key or an
+    # observation); None: none
+    audit_log: str | None = "runs/serve/audit.jsonl"
+    limits: ServerLimits = field(default_factory=ServerLimits)
     delay_s: float = 0.0  # injected before every inference (`LatencyInjector`): latency tests only
     control_hz: float | None = None  # None: the task env's control rate
     rtc_mode: str = "soft"  # real-time chunking guidance toward `prefix_actions`: hard or soft
@@ -74,6 +106,14 @@ class ServeConfig:
             raise ValueError(f"`rtc_mode` must be one of {GUIDANCE_MODES}. Got {self.rtc_mode!r}.")
         self.guidance()  # validates rtc_prefix_weight
         check_device(self.device)
+        if self.api_key is not None and (self.api_key == "" or self.api_key_env is not None):
+            raise ValueError(
+                "give one non-empty key: `api_key` or `api_key_env`. "
+                f"Got api_key={'(empty)' if self.api_key == '' else '(set)'}, "
+                f"api_key_env={self.api_key_env!r}."
+            )
+        check_exposure(self.host, self.key(), self.allow_open)
+        check_tls_files(self.tls_cert, self.tls_key)
 
     def guidance(self) -> PrefixGuidance:
         from robocompose.real_robot.rtc import PrefixGuidance
@@ -81,7 +121,19 @@ class ServeConfig:
         return PrefixGuidance(self.rtc_mode, self.rtc_prefix_weight)
 
     def key(self) -> str | None:
-        return self.api_key or os.environ.get(self.api_key_env) or None
+        """The API key clients must send; a named variable that is unset or empty is an error."""
+        if self.api_key is not None:
+            return self.api_key
+        name = self.api_key_env or DEFAULT_KEY_ENV
+        value = os.environ.get(name)
+        if value is None and self.api_key_env is None:
+            return None
+        if not value or not value.strip():
+            raise ValueError(
+                f"the API key variable {name} is {'not set' if value is None else 'empty'}: "
+                f"export the key in it (`api_key_env` names where it is read)."
+            )
+        return value
 
     def served_policy(self) -> DenoiserServedPolicy:
         from robocompose.real_robot.policy_adapter import load_served_policy
@@ -117,15 +169,34 @@ class ServeConfig:
             from robocompose.real_robot.faults.injectors import LatencyInjector
 
             policy = LatencyInjector(policy, self.delay_s)
-        return PolicyServer(policy, host=self.host, port=self.port, api_key=self.key())
+        tls = None if self.tls_cert is None else tls_context(self.tls_cert, str(self.tls_key))
+        return PolicyServer(
+            policy,
+            host=self.host,
+            port=self.port,
+            api_key=self.key(),
+            allow_open=self.allow_open,
+            tls=tls,
+            limits=self.limits,
+            audit=AuditLog(self.audit_log),
+        )
 
 
 def announce(server: PolicyServer) -> None:
-    """Print where the server listens and what it serves."""
+    """Print where the server listens, who may connect, where the audit log is, what it serves."""
     spec = server.policy.spec
     print(f"serving {spec.extra.get('policy', '')} on {server.address}")
-    print(f"health: http://{server.host}:{server.port}/healthz")
-    print("API key: " + ("required" if server.api_key else "none (any client may connect)"))
+    print(f"health: http{'s' if server.tls else ''}://{server.host}:{server.port}/healthz")
+    if server.api_key:
+        print("API key: required")
+    elif is_loopback(server.host):
+        print("API key: none (clients on this machine only)")
+    else:
+        print(OPEN_WARNING.format(host=server.host), file=sys.stderr)
+        print("API key: NONE: OPEN TO THE NETWORK (allow_open=true)")
+    print("TLS: " + ("on" if server.tls else "off (keys and observations travel in clear)"))
+    print(f"audit log: {server.audit.path or 'none (audit_log=null)'}")
+    print("limits: " + json.dumps(asdict(server.limits)))
     print("spec: " + json.dumps(spec.to_metadata(), indent=2), flush=True)
 
 

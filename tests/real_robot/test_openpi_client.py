@@ -46,6 +46,25 @@ def test_openpi_client_against_our_server(served):
             openpi_policy.WebsocketClientPolicy("127.0.0.1", server.port)
 
 
+@pytest.mark.filterwarnings("ignore:connect\\(\\) must be used as a context manager")
+def test_openpi_client_over_tls(served, tmp_path, monkeypatch):
+    """wss:// with a certificate the test makes: openpi's client verifies it through the
+    standard SSL_CERT_FILE, so the key never crosses the network in clear."""
+    pytest.importorskip("cryptography", reason="makes the test's certificate")
+    from robocompose.real_robot.exposure import tls_context
+    from tests.real_robot.tls_cert import self_signed
+
+    cert, key = self_signed(tmp_path)
+    monkeypatch.setenv("SSL_CERT_FILE", str(cert))
+    tls = tls_context(str(cert), str(key))
+    with PolicyServer(served, api_key="k", tls=tls) as server:
+        client = openpi_policy.WebsocketClientPolicy("wss://127.0.0.1", server.port, api_key="k")
+        assert client.get_server_metadata() == served.spec.to_metadata()
+        reply = client.infer({"state": np.full((2, 11), 0.1)})
+        assert reply["actions"].shape == (15, 4)
+        client._ws.close()
+
+
 class OpenpiStyleServer:
     """A policy server written only with websockets and openpi_client's codec: metadata on
     connect, one reply per observation (actions = 2 * state), a traceback as a text frame and

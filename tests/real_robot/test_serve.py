@@ -8,6 +8,9 @@ import re
 import signal
 import subprocess
 import sys
+import time
+import urllib.error
+import urllib.request
 
 import numpy as np
 import pytest
@@ -41,6 +44,15 @@ def test_config_from_the_command_line():
         ([f"checkpoint={CHECKPOINT}", "rtc_mode=medium"], "`rtc_mode` must be one of"),
         ([f"checkpoint={CHECKPOINT}", "rtc_prefix_weight=2"], "`prefix_weight` must be in"),
         ([f"checkpoint={CHECKPOINT}", "prot=1"], "Did you mean 'port'"),
+        ([f"checkpoint={CHECKPOINT}", "host=0.0.0.0"], "say allow_open=true to serve any"),
+        ([f"checkpoint={CHECKPOINT}", "host=gpu-box.lan"], "`host` 'gpu-box.lan' is reachable"),
+        ([f"checkpoint={CHECKPOINT}", "api_key=''"], "give one non-empty key"),
+        ([f"checkpoint={CHECKPOINT}", "tls_cert=a.pem"], "give both `tls_cert` and `tls_key`"),
+        ([f"checkpoint={CHECKPOINT}", "tls_cert=a.pem", "tls_key=a.key"], "`tls_cert` must be"),
+        ([f"checkpoint={CHECKPOINT}", "limits.max_connections=0"], "`limits.max_connections`"),
+        ([f"checkpoint={CHECKPOINT}", "limits.deadline_s=.inf"], "`limits.deadline_s` must"),
+        ([f"checkpoint={CHECKPOINT}", "limits.range_factor=0.5"], "`limits.range_factor` must"),
+        ([f"checkpoint={CHECKPOINT}", "limits.out_of_range=wrap"], "`limits.out_of_range`"),
     ],
 )
 def test_bad_configs_are_named(overrides, named):
@@ -55,29 +67,68 @@ def test_api_key_from_the_environment(monkeypatch):
     assert load_verb_config("serve", [f"checkpoint={CHECKPOINT}", "api_key=xyz"]).key() == "xyz"
 
 
-def test_serve_verb_end_to_end():
+def test_a_named_key_variable_must_hold_a_key(monkeypatch):
+    """A key source that is named but unset or empty fails closed, naming the variable."""
+    monkeypatch.delenv("NO_SUCH_POLICY_KEY", raising=False)
+    monkeypatch.setenv("EMPTY_POLICY_KEY", "")
+    base = [f"checkpoint={CHECKPOINT}"]
+    for overrides, named in (
+        (["api_key_env=NO_SUCH_POLICY_KEY"], "NO_SUCH_POLICY_KEY is not set"),
+        (["api_key_env=EMPTY_POLICY_KEY"], "EMPTY_POLICY_KEY is empty"),
+        (["api_key_env=EMPTY_POLICY_KEY", "api_key=x"], "give one non-empty key"),
+    ):
+        with pytest.raises(ConfigError, match=named):
+            load_verb_config("serve", base + overrides)
+    monkeypatch.setenv("ROBOCOMPOSE_API_KEY", " ")
+    with pytest.raises(ConfigError, match="ROBOCOMPOSE_API_KEY is empty"):
+        load_verb_config("serve", base)
+    monkeypatch.setenv("ROBOCOMPOSE_API_KEY", "k")
+    assert load_verb_config("serve", [*base, "host=0.0.0.0"]).key() == "k"
+
+
+def test_allow_open_is_said_loudly(capsys):
+    """Without a key a network host serves only with allow_open=true, and the banner shouts it
+    (nothing is bound here: the server is built, not started)."""
+    pytest.importorskip("websockets", reason="the `robot` extra is not installed")
+    from robocompose.real_robot.serve import announce
+
+    overrides = [f"checkpoint={CHECKPOINT}", "host=0.0.0.0", "allow_open=true", "audit_log=null"]
+    announce(load_verb_config("serve", overrides).server())
+    out, err = capsys.readouterr()
+    assert "WITHOUT AN API KEY (allow_open=true)" in err
+    assert "API key: NONE: OPEN TO THE NETWORK" in out and "audit log: none" in out
+
+
+def start_serve(*overrides: str, env: dict[str, str] | None = None) -> tuple[subprocess.Popen, str]:
+    """`robocompose serve` on the shipped checkpoint in a child process, and its banner."""
+    command = [sys.executable, "-m", "robocompose.cli", "serve", "--checkpoint", CHECKPOINT]
+    process = subprocess.Popen(
+        [*command, "--port", "0", *overrides],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=os.environ | {"PYTHONUNBUFFERED": "1"} | (env or {}),
+    )
+    lines: list[str] = []
+    while not lines or not lines[-1].startswith("}"):  # the spec's JSON ends the banner
+        line = process.stdout.readline()
+        if not line:
+            process.kill()
+            pytest.fail(f"serve exited early: {process.stderr.read()}")
+        lines.append(line)
+    return process, "".join(lines)
+
+
+def test_serve_verb_end_to_end(tmp_path):
     """The verb prints its address and spec, serves a client, and stops cleanly on SIGINT."""
     pytest.importorskip("websockets", reason="the `robot` extra is not installed")
     from robocompose.real_robot.client import PolicyClient
 
-    command = [sys.executable, "-m", "robocompose.cli", "serve", "--checkpoint", CHECKPOINT]
-    env = os.environ | {"ROBOCOMPOSE_API_KEY": "k3y", "PYTHONUNBUFFERED": "1"}
-    process = subprocess.Popen(
-        [*command, "--port", "0"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
+    audit = tmp_path / "audit.jsonl"
+    process, banner = start_serve(f"audit_log={audit}", env={"ROBOCOMPOSE_API_KEY": "k3y"})
     try:
-        lines = []
-        while not lines or not lines[-1].startswith("}"):  # the spec's JSON ends the banner
-            line = process.stdout.readline()
-            assert line, f"serve exited early: {process.stderr.read()}"
-            lines.append(line)
-        banner = "".join(lines)
         address = re.search(r"on (ws://\S+)", banner).group(1)
-        assert "API key: required" in banner
+        assert "API key: required" in banner and f"audit log: {audit}" in banner
         spec = json.loads(banner.split("spec: ", 1)[1])
         with PolicyClient(address, api_key="k3y") as client:
             assert client.metadata == spec
@@ -85,6 +136,39 @@ def test_serve_verb_end_to_end():
             assert reply["actions"].shape == (15, 4)
         process.send_signal(signal.SIGINT)
         assert process.wait(30) == 0
+    finally:
+        process.kill()
+        process.wait()
+    assert "k3y" not in audit.read_text() and '"result": "ok"' in audit.read_text()
+
+
+@pytest.mark.realtime
+def test_sigint_stops_a_server_stuck_in_inference_within_a_second(tmp_path):
+    """An inference that never returns (30 s of injected delay): its client gets an error at
+    the deadline, /healthz says 503, and Ctrl-C still closes every connection within a second
+    (the process then exits; a Python with torch loaded takes ~0.5-1 s more to tear down)."""
+    pytest.importorskip("websockets", reason="the `robot` extra is not installed")
+    from websockets.exceptions import ConnectionClosedOK
+    from websockets.sync.client import connect
+
+    from robocompose.real_robot.wire import pack
+
+    overrides = ("delay_s=30", "limits.deadline_s=0.5", f"audit_log={tmp_path / 'audit.jsonl'}")
+    process, banner = start_serve(*overrides)
+    try:
+        address = re.search(r"on (ws://\S+)", banner).group(1)
+        with connect(address) as ws:
+            ws.recv(timeout=10)  # the metadata
+            ws.send(pack({"state": np.zeros((2, 11))}))
+            assert "deadline of 0.5 s (limits.deadline_s)" in ws.recv(timeout=10)
+            with pytest.raises(urllib.error.HTTPError, match="503"):
+                urllib.request.urlopen(address.replace("ws:", "http:") + "/healthz", timeout=5)
+            process.send_signal(signal.SIGINT)
+            signalled = time.monotonic()
+            with pytest.raises(ConnectionClosedOK) as closed:
+                ws.recv(timeout=10)
+            assert closed.value.rcvd.code == 1001 and time.monotonic() - signalled < 1.0
+        assert process.wait(10) == 0
     finally:
         process.kill()
         process.wait()
@@ -121,7 +205,7 @@ def test_delay_s_slows_every_inference_and_the_reply_says_so():
     timings = []
     for delay in ("0", "0.05"):
         config = load_verb_config(
-            "serve", [f"checkpoint={CHECKPOINT}", "port=0", f"delay_s={delay}"]
+            "serve", [f"checkpoint={CHECKPOINT}", "port=0", f"delay_s={delay}", "audit_log=null"]
         )
         with config.server() as server, PolicyClient(server.address) as client:
             timings.append(client.infer(obs)["server_timing"])

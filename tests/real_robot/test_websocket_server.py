@@ -100,7 +100,8 @@ MALFORMED = [  # (keys changed or added, None = key dropped; the error text that
     ({"state": np.full((2, 11), np.nan)}, "`state` must be finite"),
     ({"state": [[0.0] * 11] * 2}, "`state` must be a numpy array"),
     ({"prefix_actions": np.zeros((3, 5))}, "`prefix_actions` must have shape (m, 4)"),
-    ({"seed": -1}, "`seed` must be >= 0"),
+    ({"seed": -1}, "`seed` must be in [0, 9223372036854775807]. Got -1"),
+    ({"chunk_index": 2**40}, "`chunk_index` must be in [0, 10000]. Got 1099511627776"),
     ({"prefix_actions": np.zeros((2, 4)), "prefix_committed": 3}, "`prefix_committed` must be <="),
 ]  # fmt: skip
 

@@ -40,6 +40,7 @@ class LatencyInjector:
             raise ValueError(f"`delay_s` must be >= 0. Got {delay_s}.")
         self.policy, self.delay_s = policy, delay_s
         self.spec = policy.spec
+        self.training_bounds = getattr(policy, "training_bounds", None)
         self._stall_until = 0.0
 
     def stall(self, duration_s: float) -> None:
@@ -123,7 +124,8 @@ class FaultyServer:
 class CorruptingPolicy:
     """A real served policy whose chunks are corrupted while `active` is set: NaN in the
     positions ("nan") or moved far outside the workspace with the gripper beyond its range
-    ("out_of_range")."""
+    ("out_of_range"). It carries no `training_bounds`, so the server checks only that a chunk
+    is finite: out-of-range chunks reach the robot's safety layer, which the fault exercises."""
 
     def __init__(self, policy: ServedPolicy, kind: str) -> None:
         if kind not in ("nan", "out_of_range"):
