@@ -23,6 +23,7 @@ from typing import Any
 
 from robocompose.config import compose_all, load, to_tree
 from robocompose.interrupt import ResumableInterrupt
+from robocompose.notices import hide_developer_warnings
 from robocompose.verbs import CONFIG_DIR, VERBS, Verb, imported
 
 
@@ -94,6 +95,11 @@ def _verb_parser(name: str, verb: Verb, parser: VerbParser) -> None:
             continue
         parser.add_argument(flag.flag, dest=flag.key, help=f"= {flag.key}. {flag.help}".strip())
     parser.add_argument("--cfg", action="store_true", help="print the composed config and exit")
+    parser.add_argument(
+        "--verbose",
+        action="store_true",
+        help="show other packages' deprecation warnings and import notices too",
+    )
     if name == "sweep":
         parser.add_argument(
             "-m", "--multirun", action="store_true", help="as in Hydra (a sweep always expands)"
@@ -189,6 +195,8 @@ def main(argv: list[str] | None = None) -> None:
     name, verb = argv[0], VERBS[argv[0]]
     argv = _negative_values_attached(argv, verb)
     args = subs[name].parse_intermixed_args(argv[1:])  # flags and overrides in any order
+    if not args.verbose:
+        hide_developer_warnings()
     try:
         overrides = _with_task_of_parents(name, verb, _overrides(name, verb, args))
         if args.cfg:

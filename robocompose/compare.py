@@ -1,13 +1,15 @@
 """Two policies on the same seeds: each one's success, where each succeeds alone, and the paired
 difference. Before a search it says whether a pair has anything to gain: a composition can only
-win on seeds where one parent succeeds and the other fails.
+win on seeds where one parent succeeds and the other fails; after one, whether its choice holds
+against the better parent on fresh seeds (`confirm_search`).
 
     from robocompose.compare import compare
     print(compare("checkpoints/Stack_diffusion_mlp", "checkpoints/Stack_flow_mlp",
                   range(100_000, 100_100), out_dir="runs/compare").table())
 
-`robocompose compare A B` is `run(CompareConfig(...))`. Light to import: `compare` imports the
-rollout when it runs.
+`robocompose compare A B` is `run(CompareConfig(...))`, where A and B are candidate specs
+(`CandidateSpec`): a checkpoint folder, `OPERATOR:WEIGHTS:CKPT,CKPT` or a search's record.
+Light to import: `compare` imports the rollout when it runs.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,27 +28,153 @@ from robocompose.stats import PairedOutcomes, paired_outcomes
 if TYPE_CHECKING:
     from robocompose.evaluation import PolicyLike
 
+SEARCH_RECORD = "search.json"  # robocompose.composition.search_record.RECORD, without torch
+
+
+@dataclass(frozen=True)
+class CandidateSpec:
+    """A candidate written as text: a checkpoint folder; `OPERATOR:WEIGHTS:CKPT,CKPT` (e.g.
+    `convex:0.6,0.4:ckpt/a,ckpt/b`, that composition at the operator's defaults); or a search's
+    record (search.json or its folder): the candidate the search chose, with its settings."""
+
+    parents: tuple[str, ...]  # checkpoint folders; one and no operator: that checkpoint alone
+    operator: str | None = None
+    weights: tuple[float, ...] = ()
+    settings: dict[str, Any] = field(default_factory=dict)  # other CompositionConfig fields
+
+    @classmethod
+    def parse(cls, spec: str) -> CandidateSpec:
+        path = Path(spec)
+        if path.is_dir() and (path / SEARCH_RECORD).is_file():
+            path = path / SEARCH_RECORD
+        if path.name == SEARCH_RECORD or path.suffix == ".json":
+            return cls.chosen_by(path)
+        if path.is_dir():
+            return cls((spec,))
+        parts = spec.split(":", 2)
+        if len(parts) != 3:
+            raise FileNotFoundError(
+                f"candidate {spec!r} is neither a checkpoint folder, a search.json nor "
+                "OPERATOR:WEIGHTS:CKPT,CKPT (e.g. convex:0.6,0.4:ckpt/a,ckpt/b)."
+            )
+        operator, weights, parents = parts
+        try:
+            numbers = tuple(float(w) for w in weights.split(","))
+        except ValueError:
+            raise ValueError(
+                f"candidate {spec!r}: WEIGHTS must be numbers joined by ',', e.g. 0.6,0.4."
+            ) from None
+        folders = tuple(parents.split(","))
+        missing = [f for f in folders if not Path(f).is_dir()]
+        if missing:
+            raise FileNotFoundError(f"candidate {spec!r}: no checkpoint folder {missing[0]}.")
+        return cls(folders, operator, numbers)
+
+    @classmethod
+    def chosen_by(cls, record_path: Path) -> CandidateSpec:
+        """The candidate the search recorded at `record_path` chose."""
+        record = read_search(record_path)
+        result, parents = record["result"], search_parents(record_path, record)
+        if result["chosen_kind"] == "parent_native":
+            return cls((parents[result["chosen"].index(1.0)],))
+        weights = tuple(result["chosen"])
+        return cls(tuple(parents), record["operator"], weights, record["composition"])
+
+    def label(self) -> str:
+        """The folder's name of a checkpoint, else the composition's candidate label."""
+        if self.operator is None:
+            return Path(self.parents[0]).name
+        from robocompose.composition.api import candidate_label
+
+        return candidate_label(self.operator, self.weights)
+
+    def policy(self) -> PolicyLike:
+        """The checkpoint folder (evaluate loads it), or the composition built."""
+        if self.operator is None:
+            return self.parents[0]
+        from robocompose.composition.api import compose, load
+
+        parents = [load(p) for p in self.parents]
+        return compose(parents, self.operator, self.weights, **self.settings)
+
+
+def read_search(path: Path) -> dict[str, Any]:
+    """A finished search's record, or a one-line error naming the file."""
+    try:
+        record = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise FileNotFoundError(f"no search record {path}.") from None
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path} is not valid JSON ({e}).") from None
+    if record.get("status") != "done" or "result" not in record:
+        status = record.get("status")
+        raise ValueError(f"{path} holds an unfinished search (status {status!r}); rerun it.")
+    return record
+
+
+def search_parents(path: Path, record: dict[str, Any]) -> list[str]:
+    """The parents' checkpoint folders a search recorded (passed loaded: none to name)."""
+    folders = [p.get("path") for p in record.get("parents", [])]
+    if not folders or None in folders:
+        raise ValueError(
+            f"{path} does not name its parents' checkpoint folders (they were passed to "
+            "`search` loaded); compare the composition as OPERATOR:WEIGHTS:CKPT,CKPT instead."
+        )
+    return folders
+
+
+def better_parent(path: Path) -> CandidateSpec:
+    """The parent that did best alone on a search's seeds (mean score breaks a tie)."""
+    record = read_search(path)
+    natives = [c for c in record["result"]["candidates"] if c["kind"] == "parent_native"]
+    best = max(natives, key=lambda c: (c["success"], c["mean_score"]))
+    return CandidateSpec((search_parents(path, record)[best["weights"].index(1.0)],))
+
+
+def fresh_seeds(record: dict[str, Any], count: int) -> list[int]:
+    """`count` seeds right after the last one a search ran on."""
+    seeds = record["seeds"]
+    last = max(seeds["list"]) if "list" in seeds else seeds["start"] + seeds["count"] - 1
+    return list(range(last + 1, last + 1 + count))
+
 
 @dataclass(kw_only=True)
 class CompareConfig(EpisodesConfig):
     """`robocompose compare A B`: two checkpoints on the same seeds, and where each succeeds
     alone (what a composition of them could gain)."""
 
-    checkpoints: list[str]
+    # two candidates: checkpoint folders, OPERATOR:WEIGHTS:CKPT,CKPT or a search.json's choice
+    candidates: list[str]
     num_envs: int | None = None
     out: str = "runs/compare"  # episodes of each (<name>.jsonl, resumable) and compare.json
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if len(self.checkpoints) != 2:
-            raise ValueError(f"`checkpoints` must name 2 checkpoints. Got {self.checkpoints}.")
+        if len(self.candidates) != 2:
+            raise ValueError(f"`candidates` must name 2 candidates. Got {self.candidates}.")
+        self.specs()
+
+    def specs(self) -> list[CandidateSpec]:
+        return [CandidateSpec.parse(c) for c in self.candidates]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Comparison:
+    """Two policies' results on the same seeds, paired seed by seed; printed, a summary."""
+
     labels: tuple[str, str]
     results: tuple[EvalResult, EvalResult]
     paired: PairedOutcomes
+
+    def summary(self) -> str:
+        """One line: each one's success and the paired difference."""
+        (a, b), (ra, rb) = self.labels, self.results
+        return f"{a} {ra.success} vs {b} {rb.success}: {a} - {b} {self.paired}"
+
+    def __repr__(self) -> str:
+        return f"Comparison({self.summary()})"
+
+    __str__ = summary
 
     @property
     def oracle(self) -> float:
@@ -126,12 +254,38 @@ def compare(
     return Comparison(labels, results, paired_outcomes(*outcomes))  # type: ignore[arg-type]
 
 
+def confirm_search(
+    record_path: str | os.PathLike[str], episodes: int, *, out_dir: str | os.PathLike[str]
+) -> Comparison | None:
+    """A finished search's choice against its better parent on `episodes` fresh seeds (the
+    ones after the search's), paired, as the search ran (envs, device, batching). None when
+    the choice is that parent alone: the two differ nowhere. The search's own seeds flatter its
+    choice (it won there); fresh ones say whether it holds."""
+    path = Path(record_path)
+    record = read_search(path)
+    chosen, parent = CandidateSpec.chosen_by(path), better_parent(path)
+    if chosen == parent:
+        return None
+    return compare(
+        chosen.policy(),
+        parent.policy(),
+        fresh_seeds(record, episodes),
+        out_dir=out_dir,
+        labels=(chosen.label(), parent.label()),
+        num_envs=record.get("num_envs"),
+        device=record.get("device", "auto"),
+        batch_invariant=record.get("batch_invariant", True),
+    )
+
+
 def run(config: CompareConfig) -> Comparison:
     """Compare, print the table and write it to `out/compare.json`."""
+    specs = config.specs()
     result = compare(
-        *config.checkpoints,
+        *(s.policy() for s in specs),
         config.seeds(),
         out_dir=config.out,
+        labels=tuple(s.label() for s in specs),  # type: ignore[arg-type]
         num_envs=config.num_envs,
         device=config.device,
         batch_invariant=config.batch_invariant,

@@ -3,8 +3,9 @@ nested ones as dotted keys, with type, default and the description its source al
 
 The description is `field(metadata={"help": ...})` when set, else the field's `# comment`: the
 comment at the end of its line (continued on the next comment line when it ends with `;` or
-`,`), or else the first sentence of the comment block right above it. The help text is read
-from the source, never written twice.
+`,`), or else the first sentence of the comment block right above it. A field declared with
+`robocompose.choices.one_of` lists its names too. The help text is read from the source, never
+written twice.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from robocompose.choices import choices_of
+
 WIDTH = 80  # a terminal's columns
 INDENT = 6  # of a description under its key
 CONTINUED = (";", ",", "(")  # a trailing comment ending so goes on to the next comment line
@@ -36,6 +39,7 @@ class FieldHelp:
     default: str | None  # in override grammar; None: required (or a nested config)
     help: str = ""
     nested: bool = False  # a config of its own: its fields follow as `key.<field>`
+    choices: tuple[str, ...] = ()  # the names it takes (`robocompose.choices.one_of`)
 
 
 def config_fields(cls: type, prefix: str = "") -> list[FieldHelp]:
@@ -49,14 +53,19 @@ def config_fields(cls: type, prefix: str = "") -> list[FieldHelp]:
         nested = _nested_config(hint)
         described = f.metadata.get("help") or comments.get(f.name, "")
         if _is_free_mapping(hint):
-            free = f"takes any keys: +{prefix}{f.name}.KEY=VALUE"
-            described = f"{described}; {free}" if described else free
-        out.append(
-            FieldHelp(prefix + f.name, _type_text(f.type), _default(f), described, bool(nested))
-        )
+            described = _joined(described, f"takes any keys: +{prefix}{f.name}.KEY=VALUE")
+        choices = tuple(choices_of(f) or ())
+        if choices:
+            described = _joined(described, f"one of: {', '.join(choices)}")
+        key, type_text = prefix + f.name, _type_text(f.type)
+        out.append(FieldHelp(key, type_text, _default(f), described, bool(nested), choices))
         if nested is not None:
             out.extend(config_fields(nested, f"{prefix}{f.name}."))
     return out
+
+
+def _joined(text: str, more: str) -> str:
+    return f"{text}; {more}" if text else more
 
 
 def format_fields(fields: list[FieldHelp], groups: tuple[str, ...] = ()) -> str:
@@ -145,8 +154,19 @@ def _comment_lines(source: str) -> dict[int, tuple[str, bool]]:
     return comments
 
 
+ABBREVIATIONS = ("e.g", "i.e", "etc", "vs", "cf")
+
+
 def _first_sentence(text: str) -> str:
-    return text.split(". ")[0].rstrip(".")
+    """Up to the first full stop that ends a sentence: not one inside brackets, nor one of an
+    abbreviation ("e.g. 'parent0'" goes on)."""
+    depth = 0
+    for i, char in enumerate(text):
+        depth += (char in "([{") - (char in ")]}")
+        ends = char == "." and depth == 0 and text[i + 1 : i + 2] in ("", " ")
+        if ends and not text[:i].endswith(ABBREVIATIONS):
+            return text[:i]
+    return text
 
 
 def _nested_config(hint: Any) -> type | None:

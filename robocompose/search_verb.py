@@ -1,6 +1,7 @@
 """`robocompose search [CKPT ...]`: test-time search of a composition's weights on a seed list
 (`robocompose.composition.search`); prints the candidates' table and the choice, writes
-`out/search.json` and `out/search.png`.
+`out/search.json` and `out/search.png`, then confirms the choice against the better parent on
+`confirm` fresh seeds (`robocompose.compare.confirm_search`), into search.json too.
 
 Light to import (the command line reads `SearchConfig` for `--help`); `run` imports the search.
 """
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from robocompose.composition.weight_search import SearchSettings
 from robocompose.rollout_config import RolloutConfig
@@ -25,6 +26,14 @@ class SearchConfig(RolloutConfig):
 
     search: SearchSettings = field(default_factory=SearchSettings)
     out: str = "runs/search"
+    # fresh seeds (after the search's) on which the choice runs against the better parent,
+    # paired; 0: no confirmation
+    confirm: int = 50
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.confirm < 0:
+            raise ValueError(f"`confirm` must be >= 0 (0: none). Got {self.confirm}.")
 
 
 def run(config: SearchConfig) -> SearchResult:
@@ -52,5 +61,27 @@ def run(config: SearchConfig) -> SearchResult:
     names = [p["name"] for p in result.provenance["parents"]]
     print(f"won: {result.chosen_kind}, {result.chosen_text(names)}")
     print(f"chosen {result.chosen}; {result.episodes_spent} episodes spent")
+    if config.confirm:
+        confirm(config, result)
     print(f"record: {Path(config.out) / 'search.json'}\nplot: {Path(config.out) / 'search.png'}")
     return result
+
+
+def confirm(config: SearchConfig, result: SearchResult) -> dict[str, Any]:
+    """The choice against the better parent on fresh seeds: printed, and saved in search.json
+    under result.confirm."""
+    from robocompose.compare import confirm_search
+    from robocompose.composition.search_record import RECORD, seed_entry
+
+    record = Path(config.out) / RECORD
+    versus = confirm_search(record, config.confirm, out_dir=Path(config.out) / "confirm")
+    if versus is None:
+        print("confirm: the choice is the better parent alone; nothing to confirm")
+        entry: dict[str, Any] = {"episodes": 0, "chosen_is_better_parent": True}
+    else:
+        seeds = seed_entry([r["seed"] for r in versus.results[0].records])
+        print(f"confirm on {config.confirm} fresh seeds from {seeds['start']}: {versus}")
+        entry = versus.to_dict() | {"episodes": config.confirm, "seeds": seeds}
+    result.extra["confirm"] = entry
+    result.save(record)
+    return entry

@@ -173,17 +173,33 @@ VERBS: dict[str, Verb] = {
         ("task",),
         Shorthand("", "task", help="the task (config group task/)", group=True),
         flags=(
-            Shorthand("--episodes", "episodes", int, "number of successful demos"),
+            Shorthand(
+                "--episodes", "episodes", int, "number of successful demos (default: the preset's)"
+            ),
             Shorthand(
                 "--out",
                 "out",
-                help="output .hdf5, or a folder with format=lerobot (appended to if it exists)",
+                help="output .hdf5, or a folder with format=lerobot (appended to if it exists); "
+                "default: the preset's dataset",
             ),
             Shorthand("--obs-keys", "obs_keys", _csv(str), "comma-separated: state,proprio,image"),
             Shorthand("--image-size", "image_size", int, "side of the image key in pixels"),
             Shorthand("--seed-start", "seed_start", int),
-            Shorthand("--expert-config", "expert", json.loads, 'JSON: {"action_noise_m": 0.003}'),
+            Shorthand(
+                "--expert-config",
+                "expert",
+                json.loads,
+                "JSON merged into the preset's expert_config, e.g. '{\"gain\": 8.0}'",
+            ),
+            Shorthand(
+                "--stop-on-success",
+                "stop_on_success",
+                _is_true,
+                "end each demo when the task first reports success",
+                switch=True,
+            ),
         ),
+        errors=("robocompose.sim.collect:WeakExpertError",),
     ),
     "train": Verb(
         "train a policy, e.g. dataset=data/PushT.hdf5 out=ckpt/pusht policy=flow_mlp steps=5000",
@@ -229,11 +245,17 @@ VERBS: dict[str, Verb] = {
         ),
     ),
     "compare": Verb(
-        "two checkpoints on the same seeds: each one's success, where each succeeds alone, "
-        "and the paired difference (before a search: has the pair anything to gain?)",
+        "two candidates on the same seeds: each one's success, where each succeeds alone, "
+        "and the paired difference (before a search: has the pair anything to gain? after "
+        "one: does its choice hold?)",
         "robocompose.compare:CompareConfig",
         "robocompose.compare:run",
-        positional=Shorthand("", "checkpoints", help="two checkpoint folders"),
+        positional=Shorthand(
+            "",
+            "candidates",
+            help="two of: a checkpoint folder, OPERATOR:WEIGHTS:CKPT,CKPT (e.g. "
+            "convex:0.6,0.4:ckpt/a,ckpt/b), a search.json (its choice)",
+        ),
         many=True,
         flags=(EPISODES, SEED_START, Shorthand("--num-envs", "num_envs", int), OUT),
     ),

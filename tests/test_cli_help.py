@@ -9,6 +9,7 @@ import typing
 import pytest
 
 from robocompose.cli import VERBS, main
+from robocompose.config_help import config_fields
 
 
 def dotted_keys(cls: type, prefix: str = "") -> list[str]:
@@ -66,3 +67,53 @@ def test_plan_lists_and_takes_only_the_long_horizon_tasks(
     assert groups.split() == ["task:", "SortBins,", "Stack"]
     with pytest.raises(SystemExit, match=r"`task` must be one of \['Stack', 'SortBins'\]"):
         main(["plan", "task=PushT", "stack them"])
+
+
+def described(text: str) -> dict[str, str]:
+    """Each listed key -> its description, the wrapped lines joined."""
+    fields = text.split("config fields")[1].split("config groups")[0].splitlines()[1:]
+    out: dict[str, str] = {}
+    key = ""
+    for line in fields:
+        if line.startswith("      "):
+            out[key] = f"{out[key]} {line.strip()}".strip()
+        elif line.startswith("  ") and not line.startswith("    "):
+            key = line.strip().split(":")[0]
+            out[key] = ""
+    return out
+
+
+@pytest.mark.parametrize("verb", list(VERBS))
+def test_no_field_description_is_cut_off(verb: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Each description ends where a sentence of its source ends, not inside brackets or at
+    an abbreviation's full stop ("(e.g")."""
+    shown = described(help_text(verb, capsys))
+    cut = {
+        key: text
+        for key, text in shown.items()
+        if sum(map(text.count, "([")) != sum(map(text.count, ")]"))  # "[a, b)" is whole
+        or text.endswith(("e.g", "i.e", "("))
+    }
+    assert not cut, f"`robocompose {verb} --help` cuts these off: {cut}"
+
+
+@pytest.mark.parametrize("verb", list(VERBS))
+def test_every_choice_field_lists_its_names(verb: str, capsys: pytest.CaptureFixture[str]) -> None:
+    shown = described(help_text(verb, capsys))
+    for f in config_fields(VERBS[verb].config_class()):
+        if f.choices:
+            assert f"one of: {', '.join(f.choices)}" in shown[f.key], f.key
+
+
+def test_train_help_lists_the_policy_recipes_and_prediction_types(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    text = help_text("train", capsys)
+    shown = described(text)
+    assert "prediction_type, one of epsilon, sample, v_prediction" in shown["policy.family"]
+    assert "one of: unet, mlp" in shown["policy.backbone"]
+    assert "one of: float32, float16, bfloat16" in shown["checkpoint_dtype"]
+    groups = text.split("config groups (group=option):")[1]
+    presets = groups.split("policy:")[1].split("task:")[0].replace(",", " ").split()
+    assert {"diffusion_mlp", "diffusion_unet_v", "flow_unet"} <= set(presets)
+    assert "(e.g. one per scene variant)" in shown["extra_datasets"]

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from robocompose.cli import main
-from robocompose.compare import compare
+from robocompose.compare import compare, confirm_search
 from robocompose.shipped import shipped_path
 from robocompose.stats import paired_outcomes
 
@@ -83,6 +84,46 @@ def test_compare_two_checkpoints_api_and_cli(tmp_path, capsys):
     assert json.loads((tmp_path / "compare.json").read_text())["only_a"] == p.only_a
 
 
-def test_compare_needs_two_checkpoints(capsys):
-    with pytest.raises(SystemExit, match="`checkpoints` must name 2 checkpoints"):
+def test_compare_needs_two_candidates(capsys):
+    with pytest.raises(SystemExit, match="`candidates` must name 2 candidates"):
         main(["compare", "a", "b", "c"])
+    with pytest.raises(SystemExit, match=r"candidate 'nowhere' is neither a checkpoint folder"):
+        main(["compare", "nowhere", str(shipped_path("Stack", "flow_mlp"))])
+
+
+PARENTS = [str(shipped_path("Stack", kind)) for kind in ("diffusion_mlp", "flow_mlp")]
+ONE_SEED = ["--method", "grid", "--step", "1.0", "--episodes", "1", "num_envs=1"]
+
+
+def test_search_confirms_its_choice_on_fresh_seeds_and_compare_takes_any_candidate(
+    tmp_path, capsys
+):
+    """`search confirm=2` runs its choice against the better parent on the 2 seeds after its
+    own and stores the paired difference; `compare` then takes that search.json, a composition
+    written OPERATOR:WEIGHTS:CKPT,CKPT, or a checkpoint."""
+    out = tmp_path / "search"
+    main(["search", *PARENTS, *ONE_SEED, "--out", str(out), "confirm=2"])
+    printed = capsys.readouterr().out
+    record = json.loads((out / "search.json").read_text())
+    confirm = record["result"]["confirm"]
+    if confirm.get("chosen_is_better_parent"):
+        assert "the choice is the better parent alone" in printed
+    else:
+        assert confirm["episodes"] == 2 and confirm["seeds"] == {"start": 100_001, "count": 2}
+        assert confirm["ci_low"] <= confirm["difference"] <= confirm["ci_high"]
+        assert "confirm on 2 fresh seeds from 100001: " in printed
+
+    # the record as a search that chose a composition writes it: the composition is confirmed
+    record["result"] |= {"chosen": [1.0, 0.0], "chosen_kind": "composition"}
+    (out / "search.json").write_text(json.dumps(record))
+    versus = confirm_search(out / "search.json", 2, out_dir=tmp_path / "confirm")
+    assert versus is not None and versus.paired.episodes == 2
+    assert versus.labels[0] == "convex_1.000_0.000"
+    assert versus.labels[1] in {Path(p).name for p in PARENTS}
+    assert [r["seed"] for r in versus.results[0].records] == [100_001, 100_002]
+    assert repr(versus) == f"Comparison({versus.summary()})" and "records" not in repr(versus)
+
+    composition = f"convex:0.5,0.5:{PARENTS[0]},{PARENTS[1]}"
+    main(["compare", str(out), composition, "--episodes", "1", "--out", str(tmp_path / "c")])
+    printed = capsys.readouterr().out
+    assert "| convex_1.000_0.000 |" in printed and "| convex_0.500_0.500 |" in printed

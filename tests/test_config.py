@@ -32,7 +32,7 @@ REQUIRED = {
     "replay": ["log=l"],
     "report": ["run=r"],
     "view": ["run=[r]"],
-    "compare": ["checkpoints=[a,b]"],
+    "compare": ["candidates=[checkpoints/PushT_flow_mlp,checkpoints/PushT_flow_unet]"],
 }
 
 
@@ -198,7 +198,7 @@ def test_merge_of_two_architectures_is_skipped_with_its_reason() -> None:
 def test_launcher_settings_are_checked() -> None:
     with pytest.raises(ConfigError, match=r"`name` must be one of .* \(in `launcher`\)"):
         plan(["launcher.name=slurm", "seed=0,1"])
-    with pytest.raises(ValueError, match=r"`name` must be one of \('local', 'ray'\)"):
+    with pytest.raises(ValueError, match=r"`name` must be one of \['local', 'ray'\]"):
         LauncherConfig(name="slurm")
     with pytest.raises(ValueError, match="with `address` the cluster's own settings apply"):
         LauncherConfig(name="ray", address="auto", num_cpus=2)

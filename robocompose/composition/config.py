@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from robocompose.choices import check_choices, one_of
+
 # the names of composition.samplers.SAMPLERS, which need torch: a config names and checks them
 # without it (a test keeps both in step); the annealed MCMC's scores vanish at sigma = inf
 SAMPLER_NAMES = ("euler", "heun", "ancestral", "mcmc")
@@ -31,7 +33,7 @@ class CompositionConfig:
 
     operator: str = "convex"
     weights: Sequence[float] = (0.5, 0.5)
-    sampler: str = "euler"
+    sampler: str = one_of(SAMPLER_NAMES, "euler")
     steps: int | None = None  # None: the method's default_steps
     # actions of each composed chunk executed before replanning; None: parent 0's trained value
     n_action_steps: int | None = None
@@ -66,8 +68,7 @@ class CompositionConfig:
                 "`weights` must have one entry per parent: 2 parents need 2 weights (e.g. "
                 f"0.6,0.4). Got {len(self.weights)}: {self.weights}."
             )
-        if self.sampler not in SAMPLER_NAMES:
-            raise ValueError(f"`sampler` must be one of {SAMPLER_NAMES}. Got {self.sampler!r}.")
+        check_choices(self)
         if not re.fullmatch(r"reference|karras|parent\d+", self.grid):
             raise ValueError(
                 "`grid` must be 'reference', 'karras' or 'parent<i>' (parent i's own grid, "

@@ -38,6 +38,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from robocompose.choices import check_choices, one_of
 from robocompose.composition.timing import ParentTimes
 from robocompose.records import pool
 from robocompose.stats import Z_95, paired_outcomes, success_rate
@@ -88,7 +89,8 @@ METHODS = ("grid", "halving", "racing")
 class SearchSettings:
     """How the weights are searched; the one place these defaults live."""
 
-    method: str = "halving"  # "grid" (every candidate on every seed), "halving" or "racing"
+    # grid: every candidate on every seed; halving, racing: see this module's docstring
+    method: str = one_of(METHODS, "halving")
     step: float | None = None  # simplex grid step; None: 0.1 for two parents, else 0.25
     first_slice: int = 10  # halving: seeds of the first round; racing: seeds added per round
     # racing: drop a candidate once it cannot beat the leader by this success-rate margin
@@ -96,8 +98,7 @@ class SearchSettings:
     tolerance: float = 0.0
 
     def __post_init__(self) -> None:
-        if self.method not in METHODS:
-            raise ValueError(f"`method` must be one of {METHODS}. Got {self.method!r}.")
+        check_choices(self)
         if self.first_slice < 1:
             raise ValueError(f"`first_slice` must be >= 1. Got {self.first_slice}.")
         if not 0 <= self.tolerance < 1:

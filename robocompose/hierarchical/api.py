@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from robocompose.choices import check_choice, check_choices, one_of
 from robocompose.hierarchical.base import LLMBackend, Planner, StepwisePlan
 from robocompose.hierarchical.planners.goal import READINGS
 from robocompose.hierarchical.run.corrections import CorrectionLog, CorrectionQueue, Corrections
@@ -62,8 +63,9 @@ class PlanConfig:
     seed: int | None = None  # the scene's seed (None -> the item's)
     # facts the scene starts from, e.g. [[on, green_block, red_block]] (SimWorld.arrange)
     start: list[list[str]] = field(default_factory=list)
-    planner: str = "goal"  # goal | code | skills | saycan
-    backend: str = "local"  # local (GGUF via llama.cpp) | openai (any compatible endpoint)
+    planner: str = one_of(PLANNERS, "goal")
+    # local: GGUF via llama.cpp; openai: any compatible endpoint
+    backend: str = one_of(BACKENDS, "local")
     model: str = ""  # local: qwen2.5-coder-1.5b (default) | smollm2 | a .gguf path
     base_url: str = ""  # openai: "" -> $ROBOCOMPOSE_LLM_BASE_URL or $OPENAI_BASE_URL
     n_threads: int = 2  # local: CPU threads (1 is faster on a busy machine)
@@ -72,7 +74,7 @@ class PlanConfig:
     # listings, then the few-shot base model), "adapted" (the first part alone: more right goals,
     # more wrong ones), "examples" (the few-shot base model under three example orders). A model
     # without an adapter, or a remote backend, always reads with "examples". See the README.
-    goal_readings: str = "both"
+    goal_readings: str = one_of(READINGS, "both")
     llm_cache: bool = True  # completions cached on disk: reruns are cheap and identical
     repair_rounds: int = 2
     check: bool = True  # check every plan before motion (false: to measure what it saves)
@@ -86,10 +88,8 @@ class PlanConfig:
     out: str = "runs/plan"
 
     def __post_init__(self) -> None:
-        _choice("task", self.env_name, tuple(LONG_TASKS))
-        _choice("planner", self.planner, PLANNERS)
-        _choice("backend", self.backend, BACKENDS)
-        _choice("goal_readings", self.goal_readings, READINGS)
+        check_choice("task", self.env_name, tuple(LONG_TASKS))
+        check_choices(self)
         count = len(long_horizon_tasks([self.long_task]))
         if not 0 <= self.phrasing < count:
             raise ValueError(
@@ -137,11 +137,6 @@ class PlanConfig:
             env_kwargs,
             item.seed if self.seed is None else self.seed,
         )
-
-
-def _choice(name: str, value: str, choices: tuple[str, ...]) -> None:
-    if value not in choices:
-        raise ValueError(f"`{name}` must be one of {list(choices)}. Got {value!r}.")
 
 
 def _adapter(config: PlanConfig) -> Path | None:
@@ -206,7 +201,7 @@ def make_planner(
 ) -> Planner:
     """The planner named `kind` (one of `PLANNERS`); `second`: the goal planner's second reader
     (the few-shot model that checks an adapted model's readings)."""
-    _choice("planner", kind, PLANNERS)
+    check_choice("planner", kind, PLANNERS)
     from robocompose.hierarchical.llm import LocalLLM
 
     backend = getattr(llm, "backend", llm)  # behind the cache or not

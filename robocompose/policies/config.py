@@ -10,9 +10,16 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from robocompose.policies.registry import get_family
+from robocompose.choices import check_choices, one_of
+from robocompose.policies.registry import builtin_family_names, get_family
 
 BACKBONES = ("unet", "mlp")
+PREDICTION_TYPES = ("epsilon", "sample", "v_prediction")  # a diffusion network's target
+FAMILY_HELP = (
+    "a registered family; its own settings are policy.<field> too (diffusion: "
+    "num_train_timesteps, beta_schedule, prediction_type, one of "
+    f"{', '.join(PREDICTION_TYPES)}; flow: flow_time_scale)"
+)
 
 # Every config held these family settings before they moved to their families: a checkpoint
 # written then has all of them (each other family's at its default, where it had no effect).
@@ -40,10 +47,10 @@ class PolicyConfig:
     the data; training fills them from the dataset.
     """
 
-    # a registered family; its own settings are policy.<field> too (diffusion: num_train_timesteps,
-    # beta_schedule, prediction_type; flow: flow_time_scale)
-    family: str = "diffusion"
-    backbone: str = "unet"
+    family: str = field(
+        default="diffusion", metadata={"choices": builtin_family_names, "help": FAMILY_HELP}
+    )
+    backbone: str = one_of(BACKBONES, "unet")
     obs_keys: tuple[str, ...] = ("state",)
     n_obs_steps: int = 2
     horizon: int = 16
@@ -60,8 +67,7 @@ class PolicyConfig:
         own = type(self).family
         if type(self) is not PolicyConfig and self.family != own:
             raise ValueError(f"`family` of {type(self).__name__} is {own!r}. Got {self.family!r}.")
-        if self.backbone not in BACKBONES:
-            raise ValueError(f"`backbone` must be one of {BACKBONES}. Got {self.backbone!r}.")
+        check_choices(self)
         if not self.obs_keys:
             raise ValueError("`obs_keys` must name at least one observation key. Got ().")
         for name in ("n_obs_steps", "n_action_steps", "num_inference_steps"):

@@ -15,12 +15,11 @@ import torch
 from diffusers import DDIMScheduler, DDPMScheduler
 from torch.nn import functional as F
 
+from robocompose.choices import check_choices, one_of
 from robocompose.policies.base import GenerativePolicy, register_family
-from robocompose.policies.config import PolicyConfig
+from robocompose.policies.config import PREDICTION_TYPES, PolicyConfig
 from robocompose.policies.denoiser import Affine, BoundNet, DenoiserOutput, NetworkDenoiser
 from robocompose.policies.normalizer import AffineNormalizer
-
-PREDICTION_TYPES = ("epsilon", "sample", "v_prediction")
 
 
 @dataclass
@@ -30,15 +29,11 @@ class DiffusionConfig(PolicyConfig):
     family: str = "diffusion"
     num_train_timesteps: int = 100
     beta_schedule: str = "squaredcos_cap_v2"
-    prediction_type: str = "epsilon"
+    prediction_type: str = one_of(PREDICTION_TYPES, "epsilon")
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.prediction_type not in PREDICTION_TYPES:
-            raise ValueError(
-                f"`prediction_type` must be one of {PREDICTION_TYPES}. "
-                f"Got {self.prediction_type!r}."
-            )
+        check_choices(self)
         if self.num_inference_steps > self.num_train_timesteps:
             raise ValueError(
                 f"`num_inference_steps` must be <= num_train_timesteps. "

@@ -42,8 +42,9 @@ import torch
 from safetensors.torch import load_file
 from torch import nn
 
+from robocompose.choices import check_choices, one_of
 from robocompose.policies.base import GenerativePolicy, register_family
-from robocompose.policies.config import PolicyConfig
+from robocompose.policies.config import PREDICTION_TYPES, PolicyConfig
 from robocompose.policies.denoiser import Affine, DenoiserOutput
 from robocompose.policies.diffusion import DiscreteDiffusionDenoiser
 from robocompose.policies.normalizer import AffineNormalizer
@@ -70,12 +71,12 @@ class LeRobotDiffusionConfig(PolicyConfig):
     n_groups: int = 8
     diffusion_step_embed_dim: int = 128
     use_film_scale_modulation: bool = True
-    noise_scheduler_type: str = "DDPM"
+    noise_scheduler_type: str = one_of(("DDPM", "DDIM"), "DDPM")
     num_train_timesteps: int = 100
     beta_schedule: str = "squaredcos_cap_v2"
     beta_start: float = 1e-4
     beta_end: float = 0.02
-    prediction_type: str = "epsilon"
+    prediction_type: str = one_of(PREDICTION_TYPES, "epsilon")
     clip_sample: bool = True
     clip_sample_range: float = 1.0
     # our obs key -> LeRobot feature name, in LeRobot's concatenation order
@@ -84,16 +85,7 @@ class LeRobotDiffusionConfig(PolicyConfig):
     def __post_init__(self) -> None:
         super().__post_init__()
         self.down_dims = tuple(self.down_dims)
-        if self.noise_scheduler_type not in ("DDPM", "DDIM"):
-            raise ValueError(
-                "`noise_scheduler_type` must be 'DDPM' or 'DDIM'. "
-                f"Got {self.noise_scheduler_type!r}."
-            )
-        if self.prediction_type not in ("epsilon", "sample", "v_prediction"):
-            raise ValueError(
-                "`prediction_type` must be 'epsilon', 'sample' or 'v_prediction'. "
-                f"Got {self.prediction_type!r}."
-            )
+        check_choices(self)
 
 
 # ---- LeRobot's UNet, under its parameter names ------------------------------------------------

@@ -22,11 +22,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-FAMILY_MODULES = (
-    "robocompose.policies.diffusion",
-    "robocompose.policies.flow",
-    "robocompose.policies.lerobot",  # LeRobot diffusion checkpoints (loaded, never trained)
-)
+FAMILY_MODULES = {
+    "diffusion": "robocompose.policies.diffusion",
+    "flow": "robocompose.policies.flow",
+    # LeRobot diffusion checkpoints (loaded, never trained)
+    "lerobot_diffusion": "robocompose.policies.lerobot",
+}
 # families whose module needs an optional extra: imported when first named, so looking up a
 # built-in family never imports that extra (name -> (module, extra))
 OPTIONAL_FAMILY_MODULES = {"flow_jax": ("robocompose.policies.jax_flow", "jax")}
@@ -73,7 +74,7 @@ def _qualname(cls: type) -> str:
 
 
 def _import_builtin_families() -> None:
-    for module in FAMILY_MODULES:
+    for module in FAMILY_MODULES.values():
         importlib.import_module(module)
 
 
@@ -99,4 +100,9 @@ def get_family(name: str) -> Family:
 def family_names() -> list[str]:
     """The registered families and the optional ones (whose extra may be missing)."""
     _import_builtin_families()
-    return sorted(set(_FAMILIES) | set(OPTIONAL_FAMILY_MODULES))
+    return builtin_family_names()
+
+
+def builtin_family_names() -> list[str]:
+    """The built-in families, optional ones and those registered so far, importing none."""
+    return sorted(set(FAMILY_MODULES) | set(OPTIONAL_FAMILY_MODULES) | set(_FAMILIES))

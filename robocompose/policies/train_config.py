@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from robocompose.choices import check_choices, one_of
 from robocompose.devices import check_device
 from robocompose.policies.config import PolicyConfig
 from robocompose.rollout_config import TaskConfig
@@ -15,6 +16,7 @@ from robocompose.rollout_config import TaskConfig
 # reads, and the folder name says which tool opens it.
 EVENTS_DIR = "tensorboard"
 AMP_MODES = ("off", "bf16", "fp16")
+CHECKPOINT_DTYPES = ("float32", "float16", "bfloat16")
 
 
 @dataclass
@@ -58,15 +60,16 @@ class TrainConfig:
     # leave out demos holding NaN or inf (a warning names them) instead of refusing the file
     skip_nonfinite_demos: bool = False
     # the inference checkpoint's weight dtype: float16 halves what the repo ships
-    checkpoint_dtype: str = "float32"
+    checkpoint_dtype: str = one_of(CHECKPOINT_DTYPES, "float32")
     device: str = "auto"  # auto (CUDA if present), cpu, cuda, cuda:N or mps
     # mixed precision: off, bf16 (autocast to bfloat16; the choice on CUDA, and on a CPU it
     # runs matmuls in bfloat16, fast only on CPUs with native bf16) or fp16 (CUDA only, with
     # loss scaling). In a YAML file write "off" quoted: bare off is YAML's false.
-    amp: str = "off"
+    amp: str = one_of(AMP_MODES, "off")
 
     def __post_init__(self) -> None:
         check_device(self.device)
+        check_choices(self)
         if self.device == "meta":
             raise ValueError("`device`='meta' holds no data and cannot train; use auto or cpu.")
         for name in ("steps", "batch_size", "checkpoint_every", "log_every", "eval_episodes"):
@@ -78,15 +81,6 @@ class TrainConfig:
             raise ValueError(f"`grad_clip` must be > 0 or None. Got {self.grad_clip}.")
         if not 0.0 <= self.ema_decay < 1.0:
             raise ValueError(f"`ema_decay` must be in [0, 1). Got {self.ema_decay}.")
-        if self.checkpoint_dtype not in ("float32", "float16", "bfloat16"):
-            raise ValueError(
-                "`checkpoint_dtype` must be float32, float16 or bfloat16. "
-                f"Got {self.checkpoint_dtype!r}."
-            )
-        if self.amp not in AMP_MODES:
-            raise ValueError(
-                f"`amp` must be off, bf16 or fp16 (fp16: CUDA only). Got {self.amp!r}."
-            )
         if self.torch_threads is not None and self.torch_threads < 1:
             raise ValueError(
                 f"`torch_threads` must be >= 1 or None (torch's default). Got {self.torch_threads}."

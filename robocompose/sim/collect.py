@@ -16,6 +16,7 @@ import numpy as np
 from tqdm import tqdm
 
 from robocompose.interrupt import ResumableInterrupt
+from robocompose.sim.episode import FORMATS
 from robocompose.sim.hdf5_dataset import DemoWriter
 from robocompose.sim.pick_place import TabletopEnv
 from robocompose.sim.skill_labels import SkillLabel, skill_args
@@ -45,11 +46,22 @@ def _step_skill(env: Any, expert: Any, frames: dict[str, list[np.ndarray]]) -> S
     return label
 
 
+class WeakExpertError(RuntimeError):
+    """An expert that succeeded too rarely to fill the demos within the attempts cap."""
+
+
 def run_expert_episode(
-    env: Any, expert: Any, seed: int, *, video: bool = False, skills: bool = False
+    env: Any,
+    expert: Any,
+    seed: int,
+    *,
+    video: bool = False,
+    skills: bool = False,
+    stop_on_success: bool = False,
 ) -> ExpertEpisode:
     """One seeded episode of `expert` on `env` (a TimeLimit-wrapped suite env); `skills`
-    records the expert's skill label per step."""
+    records the expert's skill label per step; `stop_on_success` ends it at the first step
+    that succeeds (as evaluation does), else it runs to the env's end."""
     obs, info = env.reset(seed=seed)
     expert.reset(env, np.random.default_rng(seed))
     frames: dict[str, list[np.ndarray]] = {k: [] for k in obs}
@@ -69,7 +81,7 @@ def run_expert_episode(
         if video:
             rendered.append(env.render())
         success, score = success or bool(info["success"]), max(score, float(info["score"]))
-        done = terminated or truncated
+        done = terminated or truncated or (stop_on_success and success)
     return ExpertEpisode(
         seed=seed,
         success=success,
@@ -80,9 +92,6 @@ def run_expert_episode(
         video=rendered,
         skills=labels if skills else None,
     )
-
-
-FORMATS = ("hdf5", "lerobot")
 
 
 def _writer(
@@ -105,7 +114,8 @@ def collect(
     obs_keys: tuple[str, ...] = ("state",),
     image_size: int | None = None,
     seed_start: int = 0,
-    max_attempts: int | None = None,
+    attempts_per_demo: int = 3,
+    stop_on_success: bool = False,
     expert_config: dict[str, Any] | None = None,
     progress: bool = True,
     skills: bool = False,
@@ -117,7 +127,9 @@ def collect(
     Seeds run upwards from `seed_start`; each demo stores its seed. Rerunning with the same `out`
     appends until the file holds `episodes` demos, skipping seeds already in it, so an interrupted
     collection resumes. Missing parent folders of `out` are made. Returns the expert's success
-    rate over the episodes attempted in this call. `image_size` (None: the env's default) is
+    rate over the episodes attempted in this call; an expert that needs more than
+    `attempts_per_demo` * `episodes` episodes raises `WeakExpertError`. `stop_on_success` ends
+    each demo when the task first reports success. `image_size` (None: the env's default) is
     recorded in the file's env kwargs, so a policy trained on it is evaluated at that size.
     `skills` records per-step skill labels (and `skill_args` on the tabletop tasks).
     `env_config`: more env kwargs (e.g. Stack's `order`), recorded in the file too.
@@ -141,7 +153,7 @@ def collect(
         env_kwargs["image_size"] = int(image_size)
     env = make_env(spec.name, **(env_kwargs | {"obs_keys": tuple(obs_keys)}))
     expert = make_expert(spec.name, **(expert_config or {}))
-    max_attempts = max_attempts or 3 * episodes
+    max_attempts = attempts_per_demo * episodes
     attempted = successes = 0
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     with _writer(format, out, spec.env_id, env_kwargs, env, spec.name) as writer:
@@ -156,7 +168,9 @@ def collect(
             seed = seed_start
             while len(writer.demo_attrs) < episodes and attempted < max_attempts:
                 if seed not in done_seeds:
-                    episode = run_expert_episode(env, expert, seed, skills=skills)
+                    episode = run_expert_episode(
+                        env, expert, seed, skills=skills, stop_on_success=stop_on_success
+                    )
                     attempted += 1
                     if episode.success:
                         successes += 1
@@ -175,9 +189,12 @@ def collect(
             raise ResumableInterrupt(len(writer.demo_attrs), out, "demos") from None
         bar.close()
         if len(writer.demo_attrs) < episodes:
-            raise RuntimeError(
-                f"{spec.name}: only {len(writer.demo_attrs)} of {episodes} demos after "
-                f"{attempted} expert episodes; the expert fails too often on this setting."
+            raise WeakExpertError(
+                f"{spec.name}: the expert succeeded in {success_rate(successes, attempted)}, "
+                f"so {out} holds {len(writer.demo_attrs)} of {episodes} demos at the cap of "
+                f"{attempts_per_demo} attempts per demo ({max_attempts} episodes); raise it "
+                "with attempts_per_demo=N or make the expert succeed more often (a rerun "
+                "appends)."
             )
     env.close()
     return success_rate(successes, attempted)

@@ -17,6 +17,8 @@ import numpy as np
 # MoMaRT (0.3.0 and 0.5.0 alike). Our envs are gymnasium ids, which EnvGym cannot build, so we take
 # the unused value 4: robomimic fails loudly on it instead of building the wrong thing.
 ENV_TYPE_GYMNASIUM = 4
+# hdf5: robomimic's layout (hdf5_dataset.py); lerobot: a LeRobot v3.0 folder (lerobot_dataset/)
+FORMATS = ("hdf5", "lerobot")
 
 
 class DatasetError(ValueError):

@@ -29,6 +29,8 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from robocompose.notices import printed_as_warning
+
 # The source name of a whole non-dict observation (a flat Box, or one image).
 WHOLE = "obs"
 
@@ -278,7 +280,8 @@ class ExternalTask:
     def import_modules(self) -> None:
         for module in self.imports:
             try:
-                import_preset_module(module, "external.imports")
+                with printed_as_warning(module):
+                    import_preset_module(module, "external.imports")
             except ImportError as e:
                 raise ImportError(
                     f"external task {self.env_id}: `imports` names {module!r}, which does not "

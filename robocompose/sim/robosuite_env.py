@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 import gymnasium as gym
 import numpy as np
 
+from robocompose.notices import printed_as_warning
 from robocompose.sim.base import check_env_options, checked_action
 
 TASKS = ("Lift", "PickPlaceCan")
@@ -141,7 +142,16 @@ class RobosuiteEnv(gym.Env):
 
 
 def _make_robosuite(task: str, *, camera_obs: bool, offscreen: bool, image_size: int) -> Any:
-    """`robosuite.make` with robomimic's settings: Panda, default OSC pose, 20 Hz, no done."""
+    """`robosuite.make` with robomimic's settings: Panda, default OSC pose, 20 Hz, no done.
+    What robosuite prints meanwhile (macros, optional robots, controller files) is an
+    ImportNotice."""
+    with printed_as_warning("robosuite"):
+        return _robosuite_env(
+            task, camera_obs=camera_obs, offscreen=offscreen, image_size=image_size
+        )
+
+
+def _robosuite_env(task: str, *, camera_obs: bool, offscreen: bool, image_size: int) -> Any:
     import robosuite
     from robosuite.controllers import load_composite_controller_config
 

@@ -18,6 +18,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import Override
 from hydra.errors import HydraException
 
+from robocompose.choices import check_choices, one_of
 from robocompose.config import ConfigError, build, compose_all, to_tree
 from robocompose.rollout_config import RolloutConfig
 
@@ -40,7 +41,7 @@ class SweepSettings:
 class LauncherConfig:
     """Where rollouts run: "local" (this process) or "ray" (Ray tasks, one CPU each)."""
 
-    name: str = "local"
+    name: str = one_of(LAUNCHERS, "local")
     address: str | None = None  # ray: a cluster ("HEAD:6379", "auto"); None: start one here
     num_cpus: int | None = None  # ray without address: CPUs of the local Ray (None: all)
     temp_dir: str | None = None  # ray without address: its session folder (None: Ray's default)
@@ -48,8 +49,7 @@ class LauncherConfig:
     max_retries: int = 3  # ray: reruns of a task whose worker or node died
 
     def __post_init__(self) -> None:
-        if self.name not in LAUNCHERS:
-            raise ValueError(f"`name` must be one of {LAUNCHERS}. Got {self.name!r}.")
+        check_choices(self)
         if self.episodes_per_task < 1:
             raise ValueError(f"`episodes_per_task` must be >= 1. Got {self.episodes_per_task}.")
         if self.max_retries < 0:

@@ -100,6 +100,6 @@ def test_search_adds_up_every_candidates_chunks(tmp_path: Path, capsys) -> None:
     assert times is not None and times.names == [UNET, MLP]
     assert times.chunks > 0 and times.chunks_of == [times.chunks, times.chunks]
     args = ["search", *parents, "--method", "grid", "--step", "1.0", "--episodes", "1"]
-    main([*args, "--out", str(tmp_path / "cli"), "composition.steps=1", "num_envs=1"])
+    main([*args, "--out", str(tmp_path / "cli"), "composition.steps=1", "num_envs=1", "confirm=0"])
     line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("inference"))
     assert COST_LINE.fullmatch(line) is not None, line

@@ -85,7 +85,7 @@ def test_search_records_what_it_searched_and_refuses_another_search(tmp_path: Pa
     # the CLI is the API plus printing: same folder, same search, every episode read back
     main(
         ["search", *PARENTS, "--method", "grid", "--step", "1.0", "--episodes", "1"]
-        + ["--out", str(out), "num_envs=1"]
+        + ["--out", str(out), "num_envs=1", "confirm=0"]
     )
     printed = capsys.readouterr().out
     assert f"record: {out / 'search.json'}" in printed and f"plot: {out / 'search.png'}" in printed
@@ -105,6 +105,7 @@ def test_three_parents_race_end_to_end_from_the_cli(tmp_path: Path, capsys) -> N
     main(
         ["search", *three, "--method", "racing", "--step", "1.0", "--episodes", "2"]
         + ["--out", str(out), "num_envs=1", "search.first_slice=1", "search.tolerance=0.02"]
+        + ["confirm=0"]
     )
     assert "| weights | success [95% CI] | episodes | mean score |" in capsys.readouterr().out
     record = json.loads((out / "search.json").read_text())
@@ -149,7 +150,7 @@ def test_a_search_that_ran_no_episode_binds_nothing(tmp_path: Path) -> None:
 
 def test_bad_settings_name_the_field() -> None:
     with pytest.raises(
-        ValueError, match=r"`method` must be one of \('grid', 'halving', 'racing'\)"
+        ValueError, match=r"`method` must be one of \['grid', 'halving', 'racing'\]"
     ):
         search(PARENTS, SEEDS, out_dir="unused", method="random")
     with pytest.raises(ValueError, match=r"`first_slice` must be >= 1"):

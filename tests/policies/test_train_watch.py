@@ -130,7 +130,7 @@ def test_bf16_autocast_on_cpu_trains_with_finite_loss(dataset, tmp_path) -> None
 
 
 def test_amp_and_device_refusals(dataset, tmp_path) -> None:
-    with pytest.raises(ValueError, match=r"`amp` must be off, bf16 or fp16.*'fp8'"):
+    with pytest.raises(ValueError, match=r"`amp` must be one of \['off', 'bf16', 'fp16'\].*'fp8'"):
         tiny(dataset, tmp_path, amp="fp8")
     with pytest.raises(ValueError, match=r"`amp`='fp16' needs a CUDA device.*on cpu"):
         train(tiny(dataset, tmp_path / "fp16", amp="fp16"), progress=False)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import h5py
+import numpy as np
 import pytest
 
 from robocompose.cli import main
@@ -57,3 +59,40 @@ def test_collect_records_the_image_size_for_evaluation(tmp_path: Path) -> None:
     env = make_env("PickPlace", **env_kwargs)
     assert env.observation_space["image"].shape == (48, 48, 3)
     env.close()
+
+
+def test_out_and_episodes_default_to_the_presets(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "preset.hdf5"
+    main(["collect", "PushT", f"task.dataset={out}", "task.demos=1"])
+    assert len(load_demos(out)) == 1
+    capsys.readouterr()
+    with pytest.raises(SystemExit):
+        main(["collect", "--help"])
+    text = capsys.readouterr().out
+    assert "out: str | None = null\n      None: the preset's `dataset`" in text
+    assert "default: the preset's dataset" in " ".join(text.split())  # the --out flag
+
+
+def test_a_demo_ends_at_its_first_success_when_asked(tmp_path: Path) -> None:
+    """FetchReach reports success and runs on to its 50 steps; with --stop-on-success the demo
+    ends at the step that first succeeds."""
+    full, short = tmp_path / "full.hdf5", tmp_path / "short.hdf5"
+    main(["collect", "FetchReach", "--episodes", "1", "--out", str(full)])
+    main(["collect", "FetchReach", "--episodes", "1", "--out", str(short), "--stop-on-success"])
+    (whole,), (cut,) = load_demos(full), load_demos(short)
+    assert len(whole.actions) == 50 and len(cut.actions) < 50
+    np.testing.assert_array_equal(cut.actions, whole.actions[: len(cut.actions)])
+
+
+def test_a_weak_expert_ends_in_one_line_naming_the_cap(tmp_path: Path) -> None:
+    """--expert-config merges into the preset's expert_config: a gain this low never reaches."""
+    weak = json.dumps({"gain": 1e-3, "action_noise": 0.0})
+    with pytest.raises(SystemExit) as info:
+        main(
+            ["collect", "FetchReach", "--episodes", "2", "--out", str(tmp_path / "weak.hdf5")]
+            + ["--expert-config", weak, "attempts_per_demo=1"]
+        )
+    message = str(info.value)
+    assert message.startswith("robocompose collect: error: FetchReach: the expert succeeded in ")
+    assert "cap of 1 attempts per demo (2 episodes)" in message
+    assert "attempts_per_demo=N" in message and "\n" not in message
