@@ -12,7 +12,9 @@ finished episodes.
 
 The `control_process_*` sections (`real_robot_control.py`) time and test the control process:
 its period error at the servo rate, transport through the openpi-client in another process,
-tracking, success and faults through it. Run them on an otherwise idle machine.
+tracking, success and faults through it. Run them on an otherwise idle machine. The `fleet`
+section (`real_robot_fleet.py`) serves N clients at 10 Hz from one server, batched and serial,
+for the flow MLP and a UNet (`--fleet-clients 1,4,16,64 --fleet-seconds 20`).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from typing import Any
 
 import numpy as np
 import real_robot_control as rrc
+import real_robot_fleet
 from common import RUNS_DIR, ResultsFile, add_parts
 
 from robocompose.real_robot.client import PolicyClient
@@ -52,6 +55,7 @@ SECTIONS = (
     "control_process_tracking",
     "control_process_success",
     "control_process_faults",
+    "fleet",
 )
 RESUMABLE = ("success", "control_process_success")
 SEED_START = 100_000
@@ -298,6 +302,8 @@ def main() -> None:
     parser.add_argument(
         "--from-logs", action="store_true", help="smoothness: recompute from the last run's logs"
     )
+    parser.add_argument("--fleet-clients", default="1,4,16,64", help="fleet: client counts")
+    parser.add_argument("--fleet-seconds", type=float, default=20.0, help="fleet: per run")
     args = parser.parse_args()
     RUNS.mkdir(parents=True, exist_ok=True)
     document = RESULTS.set(
@@ -326,6 +332,11 @@ def main() -> None:
             RUNS, args.control_episodes, args.time_scale, args.control_rate, write
         ),
         "control_process_faults": lambda: rrc.faults(RUNS, args.fault_repeats),
+        "fleet": lambda: real_robot_fleet.fleet(
+            [flow, load_served_policy(shipped_path("PickPlace", "diffusion_unet"))],
+            tuple(int(n) for n in args.fleet_clients.split(",")),
+            seconds=args.fleet_seconds,
+        ),
     }
     for name in args.parts:
         if name in document and not args.redo and name not in RESUMABLE:

@@ -3,6 +3,7 @@ thread, one call at a time, so the loop keeps answering health checks and other 
 a chunk is sampled, and a call that never returns holds neither a client nor the process.
 
     worker = InferenceWorker(policy, deadline_s=5)      # one per server: calls are serialised
+    InferenceWorker(policy, max_batch=64, batch_window_s=0.002)   # a fleet: batched calls
     worker.open()                                       # a fresh worker thread
     result, timing = await worker.infer(obs, received)  # received: time.perf_counter()
     worker.stuck                                        # a call has run past the deadline
@@ -10,10 +11,13 @@ a chunk is sampled, and a call that never returns holds neither a client nor the
     worker.close()                                      # the calls not answered get an error
 
 A request not answered `deadline_s` after it was received raises `DeadlineExceeded`; while the
-call runs on (`stuck`), new requests get that error at once. `timing` holds `infer_ms` (the
-policy's call), `queue_ms` (from `received` to the worker starting it), `delay_ms` and
-`stall_ms` (0.0); a policy whose reply carries `server_timing` entries of its own
-(`faults.injectors.LatencyInjector`) replaces those.
+call runs on (`stuck`), new requests get that error at once. With `max_batch` > 1 and a policy
+that has `infer_batch(list of obs) -> list of replies`, the worker runs the requests queued when
+it is free, and those arriving within `batch_window_s` of the first, as one call (a batch that
+fails is retried request by request, so each error reaches its own client). `timing` holds
+`infer_ms` (the policy's call, the whole batch's), `queue_ms` (from `received` to the worker
+starting it), `delay_ms` and `stall_ms` (0.0); a policy whose reply carries `server_timing`
+entries of its own (`faults.injectors.LatencyInjector`) replaces those.
 """
 
 from __future__ import annotations
@@ -27,6 +31,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from robocompose.real_robot.base import ServedPolicy
+
+
+def check_batching(max_batch: int, batch_window_s: float, deadline_s: float) -> None:
+    """`max_batch` >= 1, and a batch window in [0, deadline_s)."""
+    if max_batch < 1:
+        raise ValueError(f"`max_batch` must be >= 1. Got {max_batch}.")
+    if not 0.0 <= batch_window_s < deadline_s:
+        raise ValueError(
+            f"`batch_window_s` must be in [0, limits.deadline_s={deadline_s:g}). "
+            f"Got {batch_window_s}."
+        )
 
 
 class DeadlineExceeded(TimeoutError):
@@ -48,8 +63,17 @@ class _Call:
 class InferenceWorker:
     """`policy.infer` on one daemon thread; `in_flight` counts the calls not yet answered."""
 
-    def __init__(self, policy: ServedPolicy, deadline_s: float = 5.0) -> None:
+    def __init__(
+        self,
+        policy: ServedPolicy,
+        deadline_s: float = 5.0,
+        max_batch: int = 1,
+        batch_window_s: float = 0.0,
+    ) -> None:
+        check_batching(max_batch, batch_window_s, deadline_s)
         self.policy, self.deadline_s = policy, deadline_s
+        self.max_batch = max_batch if hasattr(policy, "infer_batch") else 1
+        self.batch_window_s = batch_window_s
         self.in_flight = 0
         self._calls: queue.SimpleQueue[_Call | None] = queue.SimpleQueue()
         self._pending: set[asyncio.Future] = set()
@@ -105,35 +129,65 @@ class InferenceWorker:
             await asyncio.sleep(0.01)
 
     def _run(self, calls: queue.SimpleQueue[_Call | None]) -> None:
-        while (call := calls.get()) is not None:
-            if call.future.done():  # its client's deadline passed while it queued
-                continue
-            try:
-                outcome: Any = self._infer(call.obs, call.received)
-                settle = _settle_result
-            except Exception as e:  # noqa: BLE001 - raised in the waiting coroutine
-                outcome, settle = e, _settle_exception
-            with contextlib.suppress(RuntimeError):  # the loop closed: nobody is waiting
-                call.loop.call_soon_threadsafe(settle, call.future, outcome)
+        while (first := calls.get()) is not None:
+            batch = [c for c in self._gather(first, calls) if not c.future.done()]
+            for call, outcome in zip(batch, self._outcomes(batch), strict=True):
+                settle = _settle_exception if isinstance(outcome, Exception) else _settle_result
+                with contextlib.suppress(RuntimeError):  # the loop closed: nobody is waiting
+                    call.loop.call_soon_threadsafe(settle, call.future, outcome)
 
-    def _infer(self, obs: dict[str, Any], received: float) -> tuple[dict[str, Any], dict]:
+    def _gather(self, first: _Call, calls: queue.SimpleQueue[_Call | None]) -> list[_Call]:
+        """`first` and the calls queued by the end of the batch window, `max_batch` at most
+        (calls whose client's deadline passed while they queued are dropped by the caller)."""
+        batch, until = [first], time.monotonic() + self.batch_window_s
+        while len(batch) < self.max_batch:
+            try:
+                call = calls.get(timeout=max(until - time.monotonic(), 0.0))
+            except queue.Empty:
+                break
+            if call is None:  # closing: run this batch, then stop
+                calls.put(None)
+                break
+            batch.append(call)
+        return batch
+
+    def _outcomes(self, batch: list[_Call]) -> list[Any]:
+        """Per call, (reply, timing) or the exception; a failed batch is retried call by call."""
+        if not batch:
+            return []
+        try:
+            return self._infer([c.obs for c in batch], [c.received for c in batch])
+        except Exception as e:  # noqa: BLE001 - raised in the waiting coroutine
+            if len(batch) == 1:
+                return [e]
+            return [outcome for call in batch for outcome in self._outcomes([call])]
+
+    def _infer(self, requests: list[dict[str, Any]], received: list[float]) -> list[Any]:
         self._started = time.monotonic()
         start = time.perf_counter()
         try:
-            result = self.policy.infer(obs)
+            if len(requests) == 1:
+                results = [self.policy.infer(requests[0])]
+            else:
+                results = self.policy.infer_batch(requests)  # type: ignore[attr-defined]
         finally:
             self._started = None
         done = time.perf_counter()
-        if not isinstance(result, dict):
-            raise TypeError(f"the policy's infer() must return a dict. Got {type(result)}.")
-        timing = {
-            "infer_ms": 1000 * (done - start),
-            "queue_ms": 1000 * (start - received),
-            "delay_ms": 0.0,
-            "stall_ms": 0.0,
-            **result.get("server_timing", {}),
-        }
-        return result, timing
+        return [_timed(r, start, done, t) for r, t in zip(results, received, strict=True)]
+
+
+def _timed(result: Any, start: float, done: float, received: float) -> tuple[dict, dict]:
+    """The reply and its `server_timing`, or a TypeError for a reply that is not a dict."""
+    if not isinstance(result, dict):
+        raise TypeError(f"the policy's infer() must return a dict. Got {type(result)}.")
+    timing = {
+        "infer_ms": 1000 * (done - start),
+        "queue_ms": 1000 * (start - received),
+        "delay_ms": 0.0,
+        "stall_ms": 0.0,
+        **result.get("server_timing", {}),
+    }
+    return result, timing
 
 
 def _settle_result(future: asyncio.Future, result: Any) -> None:

@@ -196,26 +196,43 @@ class DenoiserServedPolicy:
     def reset(self) -> None:
         self.noise.reset()
 
-    @torch.no_grad()
     def infer(self, obs: dict[str, Any]) -> dict[str, Any]:
         """`obs` as `check_observation` returns it -> {"actions": (chunk_length, A) float32}."""
+        return self.infer_batch([obs])[0]
+
+    @torch.no_grad()
+    def infer_batch(self, requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The replies to several requests, in order, each with the noise it draws alone: those
+        without `prefix_actions` sampled as one batch (B, chunk, A), those with one by one (each
+        has its own guidance). A batch of B > 1 matches serving each alone to float error."""
         device, dtype = self.predictor.device, self.predictor.dtype
-        batch = {k: torch.as_tensor(obs[k]).unsqueeze(0).to(device) for k in self.spec.obs}
-        noise = self.noise.draw(obs.get(SEED_KEY), obs.get(CHUNK_INDEX_KEY)).unsqueeze(0)
-        noise = noise.to(device, dtype)
-        prefix = obs.get(PREFIX_KEY)
-        if prefix is not None and len(prefix) > 0:
-            committed = obs.get(PREFIX_COMMITTED_KEY, len(prefix))
-            prefix = torch.as_tensor(prefix, device=device)
-            chunk = self._guided(batch, noise, prefix, committed)
-        elif not self.composed:
-            chunk = self.policy.sample(batch, self.steps, noise)[:, self.start :]
-        elif not self.policy.method.samples_full_chunk:  # e.g. the mixture: executed steps only
-            chunk = self.policy.predict_actions(batch, noise)
-        else:
-            normalized = self.policy.sample_normalized(batch, noise)
-            chunk = self.reference.action_normalizer.unnormalize(normalized)[:, self.start :]
-        return {"actions": chunk[0].float().cpu().numpy()}
+        noises = [self.noise.draw(o.get(SEED_KEY), o.get(CHUNK_INDEX_KEY)) for o in requests]
+        noise = torch.stack(noises).to(device, dtype)
+        batch = {
+            k: torch.stack([torch.as_tensor(o[k]) for o in requests]).to(device)
+            for k in self.spec.obs
+        }
+        guided = [i for i, o in enumerate(requests) if len(o.get(PREFIX_KEY, ())) > 0]
+        plain = [i for i in range(len(requests)) if i not in guided]
+        chunks: dict[int, torch.Tensor] = {}
+        if plain:
+            sampled = self._sample({k: v[plain] for k, v in batch.items()}, noise[plain])
+            chunks.update(zip(plain, sampled, strict=True))
+        for i in guided:
+            prefix = torch.as_tensor(requests[i][PREFIX_KEY], device=device)
+            committed = requests[i].get(PREFIX_COMMITTED_KEY, len(prefix))
+            rows = {k: v[i : i + 1] for k, v in batch.items()}
+            chunks[i] = self._guided(rows, noise[i : i + 1], prefix, committed)[0]
+        return [{"actions": chunks[i].float().cpu().numpy()} for i in range(len(requests))]
+
+    def _sample(self, batch: dict[str, torch.Tensor], noise: torch.Tensor) -> torch.Tensor:
+        """Chunks (B, chunk, A) in env units from the current step on, without guidance."""
+        if not self.composed:
+            return self.policy.sample(batch, self.steps, noise)[:, self.start :]
+        if not self.policy.method.samples_full_chunk:  # e.g. the mixture: executed steps only
+            return self.policy.predict_actions(batch, noise)
+        normalized = self.policy.sample_normalized(batch, noise)
+        return self.reference.action_normalizer.unnormalize(normalized)[:, self.start :]
 
     def _guided(
         self, batch: dict[str, torch.Tensor], noise: torch.Tensor, prefix: torch.Tensor, k: int

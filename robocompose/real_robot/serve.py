@@ -27,6 +27,7 @@ from robocompose.real_robot.exposure import (
     is_loopback,
     tls_context,
 )
+from robocompose.real_robot.inference_worker import check_batching
 from robocompose.real_robot.limits import ServerLimits
 from robocompose.rollout_config import CompositionSpec
 
@@ -73,6 +74,10 @@ class ServeConfig:
     # observation); None: none
     audit_log: str | None = "runs/serve/audit.jsonl"
     limits: ServerLimits = field(default_factory=ServerLimits)
+    # requests run as one batch, for a fleet of robots; 1: one at a time, each reply identical to
+    # serving its client alone (batched: to float error)
+    max_batch: int = 1
+    batch_window_s: float = 0.0  # how long a batch waits for more requests (0: those queued)
     delay_s: float = 0.0  # injected before every inference (`LatencyInjector`): latency tests only
     control_hz: float | None = None  # None: the task env's control rate
     rtc_mode: str = "soft"  # real-time chunking guidance toward `prefix_actions`: hard or soft
@@ -114,6 +119,7 @@ class ServeConfig:
             )
         check_exposure(self.host, self.key(), self.allow_open)
         check_tls_files(self.tls_cert, self.tls_key)
+        check_batching(self.max_batch, self.batch_window_s, self.limits.deadline_s)
 
     def guidance(self) -> PrefixGuidance:
         from robocompose.real_robot.rtc import PrefixGuidance
@@ -179,6 +185,8 @@ class ServeConfig:
             tls=tls,
             limits=self.limits,
             audit=AuditLog(self.audit_log),
+            max_batch=self.max_batch,
+            batch_window_s=self.batch_window_s,
         )
 
 

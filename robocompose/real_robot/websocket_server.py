@@ -67,7 +67,8 @@ def range_check(policy: ServedPolicy, limits: ServerLimits) -> RangeCheck | None
 
 class PolicyServer:
     """Serve `policy` on ws://host:port (port 0: a free port, read back from `port`), or wss://
-    with a `tls` context (`exposure.tls_context`)."""
+    with a `tls` context (`exposure.tls_context`); `max_batch` > 1 batches requests
+    (`inference_worker.py`)."""
 
     def __init__(
         self,
@@ -80,6 +81,8 @@ class PolicyServer:
         tls: ssl.SSLContext | None = None,
         limits: ServerLimits | None = None,
         audit: AuditLog | None = None,
+        max_batch: int = 1,
+        batch_window_s: float = 0.0,
         grace_s: float = 5.0,
         max_message_bytes: int = MAX_MESSAGE_BYTES,
     ) -> None:
@@ -97,7 +100,9 @@ class PolicyServer:
         self.open_connections = 0
         self._metadata = pack(policy.spec.to_metadata())
         self._ranges = range_check(policy, self.limits)
-        self._worker = InferenceWorker(policy, self.limits.deadline_s)
+        self._worker = InferenceWorker(
+            policy, self.limits.deadline_s, max_batch=max_batch, batch_window_s=batch_window_s
+        )
         self._thread: LoopThread | None = None
 
     @property
@@ -107,6 +112,11 @@ class PolicyServer:
     @property
     def running(self) -> bool:
         return self._thread is not None and self._thread.running
+
+    @property
+    def in_flight(self) -> int:
+        """Requests handed to the inference worker and not yet answered."""
+        return self._worker.in_flight
 
     def healthy(self) -> bool:
         """False while an inference runs past its deadline (/healthz then answers 503)."""

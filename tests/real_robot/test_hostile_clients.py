@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import logging
 import socket
-import threading
 import time
 
 import numpy as np
@@ -28,6 +27,7 @@ from robocompose.real_robot.policy_adapter import load_served_policy  # noqa: E4
 from robocompose.real_robot.websocket_server import PolicyServer  # noqa: E402
 from robocompose.real_robot.wire import pack, unpack  # noqa: E402
 from robocompose.shipped import shipped_path  # noqa: E402
+from tests.real_robot.gated_policy import GatedPolicy  # noqa: E402
 
 KEY = "s3cret-key-never-logged"
 HANDSHAKE = (
@@ -174,22 +174,6 @@ def test_unsafe_chunks_are_never_sent(single, tmp_path):
     assert [e["kind"] for e in audit_lines(server) if e["event"] == "error"] == [
         "unsafe actions, not sent"
     ] * 2
-
-
-class GatedPolicy:
-    """The real policy, held at a gate until the test opens it."""
-
-    def __init__(self, inner) -> None:
-        self.inner, self.spec = inner, inner.spec
-        self.entered, self.release = threading.Event(), threading.Event()
-
-    def infer(self, o):
-        self.entered.set()
-        assert self.release.wait(30), "the test never opened the gate"
-        return self.inner.infer(o)
-
-    def reset(self) -> None:
-        self.inner.reset()
 
 
 @pytest.mark.realtime

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 import urllib.error
 import urllib.request
 
@@ -29,6 +30,7 @@ from robocompose.real_robot.policy_adapter import load_served_policy  # noqa: E4
 from robocompose.real_robot.websocket_server import PolicyServer  # noqa: E402
 from robocompose.real_robot.wire import pack, unpack  # noqa: E402
 from robocompose.shipped import shipped_path  # noqa: E402
+from tests.real_robot.gated_policy import GatedPolicy  # noqa: E402
 
 # two flow MLPs of one architecture (merge needs that), trained on halves of one file
 TWO_CUBES_FLOWS = [shipped_path("PickPlaceTwoCubes", k) for k in ("flow_mlp", "flow_mlp_b")]
@@ -145,22 +147,6 @@ def test_api_key(single):
         with PolicyClient(server.address, api_key="s3cret") as client:
             assert client.infer(valid_obs(single.spec))["actions"].shape == (15, 4)
             assert client.healthy()  # health checks need no key
-
-
-class GatedPolicy:
-    """The real policy, held at a gate: shows what the server does while inference runs."""
-
-    def __init__(self, inner) -> None:
-        self.inner, self.spec = inner, inner.spec
-        self.entered, self.release = threading.Event(), threading.Event()
-
-    def infer(self, obs):
-        self.entered.set()
-        assert self.release.wait(30), "the test never opened the gate"
-        return self.inner.infer(obs)
-
-    def reset(self) -> None:
-        self.inner.reset()
 
 
 def test_inference_does_not_block_the_event_loop(single):
@@ -323,3 +309,43 @@ def test_composed_pair_served(composed):
         guided = client.infer(obs | {"seed": 8, "prefix_actions": prefix})["actions"]
         np.testing.assert_allclose(guided[:5], prefix, atol=1e-5)
         assert guided.shape == (15, 4)
+
+
+class GatedBatches(GatedPolicy):
+    """A gated policy that batches, recording the size of each batch."""
+
+    def __init__(self, inner) -> None:
+        super().__init__(inner)
+        self.sizes: list[int] = []
+
+    def infer_batch(self, requests):
+        self.sizes.append(len(requests))
+        return self.inner.infer_batch(requests)
+
+
+def test_requests_queued_behind_a_call_run_as_one_batch(single):
+    """A fleet: while one call holds the worker, the others queue and then run as one batch;
+    each client gets its own chunk, as served alone to float error."""
+    gated = GatedBatches(single)
+    requests = [valid_obs(single.spec, 0.02 * i) | {"seed": i, "chunk_index": 0} for i in range(4)]
+    replies = {}
+    with PolicyServer(gated, max_batch=8) as server:
+        clients = [PolicyClient(server.address) for _ in requests]
+
+        def ask(i: int) -> None:
+            replies[i] = clients[i].infer(requests[i])["actions"]
+
+        threads = [threading.Thread(target=ask, args=(i,)) for i in range(4)]
+        threads[0].start()
+        assert gated.entered.wait(30)
+        for thread in threads[1:]:
+            thread.start()
+        while server.in_flight < 4:
+            time.sleep(0.01)
+        gated.release.set()
+        for thread in threads:
+            thread.join(30)
+    assert gated.sizes == [3]  # the first ran alone (it held the worker), the rest together
+    for i, request in enumerate(requests):
+        alone = single.infer(check_observation(request, single.spec))["actions"]
+        np.testing.assert_allclose(replies[i], alone, rtol=0, atol=1e-5)
