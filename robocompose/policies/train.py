@@ -31,7 +31,12 @@ from robocompose.policies.mixed_precision import MixedPrecision
 from robocompose.policies.normalizer import AffineNormalizer
 from robocompose.policies.registry import get_family
 from robocompose.policies.train_config import TrainConfig
-from robocompose.policies.train_monitor import TrainingProgress, check_finite, evaluate_ema
+from robocompose.policies.train_monitor import (
+    BEST,
+    TrainingProgress,
+    check_finite,
+    evaluate_ema,
+)
 from robocompose.policies.train_state import (
     STATE_JSON,
     check_resumable,
@@ -297,4 +302,8 @@ def run(config: TrainConfig) -> Path:
     )
     checkpoint = train(config)
     print(f"checkpoint: {checkpoint}")
+    if (checkpoint / BEST).is_dir():
+        best = read_checkpoint_config(checkpoint / BEST)["metadata"]["best"]
+        rate = f"{100 * best['success']:.1f}% of {best['episodes']} episodes"
+        print(f"best by eval success: {checkpoint / BEST} (step {best['step']}, {rate})")
     return checkpoint

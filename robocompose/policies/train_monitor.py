@@ -8,13 +8,17 @@ Scalars, every `log_every` steps and at the last step:
     train/lr          learning rate of the step
     train/steps_per_s training speed (data + update; checkpoints and evaluation excluded)
 and every `eval_every` steps: eval/success, eval/success_ci_low, eval/success_ci_high (Wilson
-95%) over `eval_episodes` episodes of the EMA weights.
+95%) over `eval_episodes` episodes of the EMA weights. The checkpoint of the best of those
+evaluations (the earliest of equals) is kept in `<out>/best/` beside the last in `<out>/`, its
+metadata's `best` saying at which step and with which success.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import os
+import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -27,10 +31,12 @@ from tqdm import tqdm
 
 from robocompose.interrupt import ResumableInterrupt, interrupt_deferred
 from robocompose.policies.base import GenerativePolicy, build_policy
+from robocompose.policies.checkpoint import CONFIG, WEIGHTS, read_checkpoint_config, write_atomic
 from robocompose.policies.train_config import TrainConfig
 from robocompose.stats import SuccessRate
 
 EVAL_SEED_START = 100_000  # the evaluation seeds every verb uses, disjoint from the demos'
+BEST = "best"  # <out>/best/: the checkpoint whose evaluation scored highest
 
 
 class TrainingDiverged(ValueError):
@@ -100,6 +106,24 @@ class TrainingCurves:
         self.writer.close()
 
 
+def best_success(out: Path) -> float:
+    """The success of the checkpoint kept in `out`/best (-1: none yet), so a resumed run keeps
+    a better one only."""
+    if not (out / BEST / CONFIG).is_file():
+        return -1.0
+    return float(read_checkpoint_config(out / BEST)["metadata"]["best"]["success"])
+
+
+def keep_best(out: Path, step: int, rate: SuccessRate) -> None:
+    """Copy the checkpoint just saved in `out` to `out`/best, recording the evaluation."""
+    best = out / BEST
+    best.mkdir(exist_ok=True)
+    write_atomic(best / WEIGHTS, lambda p: shutil.copyfile(out / WEIGHTS, p))
+    document = json.loads((out / CONFIG).read_text())
+    document["metadata"]["best"] = {"step": step, "success": rate.rate, "episodes": rate.episodes}
+    write_atomic(best / CONFIG, lambda p: p.write_text(json.dumps(document, indent=2) + "\n"))
+
+
 def evaluate_ema(
     policy: GenerativePolicy,
     ema: dict[str, torch.Tensor],
@@ -161,6 +185,7 @@ class TrainingProgress:
             total=config.steps, initial=step, desc=f"train {self.out.name}", disable=not show
         )
         self._minutes, self._start = minutes, time.perf_counter()
+        self.best = best_success(self.out)
 
     def minutes(self) -> float:
         """Training minutes over every session of the run."""
@@ -179,12 +204,22 @@ class TrainingProgress:
         self.bar.update()
         self.bar.set_postfix(loss=f"{self.smoothed:.4f}")
         if config.eval_every and step % config.eval_every == 0:
-            rate = self._evaluate()
-            self.curves.write_eval(step, rate)
-            if self._show:
-                self.bar.write(f"step {step}: eval success {rate}")
-        if step % config.checkpoint_every == 0 or step in (config.steps, self.last):
+            self.after_eval(self._evaluate())
+        due = step % config.checkpoint_every == 0 or step in (config.steps, self.last)
+        if due and self.saved != step:
             self.save()
+
+    def after_eval(self, rate: SuccessRate) -> None:
+        """Curve it, say it, and keep the checkpoint if no evaluation before did better."""
+        self.curves.write_eval(self.step, rate)
+        better = rate.rate > self.best
+        if self._show:
+            kept = f"; the best so far, kept in {self.out / BEST}" if better else ""
+            self.bar.write(f"step {self.step}: eval success {rate}{kept}")
+        if better:
+            self.save()
+            keep_best(self.out, self.step, rate)
+            self.best = rate.rate
 
     def __enter__(self) -> TrainingProgress:
         return self

@@ -15,8 +15,10 @@ import torch
 from safetensors.torch import load_file
 
 from robocompose.cli import load_verb_config, main
+from robocompose.policies.checkpoint import load_policy
 from robocompose.policies.config import PolicyConfig
 from robocompose.policies.train import TrainConfig, learning_rate, train
+from robocompose.policies.train_monitor import BEST
 from robocompose.policies.train_state import STATE_JSON, STATE_TENSORS
 from robocompose.report import ReportConfig, read_scalars, write_report
 from robocompose.sim.collect import collect
@@ -203,3 +205,16 @@ def test_train_config_imports_without_torch() -> None:
     from robocompose.policies import train_config
 
     assert TrainConfig is train_config.TrainConfig
+
+
+def test_the_best_evaluated_checkpoint_is_kept_beside_the_last(dataset, tmp_path, capsys) -> None:
+    """An untrained policy never pushes the T home: its first evaluation (0%) is the best, and
+    a later one of equal success, in this session or a resumed one, does not replace it."""
+    out = tmp_path / "run"
+    train(tiny(dataset, out, steps=4, eval_every=2, eval_episodes=1), progress=False)
+    train(tiny(dataset, out, steps=6, eval_every=2, eval_episodes=1), progress=False)
+    best = load_policy(out / BEST)
+    assert best.metadata["best"] == {"step": 2, "success": 0.0, "episodes": 1}
+    assert best.metadata["step"] == 2 and load_policy(out).metadata["step"] == 6
+    main(["eval", str(out / BEST), "--episodes", "1", "--out", str(tmp_path / "best.jsonl")])
+    assert "robocompose/PushT-v0:best: " in capsys.readouterr().out

@@ -320,3 +320,48 @@ def test_an_expert_lacking_its_interface_is_refused_by_name(scratch_folder) -> N
         ValueError, match=f"nor a file elsewhere/experts.py in the current folder {scratch_folder}"
     ):
         load_expert("elsewhere.experts:Expert", {})
+
+
+RECIPE = "### External tasks: any gymnasium env from one file"
+# the README's preset on a task it does not ship: PointMaze's ball driven to its goal
+ANOTHER_TASK = {
+    "env_id: FetchReach-v4": "env_id: PointMaze_Open-v3",
+    "expert_config: {gain: 10.0}": "expert_config: {gain: 1.0, goal_dims: [0, 1]}",
+    "success_key: is_success": "success_key: success",
+}
+TINY = {  # appended to each README command
+    "collect": ["--episodes", "3"],
+    "train": ["steps=20", "eval_every=10", "eval_episodes=1", "batch_size=8", "warmup_steps=1"],
+    "report": [],
+    "eval": ["--episodes", "1"],
+    "search": ["--episodes", "1", "--method", "grid", "--step", "1.0", "confirm=1"],
+}
+
+
+def test_the_readme_recipe_runs_end_to_end_on_a_task_it_does_not_ship(
+    fetch, scratch_folder, capsys
+) -> None:
+    """The external-task recipe as the README writes it, at tiny sizes: its preset (on
+    PointMaze_Open), collect, train with evaluation, report, eval of the best checkpoint,
+    search with its confirmation."""
+    from robocompose.cli import main
+    from tests.viz.test_readme_recipes import readme_commands
+
+    preset = _readme_block("A preset of your own goes in", "yaml")
+    for written, other in ANOTHER_TASK.items():
+        assert written in preset
+        preset = preset.replace(written, other)
+    (scratch_folder / "DIR" / "task").mkdir(parents=True)
+    (scratch_folder / "DIR" / "task" / "MyReach.yaml").write_text(preset)
+    commands = readme_commands(RECIPE)
+    assert [c[1] for c in commands] == ["collect", "train", "train", "report", "eval", "search"]
+    try:
+        for command in commands:
+            main([*command[1:], *TINY[command[1]]])
+    finally:
+        EXTERNAL_TASKS.pop("MyReach", None)
+    printed = capsys.readouterr().out
+    assert "best by eval success: ckpt/my_flow/best (step " in printed
+    assert (scratch_folder / "ckpt" / "my_flow" / "curves.png").is_file()
+    record = json.loads((scratch_folder / "runs" / "my_search" / "search.json").read_text())
+    assert record["task"]["name"] == "MyReach" and "confirm" in record["result"]
