@@ -20,6 +20,8 @@ import math
 import time
 from dataclasses import dataclass
 
+from robocompose.choices import check_choice, one_of
+
 OUT_OF_RANGE_MODES = ("error", "clip")
 CLOSE_IDLE = 1000
 CLOSE_RATE = 1008
@@ -41,7 +43,8 @@ class ServerLimits:
     # inputs must lie within this many half-ranges of the centre of the policy's training data
     # (its normaliser's [min, max]: 1 is the data's own range); inf: unchecked
     range_factor: float = 10.0
-    out_of_range: str = "error"  # inputs past `range_factor`: error, or clip (with a warning)
+    # inputs past `range_factor`: error (refused), or clip (clipped to it, with a warning)
+    out_of_range: str = one_of(OUT_OF_RANGE_MODES, "error")
     # a chunk of actions beyond this many half-ranges of the training actions is never sent
     action_range_factor: float = 10.0
 
@@ -53,11 +56,7 @@ class ServerLimits:
         for name in ("range_factor", "action_range_factor"):
             if not getattr(self, name) >= 1.0:
                 raise ValueError(f"`limits.{name}` must be >= 1. Got {getattr(self, name)}.")
-        if self.out_of_range not in OUT_OF_RANGE_MODES:
-            raise ValueError(
-                f"`limits.out_of_range` must be one of {OUT_OF_RANGE_MODES}. "
-                f"Got {self.out_of_range!r}."
-            )
+        check_choice("limits.out_of_range", self.out_of_range, OUT_OF_RANGE_MODES)
 
 
 class RequestRate:

@@ -8,6 +8,7 @@ expected, so a client can fix its message.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -23,6 +24,18 @@ MAX_SEED = 2**63 - 1
 # the noise of chunk i costs i draws of the episode's stream: 10,000 chunks of 8 steps at 10 Hz
 # are over two hours of one episode, and under 0.1 s of drawing on one core
 MAX_CHUNK_INDEX = 10_000
+
+
+WIDEST_ELEMENT_BYTES = 16  # the widest numeric dtype the wire carries (float128)
+WIRE_SLACK_BYTES = 64 * 2**10  # key names, map headers and the scalar fields, with room to spare
+
+
+def message_limit(spec: PolicySpec) -> int:
+    """The largest observation message worth decoding for `spec`, in bytes: every key's history
+    and a full prefix at the widest dtype, and slack; a larger frame is refused unread."""
+    elements = spec.n_obs_steps * sum(math.prod(k.shape) for k in spec.obs.values())
+    elements += spec.chunk_length * spec.action_dim
+    return WIDEST_ELEMENT_BYTES * elements + WIRE_SLACK_BYTES
 
 
 class ObservationError(ValueError):

@@ -45,13 +45,12 @@ from robocompose.real_robot.limits import (
     ServerLimits,
 )
 from robocompose.real_robot.loop_thread import LoopThread, run_until_signal
-from robocompose.real_robot.obs_check import ObservationError, check_observation
+from robocompose.real_robot.obs_check import ObservationError, check_observation, message_limit
 from robocompose.real_robot.ports import PortInUse
 from robocompose.real_robot.ranges import OutOfRange, RangeCheck, UnsafeActions, check_actions
 from robocompose.real_robot.wire import WireError, pack, unpack
 
 log = logging.getLogger(__name__)
-MAX_MESSAGE_BYTES = 64 * 2**20
 SIGNAL_GRACE_S = 0.3  # on SIGINT/SIGTERM: the reply under way gets this long, then the server goes
 CLOSE_TIMEOUT_S = 0.5  # a peer that does not answer the closing handshake is dropped after it
 
@@ -68,7 +67,8 @@ def range_check(policy: ServedPolicy, limits: ServerLimits) -> RangeCheck | None
 class PolicyServer:
     """Serve `policy` on ws://host:port (port 0: a free port, read back from `port`), or wss://
     with a `tls` context (`exposure.tls_context`); `max_batch` > 1 batches requests
-    (`inference_worker.py`)."""
+    (`inference_worker.py`). A frame larger than `max_message_bytes` (None: what the spec's
+    largest observation needs, `obs_check.message_limit`) closes the connection with 1009."""
 
     def __init__(
         self,
@@ -84,7 +84,7 @@ class PolicyServer:
         max_batch: int = 1,
         batch_window_s: float = 0.0,
         grace_s: float = 5.0,
-        max_message_bytes: int = MAX_MESSAGE_BYTES,
+        max_message_bytes: int | None = None,
     ) -> None:
         if not 0 <= port <= 65535:
             raise ValueError(f"`port` must be in [0, 65535]. Got {port}.")
@@ -95,7 +95,7 @@ class PolicyServer:
         self.limits = limits or ServerLimits()
         self.audit = audit or AuditLog(None)
         self.grace_s = grace_s
-        self.max_message_bytes = max_message_bytes
+        self.max_message_bytes = max_message_bytes or message_limit(policy.spec)
         self.stats = {"connections": 0, "replies": 0, "errors": 0, "refused": 0}
         self.open_connections = 0
         self._metadata = pack(policy.spec.to_metadata())

@@ -22,7 +22,7 @@ from robocompose.real_robot.audit import AuditLog  # noqa: E402
 from robocompose.real_robot.client import PolicyClient, PolicyServerError  # noqa: E402
 from robocompose.real_robot.faults.injectors import CorruptingPolicy  # noqa: E402
 from robocompose.real_robot.limits import ServerLimits  # noqa: E402
-from robocompose.real_robot.obs_check import MAX_CHUNK_INDEX  # noqa: E402
+from robocompose.real_robot.obs_check import MAX_CHUNK_INDEX, message_limit  # noqa: E402
 from robocompose.real_robot.policy_adapter import load_served_policy  # noqa: E402
 from robocompose.real_robot.websocket_server import PolicyServer  # noqa: E402
 from robocompose.real_robot.wire import pack, unpack  # noqa: E402
@@ -268,3 +268,16 @@ def test_tls_serves_wss_and_a_plain_client_gets_nothing(single, tmp_path):
             PolicyClient(plain, api_key=KEY, connect_timeout_s=0.3)
         with pytest.raises(ConnectionError, match="CERTIFICATE_VERIFY_FAILED"):
             PolicyClient(server.address, api_key=KEY, connect_timeout_s=0.3)  # no ca_file
+
+
+def test_a_frame_larger_than_any_observation_is_refused_unread(single, tmp_path):
+    limit = message_limit(single.spec)
+    assert limit < 2**17  # a state policy: tens of kilobytes, not the 64 MiB it used to be
+    headers = {"Authorization": f"Api-Key {KEY}"}
+    with serving(single, tmp_path) as server:
+        with connect(server.address, additional_headers=headers) as ws:
+            unpack(ws.recv(timeout=5))
+            ws.send(pack(obs(prefix_actions=np.zeros((limit // 32, 4)))))
+            assert closed_by_server(ws).rcvd.code == 1009  # message too big
+        with PolicyClient(server.address, api_key=KEY) as client:
+            assert client.infer(obs())["actions"].shape == (15, 4)

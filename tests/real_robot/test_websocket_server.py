@@ -349,3 +349,45 @@ def test_requests_queued_behind_a_call_run_as_one_batch(single):
     for i, request in enumerate(requests):
         alone = single.infer(check_observation(request, single.spec))["actions"]
         np.testing.assert_allclose(replies[i], alone, rtol=0, atol=1e-5)
+
+
+class RefusingBatches(GatedBatches):
+    """A gated batching policy that fails any call holding a request with seed 13."""
+
+    def infer_batch(self, requests):
+        self.sizes.append(len(requests))
+        if any(r.get("seed") == 13 for r in requests):
+            raise ValueError("seed 13 is refused")
+        return self.inner.infer_batch(requests)
+
+    def infer(self, obs):
+        return self.infer_batch([obs])[0] if self.entered.is_set() else super().infer(obs)
+
+
+def test_a_failing_batch_is_retried_request_by_request(single):
+    """One bad request in a batch fails only its own client."""
+    policy = RefusingBatches(single)
+    seeds = [1, 2, 13, 4]
+    replies: dict[int, object] = {}
+    with PolicyServer(policy, max_batch=8) as server:
+        clients = [PolicyClient(server.address) for _ in seeds]
+
+        def ask(i: int) -> None:
+            try:
+                replies[i] = clients[i].infer(valid_obs(single.spec) | {"seed": seeds[i]})
+            except PolicyServerError as e:
+                replies[i] = e
+
+        threads = [threading.Thread(target=ask, args=(i,)) for i in range(len(seeds))]
+        threads[0].start()
+        assert policy.entered.wait(30)
+        for thread in threads[1:]:
+            thread.start()
+        while server.in_flight < len(seeds):
+            time.sleep(0.01)
+        policy.release.set()
+        for thread in threads:
+            thread.join(30)
+    assert policy.sizes == [3, 1, 1, 1]  # the three queued as one batch, failed, then alone
+    assert "inference failed: ValueError: seed 13 is refused" in str(replies[2])
+    assert all(replies[i]["actions"].shape == (15, 4) for i in (0, 1, 3))
