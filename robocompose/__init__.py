@@ -22,10 +22,21 @@ Where things are (each package's own docstring maps its modules):
 """
 
 import os
+import platform
 
 # MuJoCo picks its OpenGL backend when it is first imported: EGL renders offscreen with no
 # display and no apt package here. Set before any submodule imports mujoco; a user's choice wins.
 os.environ.setdefault("MUJOCO_GL", "egl")
 os.environ.setdefault("PYOPENGL_PLATFORM", os.environ["MUJOCO_GL"])
+
+# The CPU kernels that decide a policy's last bits, pinned to the AVX2 paths every x86 machine
+# this project runs on has: torch (ATen), MKL's BLAS (its conditional numerical reproducibility)
+# and oneDNN otherwise each pick the widest instruction set present, so an AVX-512 Xeon and an
+# AVX2 EPYC computed different actions, closed-loop episodes drifted apart, and the demo's table
+# differed between them. Read when torch first runs a kernel; a user's own setting wins.
+CPU_KERNEL_PINS = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
+if platform.machine().lower() in ("x86_64", "amd64"):
+    for _name, _value in CPU_KERNEL_PINS.items():
+        os.environ.setdefault(_name, _value)
 
 __version__ = "0.1.0"

@@ -4,6 +4,7 @@ and of a resume; batched inference kept apart; observations and devices checked 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -73,18 +74,18 @@ def test_a_rerun_gives_the_same_episodes(reference: EvalResult) -> None:
     assert outcomes(again) == outcomes(reference)
 
 
-class StopAfter:
-    """A real predictor that raises Ctrl-C at its `calls`-th inference, as a user would."""
+class StopOnceSaved:
+    """A real predictor that raises Ctrl-C, as a user would, at its first inference after an
+    episode reached `out`: mid-run on any CPU, however its float path shortens the episodes."""
 
-    def __init__(self, predictor: PolicyPredictor, calls: int) -> None:
-        self.inner, self.calls = predictor, calls
+    def __init__(self, predictor: PolicyPredictor, out: Path) -> None:
+        self.inner, self.out = predictor, out
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
     def predict_actions(self, obs: dict[str, torch.Tensor], noise: torch.Tensor) -> torch.Tensor:
-        self.calls -= 1
-        if self.calls < 0:
+        if self.out.is_file() and self.out.read_text().strip():
             raise KeyboardInterrupt
         return self.inner.predict_actions(obs, noise)
 
@@ -95,7 +96,7 @@ def test_interrupted_then_resumed_equals_uninterrupted(tmp_path, reference: Eval
     label = "PushT_flow_unet"
     with pytest.raises(ResumableInterrupt):
         evaluate(
-            StopAfter(PolicyPredictor(policy), 20),
+            StopOnceSaved(PolicyPredictor(policy), out),
             SHORT_SEEDS,
             out=out,
             label=label,

@@ -8,6 +8,9 @@
   planner uses it.
 - `cached_smollm2`: `smollm2` behind a disk cache in a fresh folder.
 
+Each model is loaded once per worker and shared by its tests; the prompts' KV states live in the
+run's state folder (tests/conftest.py), so a few-shot prompt is evaluated once per run.
+
 Each skips with the reason when its extra or model is not installed (`make setup-all`). Mark a
 test with `@pytest.mark.smollm2` / `@pytest.mark.qwen` to say which model it needs; `-m "not
 qwen"` then deselects the slow ones.
@@ -19,6 +22,7 @@ import pytest
 
 from robocompose.hierarchical.llm import LocalLLM  # first: it sets how llama.cpp threads wait
 from robocompose.hierarchical.llm.models import ModelError, resolve_model
+from robocompose.hierarchical.llm.prefix_state import default_state_dir
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -29,7 +33,7 @@ def pytest_configure(config: pytest.Config) -> None:
 def _local(model: str, lora=None):
     pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed: make setup-all")
     try:
-        return LocalLLM(model, lora=lora)
+        return LocalLLM(model, lora=lora, state_dir=default_state_dir())
     except ModelError as error:
         pytest.skip(f"{model} is not available: {error}")
 

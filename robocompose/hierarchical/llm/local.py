@@ -43,6 +43,12 @@ FINGERPRINT_BYTES = 1 << 20
 # backend loads it. An explicit setting wins.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
+# A cap on every model's llama.cpp threads, whatever its caller asked for: llama.cpp's threads
+# wait for each other at every layer, so two models with two threads each on two cores stall each
+# other several-fold instead of sharing them. A job that runs several models side by side (the
+# test suite, one per pytest-xdist worker) sets it to its share of the cores.
+THREADS_ENV = "ROBOCOMPOSE_LLM_THREADS"
+
 # (path, n_ctx, n_threads, seed, adapter) -> (Llama, the lock every user of that Llama takes)
 _LOADED: dict[tuple[str, int, int, int, str], tuple[Any, threading.Lock]] = {}
 _LOAD_LOCK = threading.Lock()
@@ -59,11 +65,23 @@ def _llama_cpp():
     return llama_cpp
 
 
+def thread_cap() -> int | None:
+    """`$ROBOCOMPOSE_LLM_THREADS` as a positive int, None when unset."""
+    value = os.environ.get(THREADS_ENV, "")
+    if not value:
+        return None
+    if not value.isdigit() or int(value) < 1:
+        raise ValueError(f"${THREADS_ENV} must be a positive integer. Got {value!r}.")
+    return int(value)
+
+
 def load_llama(
     path: Path, n_ctx: int, n_threads: int, seed: int, lora: Path | None = None
 ) -> tuple[Any, threading.Lock]:
     """One `llama_cpp.Llama` per (file, settings, adapter) per process, loading costs seconds;
-    with the lock that serialises its calls (one context holds one conversation at a time)."""
+    with the lock that serialises its calls (one context holds one conversation at a time).
+    `n_threads` is held to `thread_cap()`."""
+    n_threads = min(n_threads, thread_cap() or n_threads)
     key = (str(path), n_ctx, n_threads, seed, str(lora or ""))
     with _LOAD_LOCK:
         if key not in _LOADED:

@@ -12,19 +12,22 @@ milliseconds) and evaluates only the request.
     tokens, n_fixed = chat_tokens(llama, formatter, messages)
     evaluated = states.warm(llama, tokens, n_fixed)   # tokens evaluated to get the prefix in
 
-Files are written to a temporary name and renamed (concurrent processes may share a folder);
+Files are written to a temporary name and renamed, and a prefix is evaluated under its lock file
+(concurrent processes may share a folder: each prefix is evaluated once, the others load it);
 only the `max_files` most recently used are kept. An unreadable file is evaluated again.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import dataclasses
+import fcntl
 import hashlib
 import os
 import tempfile
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -117,15 +120,36 @@ class PrefixStates:
         if n_fixed < MIN_PREFIX_TOKENS or common_prefix(held_tokens(llama), prefix) == n_fixed:
             return 0
         path = self.path(prefix)
-        if path.is_file() and self._load(llama, path, prefix):
-            self.loads += 1
-            os.utime(path)
+        if self._try_load(llama, path, prefix):
             return 0
-        keep = min(common_prefix(held_tokens(llama), prefix), n_fixed - 1)
-        llama.n_tokens = keep
-        llama.eval(prefix[keep:])
-        self._save(llama, path, prefix)
+        with self._exclusive(path):
+            # another process may have evaluated the same prefix while this one waited
+            if self._try_load(llama, path, prefix):
+                return 0
+            keep = min(common_prefix(held_tokens(llama), prefix), n_fixed - 1)
+            llama.n_tokens = keep
+            llama.eval(prefix[keep:])
+            self._save(llama, path, prefix)
         return n_fixed - keep
+
+    def _try_load(self, llama: Any, path: Path, prefix: list[int]) -> bool:
+        if not (path.is_file() and self._load(llama, path, prefix)):
+            return False
+        self.loads += 1
+        os.utime(path)
+        return True
+
+    @contextlib.contextmanager
+    def _exclusive(self, path: Path) -> Iterator[None]:
+        """Hold `path`'s lock file: processes sharing the folder (pytest-xdist workers, plans
+        started together) then evaluate each prefix once and load it from disk after."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        with open(path.with_suffix(".lock"), "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
 
     def _load(self, llama: Any, path: Path, prefix: list[int]) -> bool:
         import llama_cpp
@@ -166,6 +190,11 @@ class PrefixStates:
         self._evict()
 
     def _evict(self) -> None:
-        files = sorted(self.folder.glob(f"*{SUFFIX}"), key=lambda p: p.stat().st_mtime)
+        aged = []
+        for file in self.folder.glob(f"*{SUFFIX}"):
+            with contextlib.suppress(FileNotFoundError):  # another process evicted it
+                aged.append((file.stat().st_mtime, file))
+        files = [file for _, file in sorted(aged)]
         for old in files[: max(0, len(files) - self.max_files)]:
             old.unlink(missing_ok=True)
+            old.with_suffix(".lock").unlink(missing_ok=True)

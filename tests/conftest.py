@@ -1,0 +1,81 @@
+"""One core per pytest-xdist worker, by construction, and one prompt-state folder per test run.
+
+Two workers share two cores. Whatever a test starts (torch, OpenMP, llama.cpp, XLA, MuJoCo's
+renderer, a child process) then runs on its worker's core: llama.cpp's threads wait for each other
+at every layer, so a model on two threads beside another worker's stalls both several-fold.
+Each worker is pinned to one core (children inherit it), torch and OpenMP get one thread, and
+every local LLM is held to one llama.cpp thread (`ROBOCOMPOSE_LLM_THREADS`); `thread_budget`
+checks all of it around every test, so a new test cannot break it silently.
+
+The few-shot prompts' KV states go to one folder for the whole run (`ROBOCOMPOSE_LLM_STATE`): the
+first test that needs a prompt evaluates it, under a lock, and every later test on either worker
+loads it from disk, as `robocompose plan` does between processes.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+
+import pytest
+import torch
+
+from robocompose.hierarchical.llm import local as local_llm
+
+STATE_ENV = "ROBOCOMPOSE_LLM_STATE"
+_CREATED: list[str] = []
+
+
+def _worker_index() -> int | None:
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    return int(worker.removeprefix("gw")) if worker.startswith("gw") else None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # the controller runs first and its environment reaches the workers it starts
+    if STATE_ENV not in os.environ:
+        os.environ[STATE_ENV] = tempfile.mkdtemp(prefix="robocompose-llm-state-")
+        _CREATED.append(os.environ[STATE_ENV])
+    index = _worker_index()
+    if index is None:
+        return
+    cores = sorted(os.sched_getaffinity(0))
+    os.sched_setaffinity(0, {cores[index % len(cores)]})
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ[name] = "1"  # for the child processes tests start
+    os.environ[local_llm.THREADS_ENV] = "1"
+    torch.set_num_threads(1)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    for folder in _CREATED:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture(autouse=True)
+def thread_budget() -> Iterator[None]:
+    """Under pytest-xdist, before and after every test: one core, one torch thread, and every
+    loaded LLM on one llama.cpp thread."""
+    if _worker_index() is None:
+        yield
+        return
+    _check_budget("before")
+    yield
+    _check_budget("after")
+
+
+def _check_budget(when: str) -> None:
+    cores = os.sched_getaffinity(0)
+    llm_threads = {key[2] for key in local_llm._LOADED}
+    problems = [
+        f"the worker runs on {len(cores)} cores" if len(cores) != 1 else "",
+        f"torch uses {torch.get_num_threads()} threads" if torch.get_num_threads() != 1 else "",
+        f"an LLM runs on {max(llm_threads)} threads" if llm_threads - {1} else "",
+        f"${local_llm.THREADS_ENV} is {os.environ.get(local_llm.THREADS_ENV)!r}"
+        if os.environ.get(local_llm.THREADS_ENV) != "1"
+        else "",
+    ]
+    problems = [p for p in problems if p]
+    assert not problems, f"{when} the test, over its one-core share: {'; '.join(problems)}"
