@@ -61,9 +61,14 @@ def test_collect_records_the_image_size_for_evaluation(tmp_path: Path) -> None:
     env.close()
 
 
-def test_out_and_episodes_default_to_the_presets(tmp_path: Path, capsys) -> None:
+@pytest.fixture
+def fetch() -> None:
+    pytest.importorskip("gymnasium_robotics", reason="the `external` extra is not installed")
+
+
+def test_out_and_episodes_default_to_the_presets(fetch, tmp_path: Path, capsys) -> None:
     out = tmp_path / "preset.hdf5"
-    main(["collect", "PushT", f"task.dataset={out}", "task.demos=1"])
+    main(["collect", "FetchReach", f"task.dataset={out}", "task.demos=1"])
     assert len(load_demos(out)) == 1
     capsys.readouterr()
     with pytest.raises(SystemExit):
@@ -73,7 +78,7 @@ def test_out_and_episodes_default_to_the_presets(tmp_path: Path, capsys) -> None
     assert "default: the preset's dataset" in " ".join(text.split())  # the --out flag
 
 
-def test_a_demo_ends_at_its_first_success_when_asked(tmp_path: Path) -> None:
+def test_a_demo_ends_at_its_first_success_when_asked(fetch, tmp_path: Path) -> None:
     """FetchReach reports success and runs on to its 50 steps; with --stop-on-success the demo
     ends at the step that first succeeds."""
     full, short = tmp_path / "full.hdf5", tmp_path / "short.hdf5"
@@ -84,7 +89,7 @@ def test_a_demo_ends_at_its_first_success_when_asked(tmp_path: Path) -> None:
     np.testing.assert_array_equal(cut.actions, whole.actions[: len(cut.actions)])
 
 
-def test_a_weak_expert_ends_in_one_line_naming_the_cap(tmp_path: Path) -> None:
+def test_a_weak_expert_ends_in_one_line_naming_the_cap(fetch, tmp_path: Path) -> None:
     """--expert-config merges into the preset's expert_config: a gain this low never reaches."""
     weak = json.dumps({"gain": 1e-3, "action_noise": 0.0})
     with pytest.raises(SystemExit) as info:
