@@ -36,6 +36,7 @@ import numpy as np
 from robocompose.real_robot.base import PolicySpec
 from robocompose.real_robot.obs_check import (
     CHUNK_INDEX_KEY,
+    MAX_CHUNK_INDEX,
     PREFIX_COMMITTED_KEY,
     PREFIX_KEY,
     SEED_KEY,
@@ -186,7 +187,8 @@ class ChunkExecutor:
     The caller runs the fixed-rate loop: `reset(seed)` at an episode's start, then `act(tick,
     frame, deadline_s)` once per tick with the current observation frame, and sends the decision's
     action through the safety layer. Requests carry the episode seed and the chunk's index in the
-    episode, so an episode's sampling noise does not depend on timing."""
+    episode, so an episode's sampling noise does not depend on timing (the first
+    MAX_CHUNK_INDEX + 1 requests of an episode; a server refuses larger indices)."""
 
     def __init__(self, source: ChunkSource, spec: PolicySpec, config: ExecutorConfig) -> None:
         self.source = source
@@ -295,7 +297,8 @@ class ChunkExecutor:
 
     def _submit(self, tick: int, events: list[dict[str, Any]]) -> None:
         obs: dict[str, Any] = self.history.stacked()
-        obs[SEED_KEY], obs[CHUNK_INDEX_KEY] = self._seed, self._requests_sent
+        if self._requests_sent <= MAX_CHUNK_INDEX:  # past it (hours of one episode): fresh noise
+            obs[SEED_KEY], obs[CHUNK_INDEX_KEY] = self._seed, self._requests_sent
         prefix = self._prefix(tick) if self.config.mode == "async" and self.config.rtc else None
         if prefix is not None:
             obs[PREFIX_KEY] = prefix

@@ -186,6 +186,16 @@ def test_bad_answers_are_refused_and_retried_with_backoff(corrupt, reason):
     assert decision.action is not None and decision.action[0] == 15
 
 
+def test_requests_past_the_servers_chunk_index_range_go_unseeded(monkeypatch):
+    """A server refuses a chunk_index past MAX_CHUNK_INDEX: an episode that long asks on
+    with fresh noise instead of failing every request (the range made 1 here)."""
+    monkeypatch.setattr("robocompose.real_robot.executor.MAX_CHUNK_INDEX", 1)
+    policy = GatedRamp()
+    run(make("async", policy, rtc=False), range(14), policy, answer_after=1)
+    indices = [r.get("chunk_index") for r in policy.requests]
+    assert indices[:3] == [0, 1, None] and "seed" not in policy.requests[2]
+
+
 def test_an_answer_to_a_previous_episode_is_discarded():
     policy = GatedRamp()
     executor = make("async", policy)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import logging
 import socket
+import threading
 import time
 
 import numpy as np
@@ -281,3 +282,42 @@ def test_a_frame_larger_than_any_observation_is_refused_unread(single, tmp_path)
             assert closed_by_server(ws).rcvd.code == 1009  # message too big
         with PolicyClient(server.address, api_key=KEY) as client:
             assert client.infer(obs())["actions"].shape == (15, 4)
+
+
+def _hostile(address: str, until: float, kind: str) -> None:
+    """Until `until`: the costliest valid requests, junk frames, or wrong-key connections."""
+    headers = {"Authorization": f"Api-Key {KEY if kind != 'wrong key' else 'guess'}"}
+    seed = 0
+    while time.monotonic() < until:
+        try:
+            with connect(address, additional_headers=headers, open_timeout=2) as ws:
+                unpack(ws.recv(timeout=5))
+                while time.monotonic() < until:
+                    seed += 1  # a new stream each time: chunk_index is drawn from scratch
+                    worst = obs(seed=seed, chunk_index=MAX_CHUNK_INDEX)
+                    ws.send(pack(worst) if kind == "worst" else b"\xc1" * 1000)
+                    ws.recv(timeout=5)
+        except Exception:  # noqa: BLE001 - refused, closed or rate-limited: try again
+            time.sleep(0.01)
+
+
+@pytest.mark.realtime
+def test_a_legitimate_client_keeps_its_deadline_beside_hostile_ones(single, tmp_path):
+    limits = ServerLimits(deadline_s=1.0, max_rate_hz=50.0)
+    with serving(single, tmp_path, limits=limits) as server:
+        until = time.monotonic() + 2.0
+        hostile = [
+            threading.Thread(target=_hostile, args=(server.address, until, kind), daemon=True)
+            for kind in ("worst", "worst", "junk", "wrong key")
+        ]
+        for thread in hostile:
+            thread.start()
+        latencies = []
+        with PolicyClient(server.address, api_key=KEY) as client:
+            while time.monotonic() < until:
+                reply = client.infer(obs(seed=1, chunk_index=len(latencies)))
+                latencies.append(reply["client_timing"]["round_trip_ms"] / 1000)
+                time.sleep(0.1)
+        for thread in hostile:
+            thread.join(10)
+    assert len(latencies) >= 10 and max(latencies) < limits.deadline_s
