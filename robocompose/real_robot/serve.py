@@ -170,12 +170,12 @@ class ServeConfig:
             raise ValueError(
                 f"the policy server needs the `robot` extra ({e}): pip install -e '.[robot]'"
             ) from None
+        tls = None if self.tls_cert is None else tls_context(self.tls_cert, str(self.tls_key))
         policy: ServedPolicy = self.served_policy()
         if self.delay_s > 0:
             from robocompose.real_robot.faults.injectors import LatencyInjector
 
             policy = LatencyInjector(policy, self.delay_s)
-        tls = None if self.tls_cert is None else tls_context(self.tls_cert, str(self.tls_key))
         return PolicyServer(
             policy,
             host=self.host,
@@ -202,7 +202,10 @@ def announce(server: PolicyServer) -> None:
     else:
         print(OPEN_WARNING.format(host=server.host), file=sys.stderr)
         print("API key: NONE: OPEN TO THE NETWORK (allow_open=true)")
-    print("TLS: " + ("on" if server.tls else "off (keys and observations travel in clear)"))
+    if server.tls or is_loopback(server.host):
+        print(f"TLS: {'on' if server.tls else 'off'}")
+    else:
+        print("TLS: OFF: the key and the observations cross the network in clear")
     print(f"audit log: {server.audit.path or 'none (audit_log=null)'}")
     print("limits: " + json.dumps(asdict(server.limits)))
     print("spec: " + json.dumps(spec.to_metadata(), indent=2), flush=True)

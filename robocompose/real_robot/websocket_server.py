@@ -266,6 +266,8 @@ class PolicyServer:
         try:
             result, timing = await self._worker.infer(obs, received)
             check_actions(result, self.policy.spec, self._ranges)
+            timing["total_ms"] = 1000 * (time.perf_counter() - received)
+            reply = pack({**result, "server_timing": timing})
         except (DeadlineExceeded, WorkerClosed) as e:
             return self._error(peer, "inference not answered", str(e))
         except UnsafeActions as e:
@@ -273,9 +275,8 @@ class PolicyServer:
         except Exception as e:  # a failing policy must not take the server down
             log.exception("inference failed")
             return self._error(peer, "inference failed", f"{type(e).__name__}: {e}")
-        timing["total_ms"] = 1000 * (time.perf_counter() - received)
         self.stats["replies"] += 1
-        return pack({**result, "server_timing": timing})
+        return reply
 
     def _error(self, peer: str, kind: str, text: str) -> str:
         self.stats["errors"] += 1

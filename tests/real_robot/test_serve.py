@@ -97,6 +97,23 @@ def test_allow_open_is_said_loudly(capsys):
     out, err = capsys.readouterr()
     assert "WITHOUT AN API KEY (allow_open=true)" in err
     assert "API key: NONE: OPEN TO THE NETWORK" in out and "audit log: none" in out
+    assert "TLS: OFF: the key and the observations cross the network in clear" in out
+
+
+def test_tls_files_make_a_wss_server_and_a_mismatched_pair_is_named(tmp_path):
+    pytest.importorskip("websockets", reason="the `robot` extra is not installed")
+    pytest.importorskip("cryptography", reason="makes the test's certificate")
+    from tests.real_robot.tls_cert import self_signed
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    (cert, key), (_, other_key) = self_signed(tmp_path / "a"), self_signed(tmp_path / "b")
+    base = [f"checkpoint={CHECKPOINT}", f"tls_cert={cert}", "audit_log=null"]
+    server = load_verb_config("serve", [*base, f"tls_key={key}"]).server()
+    assert server.address.startswith("wss://127.0.0.1:")
+    mismatched = load_verb_config("serve", [*base, f"tls_key={other_key}"])
+    with pytest.raises(ValueError, match="do not make a certificate"):
+        mismatched.server()
 
 
 def start_serve(*overrides: str, env: dict[str, str] | None = None) -> tuple[subprocess.Popen, str]:
