@@ -89,7 +89,8 @@ class ServedPolicy(Protocol):
     "seed" (int, the episode seed) and "chunk_index" (int) for reproducible noise
     (`robocompose.real_robot.obs_check` lists and checks them). A policy may carry
     `training_bounds` (key -> (scale, offset) mapping its training data to [-1, 1]): the server
-    then holds inputs and actions to that range (`robocompose.real_robot.ranges`)."""
+    then holds inputs and actions to that range (`robocompose.real_robot.ranges`); and
+    `infer_batch(list of obs) -> list of replies`, which a server with `max_batch` > 1 calls."""
 
     spec: PolicySpec
 

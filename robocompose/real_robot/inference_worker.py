@@ -71,8 +71,13 @@ class InferenceWorker:
         batch_window_s: float = 0.0,
     ) -> None:
         check_batching(max_batch, batch_window_s, deadline_s)
+        if max_batch > 1 and not hasattr(policy, "infer_batch"):
+            raise ValueError(
+                f"`max_batch` > 1 needs a policy with infer_batch(); {type(policy).__name__} "
+                "has none: serve it with max_batch=1."
+            )
         self.policy, self.deadline_s = policy, deadline_s
-        self.max_batch = max_batch if hasattr(policy, "infer_batch") else 1
+        self.max_batch = max_batch
         self.batch_window_s = batch_window_s
         self.in_flight = 0
         self._calls: queue.SimpleQueue[_Call | None] = queue.SimpleQueue()

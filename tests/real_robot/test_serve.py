@@ -53,6 +53,8 @@ def test_config_from_the_command_line():
         ([f"checkpoint={CHECKPOINT}", "limits.deadline_s=.inf"], "`limits.deadline_s` must"),
         ([f"checkpoint={CHECKPOINT}", "limits.range_factor=0.5"], "`limits.range_factor` must"),
         ([f"checkpoint={CHECKPOINT}", "limits.out_of_range=wrap"], "`limits.out_of_range`"),
+        ([f"checkpoint={CHECKPOINT}", "max_batch=0"], "`max_batch` must be >= 1"),
+        ([f"checkpoint={CHECKPOINT}", "batch_window_s=5"], "`batch_window_s` must be in [0, "),
     ],
 )
 def test_bad_configs_are_named(overrides, named):
@@ -227,6 +229,9 @@ def test_delay_s_slows_every_inference_and_the_reply_says_so():
         with config.server() as server, PolicyClient(server.address) as client:
             timings.append(client.infer(obs)["server_timing"])
     plain, delayed = timings
+    config = load_verb_config("serve", [f"checkpoint={CHECKPOINT}", "delay_s=0.05", "max_batch=4"])
+    with pytest.raises(ValueError, match="LatencyInjector has none: serve it with max_batch=1"):
+        config.server()
     assert (
         set(plain) == set(delayed) == {"infer_ms", "queue_ms", "delay_ms", "stall_ms", "total_ms"}
     )
