@@ -300,6 +300,7 @@ def run(config: DeployConfig) -> dict[str, Any]:
     results_path = out / "episodes.jsonl"
     done = done_seeds(results_path)
     todo = [s for s in config.seeds() if s not in done]
+    print(f"step log: {out / 'steps.jsonl'} (every command as sent); episodes: {results_path}")
     link = connect_policy(config)
     if config.control == "process":
         from robocompose.real_robot.process_loop import run_in_control_process

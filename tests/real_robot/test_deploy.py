@@ -149,7 +149,7 @@ def test_deploy_on_the_twin_logs_every_step_resumes_and_replays(tmp_path, capsys
     assert len(read_log(out / "steps.jsonl")) == len(lines)
     assert "success" in json.loads((out / "summary.json").read_text())
 
-    capsys.readouterr()
+    assert f"step log: {out / 'steps.jsonl'}" in capsys.readouterr().out  # said at the start
     main(["replay", str(out / "steps.jsonl"), "--seed", "100001"])
     printed = capsys.readouterr().out
     assert "episodes: 2" in printed and "achieved rate" in printed
