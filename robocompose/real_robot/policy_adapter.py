@@ -18,7 +18,9 @@ sampler, to float error), the composition's configured sampler for a composition
 from __future__ import annotations
 
 import os
+from collections import OrderedDict
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import gymnasium as gym
@@ -47,16 +49,26 @@ DEFAULT_CONTROL_HZ = 10.0  # the suite's control rate, for a policy whose task i
 # the least half-range a range check allows a training dimension, in its own units: one that
 # barely varied (a resting cube's height, 0.02 m +- 0.1 mm) must not refuse a millimetre of noise
 MIN_HALF_RANGE = 0.05
+MAX_STREAMS = 256  # episodes whose noise streams are kept (a fleet's robots, ~5 KB each)
+
+
+@dataclass
+class _Stream:
+    """One episode's noise stream and the index of its next draw."""
+
+    generator: torch.Generator
+    next: int = 0
 
 
 class EpisodeNoise:
-    """`PolicyRunner`'s per-episode noise streams, addressed by (episode seed, chunk index)."""
+    """`PolicyRunner`'s per-episode noise streams, addressed by (episode seed, chunk index). The
+    streams of the last MAX_STREAMS seeds stay where they are, so each robot of a fleet, asking
+    for its own episode's next chunk, costs one draw, not a replay of its episode so far."""
 
     def __init__(self, shape: tuple[int, ...], runner_seed: int = 0) -> None:
         self.shape, self.runner_seed = shape, runner_seed
-        self._episode = torch.Generator()
-        self._seed: int | None = None
-        self._next = 0
+        self._streams: OrderedDict[int, _Stream] = OrderedDict()  # the latest used last
+        self._seed: int | None = None  # of the previous request
         self._free = torch.Generator()
         self._free.seed()
 
@@ -64,16 +76,28 @@ class EpisodeNoise:
         """Unit noise `shape`; unseeded requests get fresh noise from the server's own stream."""
         if seed is None:
             return torch.randn(self.shape, generator=self._free)
+        stream = self._stream(seed)
         if index is None:
-            index = self._next if seed == self._seed else 0
-        if seed != self._seed or index < self._next:
-            self._episode.manual_seed(_noise_seed(self.runner_seed, seed))
-            self._seed, self._next = seed, 0
-        while self._next < index:  # skip the draws of the chunks before this one
-            torch.randn(self.shape, generator=self._episode)
-            self._next += 1
-        self._next += 1
-        return torch.randn(self.shape, generator=self._episode)
+            index = stream.next if seed == self._seed else 0
+        self._seed = seed
+        if index < stream.next:
+            stream.generator.manual_seed(_noise_seed(self.runner_seed, seed))
+            stream.next = 0
+        while stream.next < index:  # skip the draws of the chunks before this one
+            torch.randn(self.shape, generator=stream.generator)
+            stream.next += 1
+        stream.next += 1
+        return torch.randn(self.shape, generator=stream.generator)
+
+    def _stream(self, seed: int) -> _Stream:
+        stream = self._streams.pop(seed, None)
+        if stream is None:
+            generator = torch.Generator().manual_seed(_noise_seed(self.runner_seed, seed))
+            stream = _Stream(generator)
+            if len(self._streams) >= MAX_STREAMS:
+                self._streams.popitem(last=False)
+        self._streams[seed] = stream
+        return stream
 
     def reset(self) -> None:
         self._seed = None

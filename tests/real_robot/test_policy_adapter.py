@@ -34,6 +34,22 @@ def test_episode_noise_is_the_runners_stream():
     assert not torch.equal(noise.draw(None), noise.draw(None))
 
 
+def test_interleaved_episodes_each_keep_their_stream():
+    """A fleet: two episodes' requests interleaved draw each episode's own stream; a request
+    without chunk_index after another seed's starts its episode again, as before."""
+    expected = {}
+    for seed in (1, 2):
+        stream = torch.Generator().manual_seed(_noise_seed(0, seed))
+        expected[seed] = [torch.randn((16, 4), generator=stream) for _ in range(3)]
+    noise = EpisodeNoise((16, 4))
+    for index in range(3):
+        for seed in (1, 2):
+            torch.testing.assert_close(
+                noise.draw(seed, index), expected[seed][index], rtol=0, atol=0
+            )
+    torch.testing.assert_close(noise.draw(1), expected[1][0], rtol=0, atol=0)
+
+
 def test_diffusion_spec_and_hard_prefix():
     """A v-prediction DDPM (Stack's MLP): its RTC path runs Euler in sigma space on its DDIM
     grid, pins the committed prefix and stays near the native DDIM chunk elsewhere."""
