@@ -272,6 +272,8 @@ class PolicyServer:
             return self._error(peer, "inference not answered", str(e))
         except UnsafeActions as e:
             return self._error(peer, "unsafe actions, not sent", str(e))
+        except ValueError as e:  # the policy refuses this request: the client's to fix, one line
+            return self._error(peer, "inference failed", f"{type(e).__name__}: {e}")
         except Exception as e:  # a failing policy must not take the server down
             log.exception("inference failed")
             return self._error(peer, "inference failed", f"{type(e).__name__}: {e}")
