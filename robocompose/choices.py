@@ -3,7 +3,9 @@ both `check_choices` (in the config's `__post_init__`) and `--help` read them th
 
     prediction_type: str = one_of(PREDICTION_TYPES, "epsilon")  # the network's target
 
-`choices` may be a function returning the names (a registry that grows as modules load).
+`choices` may be a function returning the names (a registry that grows as modules load); a
+registry that checks its names itself, with messages of its own (retired names, missing extras),
+declares them with `checked=False`: listed, not checked here.
 """
 
 from __future__ import annotations
@@ -16,9 +18,9 @@ from typing import Any
 Choices = Sequence[str] | Callable[[], Sequence[str]]
 
 
-def one_of(choices: Choices, default: str) -> Any:
+def one_of(choices: Choices, default: str, *, checked: bool = True) -> Any:
     """A dataclass field defaulting to `default` whose value must be one of `choices`."""
-    return dataclasses.field(default=default, metadata={"choices": choices})
+    return dataclasses.field(default=default, metadata={"choices": choices, "checked": checked})
 
 
 def choices_of(f: dataclasses.Field) -> list[str] | None:
@@ -33,7 +35,7 @@ def check_choices(config: Any) -> None:
     """Refuse a field of the dataclass `config` set to a name outside its choices."""
     for f in dataclasses.fields(config):
         allowed = choices_of(f)
-        if allowed is not None:
+        if allowed is not None and f.metadata.get("checked", True):
             check_choice(f.name, getattr(config, f.name), allowed)
 
 

@@ -18,7 +18,8 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from robocompose.composition.weight_search import SearchSettings
+from robocompose.choices import check_choices, one_of
+from robocompose.composition.weight_search import METHODS, SearchSettings
 from robocompose.devices import check_device
 from robocompose.shipped import parent_pair
 
@@ -29,7 +30,7 @@ EVAL_SEED_START = 100_000  # far from the demonstration seeds (0, 1, ...)
 class DemoConfig:
     task: str = "Stack"
     episodes: int = 100
-    method: str = SearchSettings.method
+    method: str = one_of(METHODS, SearchSettings.method)
     first_slice: int = SearchSettings.first_slice
     out: str = "runs/demo"
     num_envs: int = 10
@@ -39,6 +40,7 @@ class DemoConfig:
 
     def __post_init__(self) -> None:
         check_device(self.device)
+        check_choices(self)
 
 
 def run(config: DemoConfig) -> dict:

@@ -11,8 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from robocompose.choices import one_of
 from robocompose.composition.config import CompositionConfig
-from robocompose.composition.methods import CompositionMethod, method_of
+from robocompose.composition.methods import CompositionMethod, method_names, method_of
 from robocompose.devices import check_device
 from robocompose.shipped import parent_pair
 from robocompose.sim.tasks import get_task, register_external
@@ -55,6 +56,9 @@ class TaskConfig:
 class CompositionSpec(CompositionConfig):
     """A verb's `CompositionConfig`: its method (`operator`), weights and shared settings,
     checked against the method as the verb's arguments are read."""
+
+    # a registered method (robocompose.composition.methods), which checks the name itself
+    operator: str = one_of(method_names, CompositionConfig.operator, checked=False)
 
     def __post_init__(self) -> None:
         super().__post_init__()

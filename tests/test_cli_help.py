@@ -117,3 +117,9 @@ def test_train_help_lists_the_policy_recipes_and_prediction_types(
     presets = groups.split("policy:")[1].split("task:")[0].replace(",", " ").split()
     assert {"diffusion_mlp", "diffusion_unet_v", "flow_unet"} <= set(presets)
     assert "(e.g. one per scene variant)" in shown["extra_datasets"]
+
+
+def test_a_name_outside_the_choices_lists_them_and_the_nearest() -> None:
+    listed = r"`method` must be one of \['grid', 'halving', 'racing'\]. Got 'halvng'."
+    with pytest.raises(SystemExit, match=listed + r" Did you mean 'halving'\?"):
+        main(["search", "--method", "halvng"])  # refused before any episode

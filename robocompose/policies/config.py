@@ -47,8 +47,10 @@ class PolicyConfig:
     the data; training fills them from the dataset.
     """
 
+    # checked by the registry (`config_class_for`), which names a missing extra
     family: str = field(
-        default="diffusion", metadata={"choices": builtin_family_names, "help": FAMILY_HELP}
+        default="diffusion",
+        metadata={"choices": builtin_family_names, "checked": False, "help": FAMILY_HELP},
     )
     backbone: str = one_of(BACKBONES, "unet")
     obs_keys: tuple[str, ...] = ("state",)
