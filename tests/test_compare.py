@@ -98,20 +98,20 @@ ONE_SEED = ["--method", "grid", "--step", "1.0", "--episodes", "1", "num_envs=1"
 def test_search_confirms_its_choice_on_fresh_seeds_and_compare_takes_any_candidate(
     tmp_path, capsys
 ):
-    """`search confirm=2` runs its choice against the better parent on the 2 seeds after its
+    """`search confirm=1` runs its choice against the better parent on the seed after its
     own and stores the paired difference; `compare` then takes that search.json, a composition
     written OPERATOR:WEIGHTS:CKPT,CKPT, or a checkpoint."""
     out = tmp_path / "search"
-    main(["search", *PARENTS, *ONE_SEED, "--out", str(out), "confirm=2"])
+    main(["search", *PARENTS, *ONE_SEED, "--out", str(out), "confirm=1"])
     printed = capsys.readouterr().out
     record = json.loads((out / "search.json").read_text())
     confirm = record["result"]["confirm"]
     if confirm.get("chosen_is_better_parent"):
         assert "the choice is the better parent alone" in printed
     else:
-        assert confirm["episodes"] == 2 and confirm["seeds"] == {"start": 100_001, "count": 2}
+        assert confirm["episodes"] == 1 and confirm["seeds"] == {"start": 100_001, "count": 1}
         assert confirm["ci_low"] <= confirm["difference"] <= confirm["ci_high"]
-        assert "confirm on 2 fresh seeds from 100001: " in printed
+        assert "confirm on 1 fresh seeds from 100001: " in printed
 
     # the record as a search that chose a composition writes it: the composition is confirmed
     record["result"] |= {"chosen": [1.0, 0.0], "chosen_kind": "composition"}

@@ -331,7 +331,7 @@ ANOTHER_TASK = {
 }
 TINY = {  # appended to each README command
     "collect": ["--episodes", "3"],
-    "train": ["steps=20", "eval_every=10", "eval_episodes=1", "batch_size=8", "warmup_steps=1"],
+    "train": ["steps=10", "eval_every=10", "eval_episodes=1", "batch_size=8", "warmup_steps=1"],
     "report": [],
     "eval": ["--episodes", "1"],
     "search": ["--episodes", "1", "--method", "grid", "--step", "1.0", "confirm=1"],
