@@ -4,6 +4,8 @@ zero leaves the logits exactly as they were, a non-zero one changes them."""
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pytest
 
@@ -24,17 +26,28 @@ def _llama_logits(path, lora=None) -> tuple[np.ndarray, list[int]]:
     return np.array(llama.scores[len(tokens) - 1]), tokens
 
 
+@pytest.fixture(scope="module")
+def smollm2_lm(smollm2_path):
+    """SmolLM2 through transformers, loaded once for the module (the GGUF load takes ~20 s);
+    each test adapts its own copy."""
+    from robocompose.hierarchical.llm.lora import load_model
+
+    return load_model(str(smollm2_path))[1]
+
+
 def test_the_adapter_loads_in_llama_cpp_and_only_a_trained_update_changes_it(
-    smollm2_path, tmp_path
+    smollm2_path, smollm2_lm, tmp_path
 ):
     import gguf
     import torch
     from peft import LoraConfig, get_peft_model
 
-    from robocompose.hierarchical.llm.lora import LoRAConfig, load_model, write_gguf_adapter
+    from robocompose.hierarchical.llm.lora import LoRAConfig, write_gguf_adapter
 
-    _, lm = load_model(str(smollm2_path))
-    lm = get_peft_model(lm, LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"]))
+    lm = get_peft_model(
+        copy.deepcopy(smollm2_lm),
+        LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"]),
+    )
     config = LoRAConfig(model=str(smollm2_path), rank=4, alpha=8.0)
     zero = tmp_path / "zero.gguf"
     write_gguf_adapter(lm, config, zero)  # peft starts B at zero
@@ -63,15 +76,16 @@ def test_a_missing_adapter_file_is_named(smollm2_path, tmp_path):
         LocalLLM(str(smollm2_path), lora=missing)
 
 
-def test_the_adapter_is_part_of_the_backend_identity(smollm2_path, tmp_path):
+def test_the_adapter_is_part_of_the_backend_identity(smollm2_path, smollm2_lm, tmp_path):
     """Completions cached for the plain model are never served for the adapted one."""
     from peft import LoraConfig, get_peft_model
 
     from robocompose.hierarchical.llm import LocalLLM
-    from robocompose.hierarchical.llm.lora import LoRAConfig, load_model, write_gguf_adapter
+    from robocompose.hierarchical.llm.lora import LoRAConfig, write_gguf_adapter
 
-    _, lm = load_model(str(smollm2_path))
-    lm = get_peft_model(lm, LoraConfig(r=2, lora_alpha=4, target_modules=["q_proj"]))
+    lm = get_peft_model(
+        copy.deepcopy(smollm2_lm), LoraConfig(r=2, lora_alpha=4, target_modules=["q_proj"])
+    )
     adapter = tmp_path / "a.gguf"
     write_gguf_adapter(lm, LoRAConfig(model=str(smollm2_path), rank=2, alpha=4.0), adapter)
     plain, adapted = LocalLLM(str(smollm2_path)), LocalLLM(str(smollm2_path), lora=adapter)

@@ -137,7 +137,8 @@ def test_put_down_spots_are_free_and_outside_the_bins():
 @pytest.mark.parametrize(
     ("request_", "support"),
     [
-        # one request: each costs a rewrite per order, each under its own ~2000-token prefix
+        # one request, one order: each order is a rewrite under its own ~2000-token prefix (a
+        # minute of prompt on one core); the default's second reader is this prompt in one order
         ("put green on red then blue on green", {"green_block": "red_block",
                                                  "blue_block": "green_block"}),
     ],
@@ -147,11 +148,11 @@ def test_qwen_with_examples_states_the_goal_and_the_plan_reaches_it(qwen, reques
 
     world = make_world(STACK)
     registry = build_registry(world)
-    planner = GoalPlanner(qwen, registry, world, GoalPlannerConfig(prompt="examples", orders=2))
+    planner = GoalPlanner(qwen, registry, world, GoalPlannerConfig(prompt="examples", orders=1))
     plan = planner.plan(request_, world.snapshot())
     assert plan.kind == "calls", plan.message
     assert all(plan.goal.config.support[b] == below for b, below in support.items())
-    assert len(plan.completions) == 2  # one rewrite per example order, both agreeing
+    assert len(plan.completions) == 1
     assert all(c.completion_tokens < 30 for c in plan.completions)
 
 
