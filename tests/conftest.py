@@ -9,7 +9,8 @@ checks all of it around every test, so a new test cannot break it silently.
 
 The few-shot prompts' KV states go to one folder for the whole run (`ROBOCOMPOSE_LLM_STATE`): the
 first test that needs a prompt evaluates it, under a lock, and every later test on either worker
-loads it from disk, as `robocompose plan` does between processes.
+loads it from disk, as `robocompose plan` does between processes. JAX's compiled programs do the
+same through its persistent compilation cache: each JAX training step compiles once per run.
 """
 
 from __future__ import annotations
@@ -25,6 +26,11 @@ import torch
 from robocompose.hierarchical.llm import local as local_llm
 
 STATE_ENV = "ROBOCOMPOSE_LLM_STATE"
+# JAX reads its configuration from these variables when it is first imported
+JAX_CACHE = {
+    "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
+    "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0",
+}
 _CREATED: list[str] = []
 
 
@@ -36,8 +42,12 @@ def _worker_index() -> int | None:
 def pytest_configure(config: pytest.Config) -> None:
     # the controller runs first and its environment reaches the workers it starts
     if STATE_ENV not in os.environ:
-        os.environ[STATE_ENV] = tempfile.mkdtemp(prefix="robocompose-llm-state-")
-        _CREATED.append(os.environ[STATE_ENV])
+        run = tempfile.mkdtemp(prefix="robocompose-test-run-")
+        _CREATED.append(run)
+        os.environ[STATE_ENV] = os.path.join(run, "llm-state")
+        os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", os.path.join(run, "jax-cache"))
+        for name, value in JAX_CACHE.items():
+            os.environ.setdefault(name, value)
     index = _worker_index()
     if index is None:
         return

@@ -1,4 +1,4 @@
-"""A small sweep end to end (2 operators x 2 weights x 2 seeds x 3 episodes): killed midway and
+"""A small sweep end to end (2 operators x 2 weights x 2 seeds x 2 episodes): killed midway and
 resumed, locally and on a local Ray with 2 CPUs; the table holds exactly one row per planned
 episode, a rerun runs nothing, and both launchers write the same rows."""
 
@@ -23,7 +23,7 @@ from robocompose.sweep.table import OUTCOME, EpisodeTable
 
 AXES = ["composition=convex,mixture", "composition.weights=[0.3,0.7],[0.7,0.3]", "seed=0,1"]
 COLUMNS = ["composition", "composition.weights", "seed"]
-EPISODES = 3
+EPISODES = 2
 TOTAL = 2 * 2 * 2 * EPISODES
 
 
