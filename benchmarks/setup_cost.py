@@ -59,17 +59,18 @@ def folder_bytes(folder: Path) -> int:
     return total
 
 
-def timed_make(clone: Path, target: str, log: Path) -> tuple[float, str]:
+def timed_make(clone: Path, target: str, log: Path, check: bool = True) -> tuple[float, str, int]:
+    """Seconds, output and exit status of `make target` in `clone`; a failure stops the run
+    unless `check` is off (a red test run is recorded as such)."""
     start = time.perf_counter()
     with log.open("w") as sink:
         done = subprocess.run(
             ["make", target], cwd=clone, stdout=sink, stderr=subprocess.STDOUT, env=_env()
         )
     seconds = time.perf_counter() - start
-    output = log.read_text(errors="replace")
-    if done.returncode != 0:
+    if check and done.returncode != 0:
         raise SystemExit(f"`make {target}` failed (exit {done.returncode}); its log: {log}")
-    return seconds, output
+    return seconds, log.read_text(errors="replace"), done.returncode
 
 
 def _env() -> dict[str, str]:
@@ -97,9 +98,9 @@ def one_run(skip_demo: bool, logs: Path) -> dict:
         commit = subprocess.run(
             ["git", "rev-parse", "HEAD"], cwd=clone, capture_output=True, text=True, check=True
         ).stdout.strip()
-        setup_s, _ = timed_make(clone, "setup-all", logs / "setup.log")
+        setup_s = timed_make(clone, "setup-all", logs / "setup.log")[0]
         demo_s = None if skip_demo else timed_make(clone, "demo", logs / "demo.log")[0]
-        test_s, output = timed_make(clone, "test", logs / "test.log")
+        test_s, output, status = timed_make(clone, "test", logs / "test.log", check=False)
         passes = test_passes(output)
         venv_bytes = {venv: folder_bytes(clone / venv) for venv in VENVS}
         shutil.rmtree(clone, ignore_errors=True)
@@ -111,6 +112,7 @@ def one_run(skip_demo: bool, logs: Path) -> dict:
         "setup_s": round(setup_s, 1),
         "demo_s": None if demo_s is None else round(demo_s, 1),
         "test_s": round(test_s, 1),
+        "test_exit": status,
         "test_pass_s": {name: p["seconds"] for name, p in zip(PASSES, passes, strict=False)},
         "tests_passed": sum(p.get("passed", 0) for p in passes),
         "tests_failed": sum(p.get("failed", 0) for p in passes),

@@ -209,20 +209,26 @@ def closed_by_server(ws) -> ConnectionClosed:
 @pytest.mark.realtime
 def test_limits_close_with_a_code_and_a_reason(single, tmp_path):
     headers = {"Authorization": f"Api-Key {KEY}"}
-    limits = ServerLimits(idle_timeout_s=0.3, max_rate_hz=5.0)
-    with serving(single, tmp_path, limits=limits) as server:
-        with connect(server.address, additional_headers=headers) as idle:
-            started = time.monotonic()
-            unpack(idle.recv(timeout=5))
-            gone = closed_by_server(idle)
-            assert gone.rcvd.code == 1000 and "limits.idle_timeout_s" in gone.rcvd.reason
-            assert 0.3 <= time.monotonic() - started < 2.0
-        with connect(server.address, additional_headers=headers) as fast:
-            unpack(fast.recv(timeout=5))
-            for _ in range(6):  # a burst of one second's worth (5), then one more
-                fast.send(pack(obs()))
-            gone = closed_by_server(fast)
-            assert gone.rcvd.code == 1008 and "limits.max_rate_hz" in gone.rcvd.reason
+    with (
+        serving(single, tmp_path, limits=ServerLimits(idle_timeout_s=0.3)) as server,
+        connect(server.address, additional_headers=headers) as idle,
+    ):
+        started = time.monotonic()
+        unpack(idle.recv(timeout=5))
+        gone = closed_by_server(idle)
+        assert gone.rcvd.code == 1000 and "limits.idle_timeout_s" in gone.rcvd.reason
+        assert 0.3 <= time.monotonic() - started < 2.0
+    # its own server: on a busy machine the burst's replies can outlast a short idle timeout
+    with (
+        serving(single, tmp_path, limits=ServerLimits(max_rate_hz=5.0)) as server,
+        connect(server.address, additional_headers=headers) as fast,
+    ):
+        unpack(fast.recv(timeout=5))
+        # four seconds' worth at once: more than the budget refills while they are answered
+        for _ in range(20):
+            fast.send(pack(obs()))
+        gone = closed_by_server(fast)
+        assert gone.rcvd.code == 1008 and "limits.max_rate_hz" in gone.rcvd.reason
     with (
         serving(single, tmp_path, limits=ServerLimits(max_connections=2)) as server,
         PolicyClient(server.address, api_key=KEY) as one,
