@@ -54,6 +54,7 @@ __all__ = [
     "RUNS_DIR",
     "ResultsFile",
     "add_parts",
+    "cpu_model",
     "median_ms",
     "read_jsonl",
     "resume_records",
@@ -188,6 +189,14 @@ def median_ms(fn: Callable[[], Any], repeats: int, warmup: int = 0) -> float:
         fn()
         times.append(1e3 * (time.perf_counter() - start))
     return statistics.median(times)
+
+
+def cpu_model() -> str:
+    """The CPU's model name: a figure from one machine is not a figure from another."""
+    cpuinfo = Path("/proc/cpuinfo")
+    lines = cpuinfo.read_text().splitlines() if cpuinfo.exists() else []
+    names = [line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")]
+    return names[0] if names else "unknown"
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:

@@ -20,12 +20,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 from pathlib import Path
 
-from common import ROOT, RUNS_DIR, ResultsFile
+from common import ROOT, RUNS_DIR, ResultsFile, cpu_model
 
 from robocompose import CPU_KERNEL_PINS
 
@@ -40,13 +39,6 @@ def widest_paths() -> dict[str, str]:
         "MKL_CBWR": "AUTO",
         "ONEDNN_MAX_CPU_ISA": "ALL",
     }
-
-
-def cpu_name() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor()
 
 
 def run_demo(variant: str, paths: dict[str, str], episodes: int) -> dict:
@@ -81,7 +73,7 @@ def main() -> None:
         for a, b in zip(pinned, widest, strict=True)
     ]
     summary = {
-        "cpu": cpu_name(),
+        "cpu": cpu_model(),
         "episodes": args.episodes,
         "variants": results,
         "same_table": pinned == widest,

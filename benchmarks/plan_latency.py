@@ -35,7 +35,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from common import RESULTS_DIR, ResultsFile, add_parts, read_jsonl
+from common import RESULTS_DIR, ResultsFile, add_parts, cpu_model, read_jsonl
 
 RESULTS = ResultsFile("plan_latency.json", writer="plan_latency.py", indent=1)
 OUT_DIR = RESULTS_DIR / "plan_latency"
@@ -134,18 +134,11 @@ def _goal_fields(planner: str, args: argparse.Namespace) -> dict[str, Any]:
     return {"orders": args.goal_orders} if args.goal_orders != 1 else {}
 
 
-def _cpu_model() -> str:
-    """The CPU's model name: a figure from one machine is not a figure from another."""
-    with open("/proc/cpuinfo") as info:
-        names = [line.split(":", 1)[1].strip() for line in info if line.startswith("model name")]
-    return names[0] if names else "unknown"
-
-
 def _record(
     path: Path, key: str, planner: str, threads: int, state: str, rows: list, fields: dict
 ) -> None:
     row = {"key": key, "planner": planner, "n_threads": threads, "state": state,
-           "load_avg_1min": round(os.getloadavg()[0], 2), "cpu": _cpu_model(), "plans": rows,
+           "load_avg_1min": round(os.getloadavg()[0], 2), "cpu": cpu_model(), "plans": rows,
            **fields}  # fmt: skip
     with path.open("a") as f:
         f.write(json.dumps(row) + "\n")

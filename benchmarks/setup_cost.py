@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import re
 import shutil
 import subprocess
@@ -25,7 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import ROOT, ResultsFile
+from common import ROOT, ResultsFile, cpu_model
 
 RESULTS = ResultsFile("setup.json", writer="setup_cost.py")
 VENVS = (".venv", ".venv-lerobot")
@@ -33,13 +32,6 @@ PASSES = ("parallel", "realtime")  # make test's pytest runs, in order
 # pytest's closing line: "== 1 failed, 1388 passed, 19 skipped in 3435.12s (0:57:15) =="
 CLOSING = re.compile(r"=+ (?P<counts>.*?) in (?P<seconds>[\d.]+)s")
 COUNT = re.compile(r"(\d+) (passed|failed|skipped|errors?|deselected)")
-
-
-def cpu_name() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor()
 
 
 def pip_cache_state() -> str:
@@ -106,7 +98,7 @@ def one_run(skip_demo: bool, logs: Path) -> dict:
         shutil.rmtree(clone, ignore_errors=True)
     return {
         "commit": commit,
-        "cpu": cpu_name(),
+        "cpu": cpu_model(),
         "cores": os.cpu_count(),
         "pip_cache": cache,
         "setup_s": round(setup_s, 1),
