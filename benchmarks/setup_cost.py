@@ -10,7 +10,8 @@ was in it. The clone is removed afterwards.
     python benchmarks/setup_cost.py [--runs 2] [--skip-demo]
 
 Appends one row per run to `runs` in benchmarks/results/setup.json (the README's setup and test
-figures come from there) and sets `latest`.
+figures come from there) and sets `latest`; each run's logs stay in
+runs/benchmarks/setup_cost/<time>/ (`--reparse ROW LOG` recounts a row's tests from one).
 """
 
 from __future__ import annotations
@@ -29,8 +30,13 @@ from common import ROOT, ResultsFile, cpu_model
 RESULTS = ResultsFile("setup.json", writer="setup_cost.py")
 VENVS = (".venv", ".venv-lerobot")
 PASSES = ("parallel", "realtime")  # make test's pytest runs, in order
-# pytest's closing line: "== 1 failed, 1388 passed, 19 skipped in 3435.12s (0:57:15) =="
-CLOSING = re.compile(r"=+ (?P<counts>.*?) in (?P<seconds>[\d.]+)s")
+# pytest's closing line, framed in "=" or (under -q) bare: "1 failed, 1388 passed, 19 skipped,
+# 33 warnings in 3435.12s (0:57:15)"
+CLOSING = re.compile(
+    r"^=* ?(?P<counts>\d+ (?:passed|failed|skipped|errors?|deselected)\b.*?) in "
+    r"(?P<seconds>[\d.]+)s",
+    re.MULTILINE,
+)
 COUNT = re.compile(r"(\d+) (passed|failed|skipped|errors?|deselected)")
 
 
@@ -82,6 +88,17 @@ def test_passes(output: str) -> list[dict]:
     return passes
 
 
+def test_fields(output: str) -> dict:
+    """The row's test figures from `make test`'s output."""
+    passes = test_passes(output)
+    return {
+        "test_pass_s": {name: p["seconds"] for name, p in zip(PASSES, passes, strict=False)},
+        "tests_passed": sum(p.get("passed", 0) for p in passes),
+        "tests_failed": sum(p.get("failed", 0) for p in passes),
+        "tests_skipped": sum(p.get("skipped", 0) for p in passes),
+    }
+
+
 def one_run(skip_demo: bool, logs: Path) -> dict:
     cache = pip_cache_state()
     with tempfile.TemporaryDirectory(prefix="robocompose-clone-") as tmp:
@@ -93,7 +110,6 @@ def one_run(skip_demo: bool, logs: Path) -> dict:
         setup_s = timed_make(clone, "setup-all", logs / "setup.log")[0]
         demo_s = None if skip_demo else timed_make(clone, "demo", logs / "demo.log")[0]
         test_s, output, status = timed_make(clone, "test", logs / "test.log", check=False)
-        passes = test_passes(output)
         venv_bytes = {venv: folder_bytes(clone / venv) for venv in VENVS}
         shutil.rmtree(clone, ignore_errors=True)
     return {
@@ -105,10 +121,7 @@ def one_run(skip_demo: bool, logs: Path) -> dict:
         "demo_s": None if demo_s is None else round(demo_s, 1),
         "test_s": round(test_s, 1),
         "test_exit": status,
-        "test_pass_s": {name: p["seconds"] for name, p in zip(PASSES, passes, strict=False)},
-        "tests_passed": sum(p.get("passed", 0) for p in passes),
-        "tests_failed": sum(p.get("failed", 0) for p in passes),
-        "tests_skipped": sum(p.get("skipped", 0) for p in passes),
+        **test_fields(output),
         "venv_bytes": venv_bytes,
         "venv_bytes_total": sum(venv_bytes.values()),
         "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -119,10 +132,27 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--skip-demo", action="store_true", help="time setup and tests only")
+    parser.add_argument(
+        "--reparse",
+        nargs=2,
+        metavar=("ROW", "LOG"),
+        help="recount row ROW's (an index into runs) test figures from its saved `make test` log",
+    )
     args = parser.parse_args()
-    logs = ROOT / "runs" / "benchmarks" / "setup_cost"
-    logs.mkdir(parents=True, exist_ok=True)
+    if args.reparse:
+        index, log = int(args.reparse[0]), Path(args.reparse[1])
+        fields = test_fields(log.read_text(errors="replace"))
+
+        def recount(doc: dict) -> None:
+            doc["runs"][index].update(fields)
+            doc["latest"] = doc["runs"][-1]
+
+        RESULTS.update(recount)
+        print(RESULTS.read()["runs"][index])
+        return
     for _ in range(args.runs):
+        logs = ROOT / "runs" / "benchmarks" / "setup_cost" / time.strftime("%Y%m%dT%H%M%S")
+        logs.mkdir(parents=True, exist_ok=True)
         row = one_run(args.skip_demo, logs)
         RESULTS.update(lambda doc, row=row: doc.setdefault("runs", []).append(row))
         RESULTS.set(["latest"], row)
