@@ -109,10 +109,13 @@ def test_llama_cpp_parses_the_grammar():
 
 @pytest.mark.smollm2
 def test_a_model_decoding_under_the_grammar_writes_valid_constraints(smollm2):
-    from robocompose.hierarchical.goal.prompt import messages
+    """On the short prompt (~70 tokens, no examples; the few-shot one is ~2100 tokens, half a
+    minute on one core) the small model is barely guided: it writes whatever the grammar lets
+    it, which is what the grammar must hold."""
+    from robocompose.hierarchical.goal.prompt import short_messages
 
     scene = SCENES[1]
-    reply = smollm2.chat(messages(scene, "put red in the green bin"), grammar=gbnf(scene))
+    reply = smollm2.chat(short_messages(scene, "put red in the green bin"), grammar=gbnf(scene))
     assert reply.finish_reason != "length"  # the grammar ends the text
     parse(reply.text, scene)
 
