@@ -32,7 +32,7 @@ os.environ.setdefault("PYOPENGL_PLATFORM", os.environ["MUJOCO_GL"])
 # The CPU kernels that decide a policy's last bits, pinned to the AVX2 paths every x86 machine
 # this project runs on has: torch (ATen), MKL's BLAS (its conditional numerical reproducibility)
 # and oneDNN otherwise each pick the widest instruction set present, so an AVX-512 Xeon and an
-# AVX2 EPYC computed different actions, closed-loop episodes drifted apart, and the demo's table
+# EPYC computed different actions, closed-loop episodes drifted apart, and the demo's table
 # differed between them. Read when torch first runs a kernel; a user's own setting wins.
 CPU_KERNEL_PINS = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
 if platform.machine().lower() in ("x86_64", "amd64"):
