@@ -268,29 +268,32 @@ def scratch_folder(tmp_path, monkeypatch) -> Path:
             del sys.modules[name]
 
 
-def _readme_block(after: str, language: str) -> str:
-    text = (REPO / "README.md").read_text()
+GUIDE = "docs/external-tasks.md"
+
+
+def _guide_block(after: str, language: str) -> str:
+    text = (REPO / GUIDE).read_text()
     start = text.index(f"```{language}\n", text.index(after)) + len(language) + 4
     return text[start : text.index("```", start)]
 
 
-def test_the_readme_expert_in_the_current_folder_collects(fetch, scratch_folder) -> None:
-    """The README's own expert and preset, as a user runs them: the module sits in the current
-    folder, with no PYTHONPATH."""
+def test_the_guide_expert_in_the_current_folder_collects(fetch, scratch_folder) -> None:
+    """The external-task guide's own expert and preset, as a user runs them: the module sits in
+    the current folder, with no PYTHONPATH."""
     from robocompose.cli import main
     from robocompose.sim.hdf5_dataset import read_env_args
 
     intro = "This one, `my_reach.py`, drives FetchReach:"
-    (scratch_folder / "my_reach.py").write_text(_readme_block(intro, "python"))
-    preset = _readme_block(intro, "yaml").replace("ScriptedReach", "ReadmeReach")
+    (scratch_folder / "my_reach.py").write_text(_guide_block(intro, "python"))
+    preset = _guide_block(intro, "yaml").replace("ScriptedReach", "GuideReach")
     (scratch_folder / "cfg" / "task").mkdir(parents=True)
-    (scratch_folder / "cfg" / "task" / "ReadmeReach.yaml").write_text(preset)
+    (scratch_folder / "cfg" / "task" / "GuideReach.yaml").write_text(preset)
     try:
-        main(["collect", "--config-dir", "cfg", "task=ReadmeReach", "--episodes", "2"])
+        main(["collect", "--config-dir", "cfg", "task=GuideReach", "--episodes", "2"])
     finally:
-        EXTERNAL_TASKS.pop("ReadmeReach", None)
-    env_args = read_env_args(scratch_folder / "data" / "ReadmeReach.hdf5")
-    EXTERNAL_TASKS.pop("ReadmeReach", None)
+        EXTERNAL_TASKS.pop("GuideReach", None)
+    env_args = read_env_args(scratch_folder / "data" / "GuideReach.hdf5")
+    EXTERNAL_TASKS.pop("GuideReach", None)
     assert env_args["env_kwargs"]["external"]["expert"] == "my_reach:ReachExpert"
 
 
@@ -322,14 +325,14 @@ def test_an_expert_lacking_its_interface_is_refused_by_name(scratch_folder) -> N
         load_expert("elsewhere.experts:Expert", {})
 
 
-RECIPE = "### External tasks: any gymnasium env from one file"
-# the README's preset on a task it does not ship: PointMaze's ball driven to its goal
+RECIPE = "## Any gymnasium env from one file"
+# the guide's preset on a task it does not ship: PointMaze's ball driven to its goal
 ANOTHER_TASK = {
     "env_id: FetchReach-v4": "env_id: PointMaze_Open-v3",
     "expert_config: {gain: 10.0}": "expert_config: {gain: 1.0, goal_dims: [0, 1]}",
     "success_key: is_success": "success_key: success",
 }
-TINY = {  # appended to each README command
+TINY = {  # appended to each of the guide's commands
     "collect": ["--episodes", "3"],
     "train": ["steps=10", "eval_every=10", "eval_episodes=1", "batch_size=8", "warmup_steps=1"],
     "report": [],
@@ -338,22 +341,22 @@ TINY = {  # appended to each README command
 }
 
 
-def test_the_readme_recipe_runs_end_to_end_on_a_task_it_does_not_ship(
+def test_the_guide_recipe_runs_end_to_end_on_a_task_it_does_not_ship(
     fetch, scratch_folder, capsys
 ) -> None:
-    """The external-task recipe as the README writes it, at tiny sizes: its preset (on
+    """The external-task recipe as the guide writes it, at tiny sizes: its preset (on
     PointMaze_Open), collect, train with evaluation, report, eval of the best checkpoint,
     search with its confirmation."""
     from robocompose.cli import main
-    from tests.viz.test_readme_recipes import readme_commands
+    from tests.viz.test_doc_recipes import doc_commands
 
-    preset = _readme_block("A preset of your own goes in", "yaml")
+    preset = _guide_block("A preset of your own goes in", "yaml")
     for written, other in ANOTHER_TASK.items():
         assert written in preset
         preset = preset.replace(written, other)
     (scratch_folder / "DIR" / "task").mkdir(parents=True)
     (scratch_folder / "DIR" / "task" / "MyReach.yaml").write_text(preset)
-    commands = readme_commands(RECIPE)
+    commands = doc_commands(GUIDE, RECIPE)
     assert [c[1] for c in commands] == ["collect", "train", "train", "report", "eval", "search"]
     try:
         for command in commands:

@@ -1,4 +1,4 @@
-"""The README's LeRobot and Rerun recipes, read from the README itself: every `robocompose`
+"""The LeRobot and Rerun guides' recipes, read from the pages themselves: every `robocompose`
 command parses into its verb's config (flags, keys, values: `--cfg`), every shipped file it
 names exists, and every `rerun` flag it uses is one the installed Rerun CLI has. (Running them
 whole takes minutes; a fresh clone runs them as written.)"""
@@ -15,13 +15,13 @@ import pytest
 from robocompose.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
-SECTIONS = ("## Bring your LeRobot data and policies", "## Look at a run")
+SECTIONS = (("docs/lerobot.md", "# LeRobot data and policies"), ("docs/viz.md", "# Look at a run"))
 
 
-def readme_commands(heading: str) -> list[list[str]]:
-    """The commands of the section's first bash block: continuations joined, comments and
-    `make` lines dropped."""
-    text = (REPO / "README.md").read_text()
+def doc_commands(page: str, heading: str) -> list[list[str]]:
+    """The commands of the first bash block after `heading` in `page`: continuations joined,
+    comments and `make` lines dropped."""
+    text = (REPO / page).read_text()
     start = text.index("```bash\n", text.index(heading)) + len("```bash\n")
     commands, line = [], ""
     for raw in text[start : text.index("```", start)].splitlines():
@@ -36,9 +36,9 @@ def readme_commands(heading: str) -> list[list[str]]:
     return commands
 
 
-@pytest.mark.parametrize("heading", SECTIONS)
-def test_readme_robocompose_commands_parse_and_name_shipped_files(heading, capsys):
-    commands = [c for c in readme_commands(heading) if c[0] == ".venv/bin/robocompose"]
+@pytest.mark.parametrize(("page", "heading"), SECTIONS)
+def test_guide_robocompose_commands_parse_and_name_shipped_files(page, heading, capsys):
+    commands = [c for c in doc_commands(page, heading) if c[0] == ".venv/bin/robocompose"]
     assert len(commands) >= 3
     for command in commands:
         for arg in command:
@@ -48,9 +48,9 @@ def test_readme_robocompose_commands_parse_and_name_shipped_files(heading, capsy
     assert capsys.readouterr().out
 
 
-def test_readme_rerun_commands_use_flags_the_rerun_cli_has():
+def test_guide_rerun_commands_use_flags_the_rerun_cli_has():
     pytest.importorskip("rerun")
-    commands = [c for h in SECTIONS for c in readme_commands(h) if c[0] == ".venv/bin/rerun"]
+    commands = [c for p, h in SECTIONS for c in doc_commands(p, h) if c[0] == ".venv/bin/rerun"]
     assert commands
     rerun = Path(sys.executable).parent / "rerun"
     usage = subprocess.run([str(rerun), "--help"], capture_output=True, text=True).stdout

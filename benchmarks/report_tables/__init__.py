@@ -1,0 +1,1 @@
+"""The tables benchmarks/report.py writes, one module per docs page, each listing its `TABLES`."""
