@@ -35,7 +35,8 @@ class DemoConfig:
     out: str = "runs/demo"
     num_envs: int = 10
     device: str = "auto"  # auto (CUDA if present), cpu, cuda, cuda:N or mps
-    # per-episode inference: every row's episodes are the same whatever num_envs (see README)
+    # per-episode inference: every row's episodes are the same whatever num_envs
+    # (docs/train-evaluate-compose.md, "One evaluation path, paired comparisons")
     batch_invariant: bool = True
 
     def __post_init__(self) -> None:

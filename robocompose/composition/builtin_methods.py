@@ -187,7 +187,7 @@ class SelectorMethod(CompositionMethod):
     """At every chunk, SELECTOR_CANDIDATES native samples of each parent and one convex
     composition at `weights`; per row the candidate the others agree with most (the medoid of
     the executed steps) is executed (`robocompose.composition.selector`). No reward, no
-    training. Out of the defaults: see the README for how its score ranks."""
+    training. Out of the defaults: docs/results/composition.md shows how its scores rank."""
 
     samples_full_chunk = False  # candidates of other horizons: only the executed steps align
     weights_sum_to_one = True

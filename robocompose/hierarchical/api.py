@@ -73,7 +73,7 @@ class PlanConfig:
     # of the request must agree before a goal stands: "both" (the adapted model under two scene
     # listings, then the few-shot base model), "adapted" (the first part alone: more right goals,
     # more wrong ones), "examples" (the few-shot base model under three example orders). A model
-    # without an adapter, or a remote backend, always reads with "examples". See the README.
+    # without an adapter, or a remote backend, always reads with "examples". See docs/planning.md.
     goal_readings: str = one_of(READINGS, "both")
     llm_cache: bool = True  # completions cached on disk: reruns are cheap and identical
     repair_rounds: int = 2

@@ -8,7 +8,7 @@ skill and arguments) or None when the library proves no plan exists. Both engine
 shortest plan: pyperplan's breadth-first search on the grounded task (pure Python, in process),
 or Fast Downward (`up-fast-downward`, optimal configuration) through unified-planning, which
 builds a lifted PDDL problem and runs the planner as a subprocess. `benchmarks/goal_planning.py`
-times both on the scenes' domains; the README says which is the default and why.
+times both on the scenes' domains; docs/planning.md says which is the default and why.
 """
 
 from __future__ import annotations
