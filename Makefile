@@ -78,9 +78,9 @@ demo: setup
 test: setup-all
 	$(BIN)/ruff check robocompose tests benchmarks
 	$(BIN)/ruff format --check robocompose tests benchmarks
-	# two workers that steal each other's queued tests (one OpenMP thread each: two cores), then
+	# two workers that take whole test files, longest first (one core each: tests/conftest.py), then
 	# the tests timed against the wall clock on their own; each pass lists its slowest tests
-	OMP_NUM_THREADS=1 $(BIN)/pytest -n 2 --dist worksteal -m "not realtime" --durations=25
+	OMP_NUM_THREADS=1 $(BIN)/pytest -n 2 --dist loadfile --no-loadscope-reorder -m "not realtime" --durations=25
 	$(BIN)/pytest -m realtime --durations=10
 
 lint: setup

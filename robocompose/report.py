@@ -60,21 +60,40 @@ def events_folder(run: Path) -> Path:
 
 
 def read_scalars(run: Path) -> dict[str, Curve]:
-    """{tag: (steps, values)} of every scalar; steps a resumed run redid are read once."""
+    """{tag: (steps, values)} of every scalar; steps a resumed run redid are read once.
+
+    The files are read in the order they were written, each resumed run's file replacing the
+    steps it redid: TensorBoard's own reader orders them by name, where a process's tenth
+    writer ("...pid.10") sorts before its ninth, and then drops the wrong steps."""
     from tensorboard.backend.event_processing.event_accumulator import (
         SCALARS,
         EventAccumulator,
     )
 
-    accumulator = EventAccumulator(str(events_folder(run)), size_guidance={SCALARS: 0})
-    accumulator.Reload()
-    curves = {}
-    for tag in accumulator.Tags()[SCALARS]:
-        events = accumulator.Scalars(tag)
-        curves[tag] = ([e.step for e in events], [e.value for e in events])
+    curves: dict[str, dict[int, float]] = {}
+    for path in sorted(events_folder(run).glob(EVENT_FILES), key=_written_order):
+        accumulator = EventAccumulator(str(path), size_guidance={SCALARS: 0})
+        accumulator.Reload()
+        events = {tag: accumulator.Scalars(tag) for tag in accumulator.Tags()[SCALARS]}
+        steps = [e.step for tag_events in events.values() for e in tag_events]
+        if not steps:
+            continue
+        first = min(steps)
+        for tag, tag_events in events.items():
+            curve = {s: v for s, v in curves.get(tag, {}).items() if s < first}
+            curves[tag] = curve | {e.step: e.value for e in tag_events}
     if not curves:
         raise ValueError(f"{run}: its event files hold no scalars yet (no step logged so far).")
-    return curves
+    return {
+        tag: (sorted(curve), [curve[s] for s in sorted(curve)]) for tag, curve in curves.items()
+    }
+
+
+def _written_order(path: Path) -> tuple[int, ...]:
+    """events.out.tfevents.<seconds>.<host>.<pid>.<writer>: (seconds, pid, writer) as numbers."""
+    parts = path.name.split(".")
+    seconds, pid, writer = parts[3], parts[-2], parts[-1]
+    return tuple(int(p) if p.isdigit() else 0 for p in (seconds, pid, writer))
 
 
 def plot_curves(curves: dict[str, Curve], out: Path, title: str) -> None:

@@ -11,6 +11,9 @@ The few-shot prompts' KV states go to one folder for the whole run (`ROBOCOMPOSE
 first test that needs a prompt evaluates it, under a lock, and every later test on either worker
 loads it from disk, as `robocompose plan` does between processes. JAX's compiled programs do the
 same through its persistent compilation cache: each JAX training step compiles once per run.
+
+`make test` hands out whole files (`--dist loadfile`: a module's fixtures load once) longest
+first, so the run does not end with one worker in a minute-long test while the other idles.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import torch
@@ -32,6 +36,36 @@ JAX_CACHE = {
     "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0",
 }
 _CREATED: list[str] = []
+# seconds each long file took on one core (a run of 2026-11): only the order files start in;
+# a file not listed starts after these, in collection order
+FILE_SECONDS = {
+    "hierarchical/planners/test_goal.py": 163,
+    "hierarchical/planners/test_skills.py": 103,
+    "hierarchical/planners/test_code.py": 80,
+    "sweep/test_ray_cluster.py": 75,
+    "sweep/test_sweep.py": 73,
+    "hierarchical/run/test_repair.py": 67,
+    "hierarchical/run/test_correction_bank.py": 59,
+    "hierarchical/language_to_rewards/test_pipeline.py": 57,
+    "test_cli_interrupt.py": 53,
+    "policies/test_train.py": 45,
+    "hierarchical/run/test_plan_executor.py": 39,
+    "sim/test_external.py": 38,
+    "policies/test_jax_flow.py": 35,
+    "sim/test_tasks.py": 34,
+    "hierarchical/llm/test_llm.py": 33,
+    "test_demo.py": 32,
+    "hierarchical/llm/test_lora.py": 30,
+    "test_config.py": 24,
+    "policies/test_policy.py": 17,
+    "hierarchical/planners/test_saycan.py": 16,
+    "policies/test_train_watch.py": 15,
+    "hierarchical/sandbox/test_sandbox_hostile.py": 14,
+    "sim/test_lerobot_dataset.py": 14,
+    "sim/test_collect.py": 14,
+    "hierarchical/llm/test_prefix_state.py": 14,
+    "sim/test_robosuite_env.py": 13,
+}
 
 
 def _worker_index() -> int | None:
@@ -57,6 +91,15 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ[name] = "1"  # for the child processes tests start
     os.environ[local_llm.THREADS_ENV] = "1"
     torch.set_num_threads(1)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    tests = Path(__file__).parent
+
+    def seconds(item: pytest.Item) -> int:
+        return FILE_SECONDS.get(item.path.relative_to(tests).as_posix(), 0)
+
+    items.sort(key=lambda item: -seconds(item))  # stable: a file's tests keep their order
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

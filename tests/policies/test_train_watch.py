@@ -58,6 +58,21 @@ def test_cli_train_says_where_curves_go_and_logs_four_scalars(dataset, tmp_path,
     assert curves["train/lr"][1] == pytest.approx(expected_lr, rel=1e-6)
 
 
+def test_curves_follow_the_order_the_files_were_written_past_a_tenth_writer(tmp_path) -> None:
+    """A process's 10th writer ("...pid.10") sorts by name before its 9th; a resumed run's file
+    must still replace the steps it redid, not be replaced by them."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    for first, values, name in ((1, [1.0, 2.0, 3.0], "9"), (3, [30.0, 40.0], "10")):
+        folder = tmp_path / name
+        with SummaryWriter(str(folder), purge_step=first) as writer:
+            for step, value in enumerate(values, start=first):
+                writer.add_scalar("train/loss", value, step)
+        (written,) = folder.iterdir()
+        written.rename(tmp_path / f"events.out.tfevents.1795899503.my.host.4242.{name}")
+    assert read_scalars(tmp_path)["train/loss"] == ([1, 2, 3, 4], [1.0, 2.0, 30.0, 40.0])
+
+
 def test_resumed_curve_continues_without_duplicates(dataset, tmp_path) -> None:
     whole = tmp_path / "whole"
     train(tiny(dataset, whole), progress=False)
