@@ -88,7 +88,9 @@ lint: setup
 	$(BIN)/ruff format --check robocompose tests benchmarks
 
 # ---- shipped checkpoints: the exact commands that reproduce them ---------------------------
-# `make checkpoints` collects expert demos per task, then trains each shipped policy on them.
+# `make checkpoints` collects expert demos per task, then trains each shipped policy on them into
+# $(SHIPPED), which the package carries (a checkpoint there is named by its folder's name).
+SHIPPED := robocompose/checkpoints
 # One torch thread: two threads stall badly whenever anything else wants a core.
 TASKS := PushT PickPlace PickPlaceTwoCubes Stack
 # How many demos a task collects is its TaskSpec's `demos` (robocompose/sim/tasks.py, which says
@@ -128,12 +130,12 @@ $(COLLECT): collect-%: setup
 	$(BIN)/robocompose collect $* --episodes $(DEMOS) --out data/$*.hdf5
 
 $(TRAIN): train-%: collect-%
-	$(BIN)/robocompose train dataset=data/$*.hdf5 out=checkpoints/$*_diffusion_unet $(DIFFUSION_UNET) $(FIRST_HALF)
-	$(BIN)/robocompose train dataset=data/$*.hdf5 out=checkpoints/$*_flow_mlp $(FLOW_MLP) $(FIRST_HALF)
-	$(if $(filter $*,$(HALVED)),$(BIN)/robocompose train dataset=data/$*.hdf5 out=checkpoints/$*_flow_mlp_b $(FLOW_MLP) $(SECOND_HALF))
-	$(if $(filter $*,$(FLOW_UNET_TASKS)),$(BIN)/robocompose train dataset=data/$*.hdf5 out=checkpoints/$*_flow_unet $(FLOW_UNET))
-	$(if $(filter $*,$(FLOW_UNET_TASKS)),$(BIN)/robocompose train dataset=data/$*.hdf5 out=checkpoints/$*_diffusion_unet_v $(DIFFUSION_UNET_V))
-	$(if $(filter $*,$(DIFFUSION_MLP_TASKS)),$(BIN)/robocompose train dataset=data/$*.hdf5 out=checkpoints/$*_diffusion_mlp $(DIFFUSION_MLP) $(SECOND_HALF))
+	$(BIN)/robocompose train dataset=data/$*.hdf5 out=$(SHIPPED)/$*_diffusion_unet $(DIFFUSION_UNET) $(FIRST_HALF)
+	$(BIN)/robocompose train dataset=data/$*.hdf5 out=$(SHIPPED)/$*_flow_mlp $(FLOW_MLP) $(FIRST_HALF)
+	$(if $(filter $*,$(HALVED)),$(BIN)/robocompose train dataset=data/$*.hdf5 out=$(SHIPPED)/$*_flow_mlp_b $(FLOW_MLP) $(SECOND_HALF))
+	$(if $(filter $*,$(FLOW_UNET_TASKS)),$(BIN)/robocompose train dataset=data/$*.hdf5 out=$(SHIPPED)/$*_flow_unet $(FLOW_UNET))
+	$(if $(filter $*,$(FLOW_UNET_TASKS)),$(BIN)/robocompose train dataset=data/$*.hdf5 out=$(SHIPPED)/$*_diffusion_unet_v $(DIFFUSION_UNET_V))
+	$(if $(filter $*,$(DIFFUSION_MLP_TASKS)),$(BIN)/robocompose train dataset=data/$*.hdf5 out=$(SHIPPED)/$*_diffusion_mlp $(DIFFUSION_MLP) $(SECOND_HALF))
 
 IMAGE_TASKS := PickPlace PickPlaceTwoCubes
 checkpoints: $(TRAIN) $(IMAGE_TASKS:%=train-%-image)
@@ -145,23 +147,23 @@ IMAGE_FLOW_MLP = policy.family=flow policy.backbone=mlp 'policy.obs_keys=[propri
 .PHONY: $(IMAGE_TASKS:%=train-%-image)
 
 # It borrows the state diffusion UNet's action normaliser, so the two compose exactly.
-$(IMAGE_TASKS:%=train-%-image): train-%-image: setup checkpoints/%_diffusion_unet/config.json
+$(IMAGE_TASKS:%=train-%-image): train-%-image: setup $(SHIPPED)/%_diffusion_unet/config.json
 	$(BIN)/robocompose collect $* --episodes 200 --obs-keys state,proprio,image --image-size 64 --out data/$*_image64.hdf5
-	$(BIN)/robocompose train dataset=data/$*_image64.hdf5 out=checkpoints/$*_image_flow $(IMAGE_FLOW_MLP) action_normalizer_from=checkpoints/$*_diffusion_unet
+	$(BIN)/robocompose train dataset=data/$*_image64.hdf5 out=$(SHIPPED)/$*_image_flow $(IMAGE_FLOW_MLP) action_normalizer_from=$(SHIPPED)/$*_diffusion_unet
 
-checkpoints/%_diffusion_unet/config.json:
+$(SHIPPED)/%_diffusion_unet/config.json:
 	$(MAKE) train-$*
 
 # The JAX flow policy (family flow_jax: flax + optax, the `jax` extra, which `make setup-all`
 # installs): the task's flow MLP recipe, same demos, steps and seed, trained in JAX; it composes
-# with the torch parents (`robocompose compose checkpoints/Stack_diffusion_mlp
-# checkpoints/Stack_flow_jax_mlp`). torch_threads=1 holds torch only: XLA sizes its CPU thread
+# with the torch parents (`robocompose compose Stack_diffusion_mlp
+# Stack_flow_jax_mlp`). torch_threads=1 holds torch only: XLA sizes its CPU thread
 # pool from the process's CPU affinity (XLA_FLAGS' thread settings do not limit jax 0.10), so
 # `taskset -c 0 make train-Stack-jax` holds it to one core.
 FLOW_JAX_MLP = $(subst policy.family=flow ,policy.family=flow_jax ,$(FLOW_MLP))
 .PHONY: train-Stack-jax
 train-Stack-jax: train-%-jax: collect-%
-	$(BIN)/robocompose train dataset=data/$*.hdf5 out=checkpoints/$*_flow_jax_mlp $(FLOW_JAX_MLP) $(FIRST_HALF)
+	$(BIN)/robocompose train dataset=data/$*.hdf5 out=$(SHIPPED)/$*_flow_jax_mlp $(FLOW_JAX_MLP) $(FIRST_HALF)
 
 # ---- skill policies (robocompose/sim/skill_labels.py, robocompose/hierarchical/skills/learned.py)
 # One network per family serves pick(obj) and place(obj, target) on Stack and SortBins scenes,
@@ -187,9 +189,9 @@ collect-skills: setup
 	$(foreach i,1 2 3,$(BIN)/robocompose collect SortBins $(SKILL_COLLECT) seed_start=$(i)0000 '+env.blocks=$(call colours,$(word $(i),$(SORT_ORDERS)))' --out $(SKILL_DATA)/SortBins_$(word $(i),$(SORT_ORDERS)).hdf5 &&) true
 
 train-skills: collect-skills
-	$(BIN)/robocompose train out=checkpoints/Tabletop_skills_flow_mlp $(SKILL_POLICY) policy.family=flow
-	$(BIN)/robocompose train out=checkpoints/Tabletop_skills_diffusion_mlp $(SKILL_POLICY) policy.family=diffusion policy.prediction_type=v_prediction
-	$(BIN)/robocompose train out=checkpoints/Tabletop_skills_flow_mlp_b $(SKILL_POLICY) policy.family=flow seed=1
+	$(BIN)/robocompose train out=$(SHIPPED)/Tabletop_skills_flow_mlp $(SKILL_POLICY) policy.family=flow
+	$(BIN)/robocompose train out=$(SHIPPED)/Tabletop_skills_diffusion_mlp $(SKILL_POLICY) policy.family=diffusion policy.prediction_type=v_prediction
+	$(BIN)/robocompose train out=$(SHIPPED)/Tabletop_skills_flow_mlp_b $(SKILL_POLICY) policy.family=flow seed=1
 
 # The language measurement (not shipped): the flow policy with the all-MiniLM-L6-v2 sentence
 # embedding (the `language` extra) in place of the learned token embeddings.
@@ -197,7 +199,7 @@ train-skills: collect-skills
 train-skills-minilm: collect-skills
 	$(BIN)/robocompose train out=runs/skills_language/Tabletop_skills_flow_mlp_minilm $(subst skill_tokens,skill_embedding,$(SKILL_POLICY)) policy.family=flow
 
-# ---- demos ablation (configs/sweep/demos.yaml) -----------------------------------------------
+# ---- demos ablation (robocompose/configs/sweep/demos.yaml) ------------------------------------
 # Pairs of PickPlace flow MLPs, the two of a pair trained on disjoint sets of N demos from one
 # 400-demo file (a: demos [0, N); b: [N, 2N), another seed), so a pair shares one normaliser.
 # Not shipped: `robocompose sweep sweep=demos` names these folders and says to run this.
@@ -212,7 +214,7 @@ demos-ablation: setup
 	  $(BIN)/robocompose train dataset=data/PickPlace_400.hdf5 out=$(ABLATION_DIR)/PickPlace_flow_mlp_$${n}b $(FLOW_MLP) demo_offset=$$n max_demos=$$n seed=1 || exit 1; \
 	done
 
-# ---- gym-pusht, the original PushT (the `external` extra; configs/task/GymPushT.yaml) ---------
+# ---- gym-pusht, the original PushT (the `external` extra; robocompose/configs/task/GymPushT.yaml)
 # The MPC expert's 200 demos (~5 s each on a busy machine), then two MLP parents of two families:
 # a v-prediction diffusion MLP and a flow MLP. MLPs, not UNets: a UNet episode cost ~10 s to
 # evaluate on the shared cores (an MLP's ~1 s), too slow for the >= 100-seed benchmark.
@@ -223,11 +225,12 @@ collect-GymPushT: setup-all
 	$(BIN)/robocompose collect GymPushT
 
 train-GymPushT: collect-GymPushT
-	$(BIN)/robocompose train dataset=data/GymPushT.hdf5 out=checkpoints/GymPushT_diffusion_mlp policy.family=diffusion policy.prediction_type=v_prediction $(GYM_PUSHT_MLP)
-	$(BIN)/robocompose train dataset=data/GymPushT.hdf5 out=checkpoints/GymPushT_flow_mlp policy.family=flow $(GYM_PUSHT_MLP)
+	$(BIN)/robocompose train dataset=data/GymPushT.hdf5 out=$(SHIPPED)/GymPushT_diffusion_mlp policy.family=diffusion policy.prediction_type=v_prediction $(GYM_PUSHT_MLP)
+	$(BIN)/robocompose train dataset=data/GymPushT.hdf5 out=$(SHIPPED)/GymPushT_flow_mlp policy.family=flow $(GYM_PUSHT_MLP)
 
 # ---- robosuite Lift and PickPlaceCan, as robomimic has them (the `external` extra) -------------
-# configs/task/Lift.yaml and PickPlaceCan.yaml; experts in robocompose/sim/experts/robosuite.py.
+# robocompose/configs/task/Lift.yaml and PickPlaceCan.yaml; experts in
+# robocompose/sim/experts/robosuite.py.
 # 200 demos each (~1 s a Lift demo, ~3 s a can demo on a busy machine), then two MLP parents of
 # two families: a v-prediction diffusion MLP and a flow MLP, 6000 steps each (~12 steps/s on the
 # shared cores, ~9 min; the budget that left time for the >= 100-seed benchmark).
@@ -239,18 +242,18 @@ $(ROBOSUITE_TASKS:%=collect-%): collect-%: setup-all
 	$(BIN)/robocompose collect $*
 
 $(ROBOSUITE_TASKS:%=train-%): train-%: collect-%
-	$(BIN)/robocompose train dataset=data/$*.hdf5 out=checkpoints/$*_diffusion_mlp policy.family=diffusion policy.prediction_type=v_prediction $(ROBOSUITE_MLP)
-	$(BIN)/robocompose train dataset=data/$*.hdf5 out=checkpoints/$*_flow_mlp policy.family=flow $(ROBOSUITE_MLP)
+	$(BIN)/robocompose train dataset=data/$*.hdf5 out=$(SHIPPED)/$*_diffusion_mlp policy.family=diffusion policy.prediction_type=v_prediction $(ROBOSUITE_MLP)
+	$(BIN)/robocompose train dataset=data/$*.hdf5 out=$(SHIPPED)/$*_flow_mlp policy.family=flow $(ROBOSUITE_MLP)
 
 # UNets on the same demos (the backbone that does best on our PushT): a flow UNet and a
 # v-prediction diffusion UNet, 5000 steps each (~12 min); the second parent pair of
 # benchmarks/external_pusht.py (part policies_unet).
 .PHONY: train-GymPushT-unet
 train-GymPushT-unet: collect-GymPushT
-	$(BIN)/robocompose train dataset=data/GymPushT.hdf5 out=checkpoints/GymPushT_flow_unet policy.family=flow policy.backbone=unet steps=5000 batch_size=128 checkpoint_dtype=float16 torch_threads=1
-	$(BIN)/robocompose train dataset=data/GymPushT.hdf5 out=checkpoints/GymPushT_diffusion_unet_v policy.family=diffusion policy.backbone=unet policy.prediction_type=v_prediction steps=5000 batch_size=128 checkpoint_dtype=float16 torch_threads=1
+	$(BIN)/robocompose train dataset=data/GymPushT.hdf5 out=$(SHIPPED)/GymPushT_flow_unet policy.family=flow policy.backbone=unet steps=5000 batch_size=128 checkpoint_dtype=float16 torch_threads=1
+	$(BIN)/robocompose train dataset=data/GymPushT.hdf5 out=$(SHIPPED)/GymPushT_diffusion_unet_v policy.family=diffusion policy.backbone=unet policy.prediction_type=v_prediction steps=5000 batch_size=128 checkpoint_dtype=float16 torch_threads=1
 
-# ---- gymnasium-robotics FetchReach: a third-party env from configs/task/FetchReach.yaml alone --
+# ---- gymnasium-robotics FetchReach: a third-party env from its task preset alone ------------
 # The generic goal P-controller's 100 demos (seconds), then a torch diffusion UNet and a JAX flow
 # MLP (the framework pair that composes through the CLI on an external task), 2000 steps each.
 .PHONY: collect-FetchReach train-FetchReach
@@ -260,5 +263,5 @@ collect-FetchReach: setup-all
 	$(BIN)/robocompose collect FetchReach
 
 train-FetchReach: collect-FetchReach
-	$(BIN)/robocompose train dataset=data/FetchReach.hdf5 out=checkpoints/FetchReach_diffusion_unet policy.family=diffusion policy.backbone=unet batch_size=128 $(FETCH_STEPS)
-	$(BIN)/robocompose train dataset=data/FetchReach.hdf5 out=checkpoints/FetchReach_flow_jax_mlp policy.family=flow_jax policy.backbone=mlp batch_size=256 $(FETCH_STEPS)
+	$(BIN)/robocompose train dataset=data/FetchReach.hdf5 out=$(SHIPPED)/FetchReach_diffusion_unet policy.family=diffusion policy.backbone=unet batch_size=128 $(FETCH_STEPS)
+	$(BIN)/robocompose train dataset=data/FetchReach.hdf5 out=$(SHIPPED)/FetchReach_flow_jax_mlp policy.family=flow_jax policy.backbone=mlp batch_size=256 $(FETCH_STEPS)

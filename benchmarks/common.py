@@ -19,7 +19,6 @@ import argparse
 import fcntl
 import json
 import statistics
-import sys
 import time
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
@@ -28,7 +27,7 @@ from typing import Any
 
 from robocompose.shipped import CHECKPOINTS, shipped_checkpoints
 
-ROOT = CHECKPOINTS.parent
+ROOT = CHECKPOINTS.parents[1]  # the repository (the checkpoints live in the package)
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 RUNS_DIR = ROOT / "runs" / "benchmarks"
 
@@ -139,23 +138,13 @@ class ResultsFile:
         self.update(change)
 
 
-class _DeprecatedParts(argparse.Action):
-    """An old spelling of `--parts a,b` (`--part a [b ...]`): still parsed, with a warning."""
-
-    def __call__(self, parser, namespace, values, option_string=None) -> None:
-        print(f"warning: {option_string} is deprecated; use --parts a,b", file=sys.stderr)
-        setattr(namespace, self.dest, tuple(p for chosen in values for p in chosen))
-
-
 def add_parts(
     parser: argparse.ArgumentParser,
     parts: Sequence[str],
     default: Sequence[str] | None = None,
-    old_flags: Sequence[str] = ("--part",),
 ) -> None:
     """Give `parser` `--parts a,b`: a comma list of `parts` run in one call, parsed into the
-    tuple `args.parts`; `all` (and no flag) means `default`, every part unless given.
-    `old_flags`, the script's former spellings, still parse with a deprecation warning."""
+    tuple `args.parts`; `all` (and no flag) means `default`, every part unless given."""
     chosen_by_default = tuple(parts if default is None else default)
 
     def parse(text: str) -> tuple[str, ...]:
@@ -173,10 +162,6 @@ def add_parts(
         default=chosen_by_default,
         help=f"comma list of {', '.join(parts)}, or all (default: {','.join(chosen_by_default)})",
     )
-    for flag in old_flags:
-        parser.add_argument(
-            flag, nargs="+", type=parse, dest="parts", action=_DeprecatedParts, help="deprecated"
-        )
 
 
 def median_ms(fn: Callable[[], Any], repeats: int, warmup: int = 0) -> float:

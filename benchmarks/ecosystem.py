@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from common import ROOT, RUNS_DIR, ResultsFile, add_parts, median_ms
+from common import CHECKPOINTS, ROOT, RUNS_DIR, ResultsFile, add_parts, median_ms
 
 from robocompose.sim.collect import run_expert_episode
 from robocompose.sim.hdf5_dataset import DemoWriter, load_demos
@@ -104,12 +104,12 @@ def latency_part(repeats: int) -> dict:
     }
     noise = torch.randn(1, 16, 4)
     for name in ("PickPlace_flow_mlp", "PickPlace_diffusion_unet"):
-        ours = load_policy(ROOT / "checkpoints" / name)
+        ours = load_policy(CHECKPOINTS / name)
         rows[name] = round(median_ms(lambda p=ours: p.sample(obs, 10, noise), repeats, 5), 3)
     rows["lerobot_diffusion_fixture"] = round(
         median_ms(lambda: theirs.sample(obs, 10, noise), repeats, 5), 3
     )
-    ours = load_policy(ROOT / "checkpoints/PickPlace_flow_mlp")
+    ours = load_policy(ROOT / "PickPlace_flow_mlp")
     composed = compose([ours, theirs], "convex", (0.5, 0.5), allow_normalizer_mismatch=True)
     rows["convex(PickPlace_flow_mlp, lerobot)"] = round(
         median_ms(lambda: composed.predict_actions(obs, torch.randn(1, 16, 4)), repeats, 5), 3
@@ -134,7 +134,7 @@ def view_part(episodes: int) -> dict:
 
     rows = {}
     for name in ("Stack_flow_mlp", "PushT_flow_mlp"):
-        policy = load_policy(ROOT / "checkpoints" / name)
+        policy = load_policy(CHECKPOINTS / name)
         seeds = list(range(100_000, 100_000 + episodes))
         start = time.perf_counter()
         result = evaluate(policy, seeds, progress=False, num_envs=1)

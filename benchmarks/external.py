@@ -8,7 +8,7 @@ a 0.25 grid, the parents' vertices included), and the product of experts (weight
 there, which favours the parent): the difference with Newcombe's 95% interval, and the parents'
 complementarity (only A, only B, both, neither).
 
-| task | parents (checkpoints/<task>_<kind>) |
+| task | parents (shipped <task>_<kind>) |
 |---|---|
 | FetchReach | a torch diffusion UNet and a JAX flow MLP (the cross-framework pair) |
 | Lift, PickPlaceCan | a v-prediction diffusion MLP and a flow MLP (robosuite) |
@@ -24,8 +24,7 @@ vertex (each parent's vertex against the parent natively, on `--vertex-episodes`
 <task>.vertex_gap), selector (the selector composition by `--selector-score` on
 `--selector-episodes` fresh seeds against the better parent and the per-seed oracle; key
 <task>.selector, another score's under <task>.selector_by_score), headlines (no episodes: only the
-headlines over every pair, which every run recomputes at its end). The old `--grid-cost N`,
-`--grid-choice`, `--vertex N` still parse, with a deprecation line.
+headlines over every pair, which every run recomputes at its end).
 
     python benchmarks/external.py [--tasks FetchReach,Lift,PickPlaceCan] [--fresh 100]
     python benchmarks/external.py --tasks PickPlaceCan --parts grid_cost    # 40 episodes
@@ -37,13 +36,19 @@ headlines over every pair, which every run recomputes at its end). The old `--gr
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from common import ROOT, RUNS_DIR, ResultsFile, add_parts, resume_records, task_preset
+from common import (
+    CHECKPOINTS,
+    RUNS_DIR,
+    ResultsFile,
+    add_parts,
+    resume_records,
+    task_preset,
+)
 from composition_parts.selector import add_selector_args, selector_versus
 from composition_parts.vertex import vertex_gap
 
@@ -68,8 +73,6 @@ FRESH_SEED_START = 300_000
 PARTS = ("main", "grid_cost", "grid_choice", "vertex", "selector", "headlines")
 # a pair's keys the vertex and selector parts store apart; rerunning the pair's main part keeps them
 APART = ("vertex_gap", "selector", "selector_by_score")
-# the old flags, each one extra run instead of the main one, in the order they took precedence
-OLD_FLAGS = {"--grid-choice": "grid_choice", "--vertex": "vertex", "--grid-cost": "grid_cost"}
 
 
 def expert_rate(task: str, seeds: list[int], out: Path) -> dict[str, Any]:
@@ -104,9 +107,9 @@ def paired_row(comparison: Any) -> dict[str, Any]:
 
 
 def pair_of(task: str) -> tuple[list, list[str]]:
-    """The task's shipped parents (checkpoints/<task>_<kind>) and their names."""
+    """The task's shipped parents (<task>_<kind>) and their names."""
     names = [f"{task}_{kind}" for kind in PARENTS[task]]
-    return [load_policy(ROOT / "checkpoints" / name) for name in names], names
+    return [load_policy(CHECKPOINTS / name) for name in names], names
 
 
 def task_result(
@@ -322,29 +325,10 @@ def selector_key(row: str | tuple[str, ...], score: str) -> tuple[str, ...]:
     return (*row, "selector") if score == "agreement" else (*row, "selector_by_score", score)
 
 
-class _OldFlag(argparse.Action):
-    """`--grid-choice`, `--vertex N`, `--grid-cost N` (N episodes, 0: not asked), the old
-    spellings of `--parts <part>`: still parsed, with a warning. As they did, they run one part
-    instead of the main run: the first of OLD_FLAGS given."""
-
-    def __call__(self, parser, namespace, values, option_string=None) -> None:
-        part = OLD_FLAGS[option_string]
-        episodes = isinstance(values, int)
-        hint = f" --{part.replace('_', '-')}-episodes {values}" if episodes else ""
-        print(f"warning: {option_string} is deprecated; use --parts {part}{hint}", file=sys.stderr)
-        if episodes and values == 0:
-            return
-        if episodes:
-            setattr(namespace, f"{part}_episodes", values)
-        order = list(OLD_FLAGS.values())
-        given = [p for p in namespace.parts if p in order] + [part]
-        namespace.parts = (min(given, key=order.index),)
-
-
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--tasks", default=",".join(PARENTS), help=f"comma list of {list(PARENTS)}")
-    add_parts(parser, PARTS, default=("main",), old_flags=())
+    add_parts(parser, PARTS, default=("main",))
     parser.add_argument("--fresh", type=int, default=100, help="fresh seeds per policy")
     parser.add_argument("--search", type=int, default=40, help="search seeds")
     parser.add_argument("--first-slice", type=int, default=10, help="halving's first round")
@@ -364,10 +348,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "paired on this many fresh seeds",
     )
     add_selector_args(parser)
-    old = {"action": _OldFlag, "default": argparse.SUPPRESS, "help": "deprecated"}
-    parser.add_argument("--grid-cost", type=int, metavar="N", **old)
-    parser.add_argument("--grid-choice", nargs=0, **old)
-    parser.add_argument("--vertex", type=int, metavar="N", **old)
     args = parser.parse_args(argv)
     unknown = [t for t in args.tasks.split(",") if t not in PARENTS]
     if unknown:

@@ -6,12 +6,12 @@ rerun resumes):
 - expert: the MPC expert (robocompose.sim.experts.gym_pusht) on `--fresh` fresh seeds, the env's
   own success rule (coverage > 0.95) and LeRobot's 300-step limit, with seconds per episode and
   ms per step; plus what the demo collection of data/GymPushT.hdf5 attempted (its seeds).
-- policies: the MLP parent pair (checkpoints/GymPushT_*_mlp) on the fresh seeds; the convex
+- policies: the MLP parent pair (GymPushT_*_mlp) on the fresh seeds; the convex
   weights searched (successive halving, grid step `--step`) on `--search` search seeds disjoint
   from them; then the searched convex composition and the product of experts (weighted sum,
   w = (1, 1)) on the same fresh seeds, each paired seed by seed against both parents (difference
   with Newcombe's paired 95% interval).
-- flow_unet: the flow UNet (checkpoints/GymPushT_flow_unet, `make train-GymPushT-unet`) on the
+- flow_unet: the flow UNet (GymPushT_flow_unet, `make train-GymPushT-unet`) on the
   same fresh seeds, paired against each MLP parent: is the task learnable from these demos by
   the backbone that does best on our PushT?
 - policies_unet: `policies` for the UNet pair (a v-prediction diffusion UNet and the flow UNet;

@@ -7,7 +7,7 @@ batch 64 on random pixels, per image size, backbone and observation keys. Infere
 All with one torch thread, medians over repeats.
 
     MUJOCO_GL=egl python benchmarks/image_policy.py [--sizes 64 84 96] [--parts render]
-        [--checkpoints checkpoints/PickPlace_image_flow checkpoints/PickPlace_flow_mlp]
+        [--checkpoints PickPlace_image_flow PickPlace_flow_mlp]
 
 Parts: render, train_step, inference (only with `--checkpoints`). Results merge into
 benchmarks/results/image_policy.json: the parts a run measures replace their old figures, the

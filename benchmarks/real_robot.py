@@ -290,7 +290,7 @@ def faults(flow: Any, repeats: int) -> list[dict[str, Any]]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    add_parts(parser, SECTIONS, old_flags=("--only",))
+    add_parts(parser, SECTIONS)
     parser.add_argument("--redo", action="store_true", help="rerun sections already in the JSON")
     parser.add_argument("--episodes", type=int, default=50, help="success: seeds per mode")
     parser.add_argument("--time-scale", type=float, default=2.0, help="success: twin speed-up")

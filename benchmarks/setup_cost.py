@@ -1,4 +1,4 @@
-"""What the README's two commands cost on a fresh clone: setup, `make demo`, `make test`.
+"""What the two commands cost on a fresh clone: setup, `make demo`, `make test`.
 
 Clones the repository's committed main into a temporary folder and runs, timed in that order:
 `make setup-all` (both venvs, every extra: what `make test` sets up before testing), `make demo`
@@ -9,8 +9,8 @@ was in it. The clone is removed afterwards.
 
     python benchmarks/setup_cost.py [--runs 2] [--skip-demo]
 
-Appends one row per run to `runs` in benchmarks/results/setup.json (the README's setup and test
-figures come from there) and sets `latest`; each run's logs stay in
+Appends one row per run to `runs` in benchmarks/results/setup.json (docs/results/setup.md's
+tables are written from it) and sets `latest`; each run's logs stay in
 runs/benchmarks/setup_cost/<time>/ (`--reparse ROW LOG` recounts a row's tests from one).
 """
 

@@ -4,7 +4,7 @@ both `check_choices` (in the config's `__post_init__`) and `--help` read them th
     prediction_type: str = one_of(PREDICTION_TYPES, "epsilon")  # the network's target
 
 `choices` may be a function returning the names (a registry that grows as modules load); a
-registry that checks its names itself, with messages of its own (retired names, missing extras),
+registry that checks its names itself, with messages of its own (missing extras, say),
 declares them with `checked=False`: listed, not checked here.
 """
 

@@ -18,7 +18,6 @@ import dataclasses
 import re
 import sys
 import textwrap
-from pathlib import Path
 from typing import Any
 
 from robocompose.config import compose_all, load, to_tree
@@ -40,12 +39,15 @@ def _with_task_of_parents(name: str, verb: Verb, overrides: list[str]) -> list[s
     if name == "sweep" or not has_task or any(o.startswith("task=") for o in overrides):
         return overrides
     tree = to_tree(compose_all(name, verb.config_class(), [overrides])[0])
-    if not tree.get("parents") or not (Path(tree["parents"][0]) / "config.json").is_file():
+    from robocompose.shipped import checkpoint_folder
+
+    first = checkpoint_folder(tree["parents"][0]) if tree.get("parents") else None
+    if first is None or not (first / "config.json").is_file():
         return overrides  # nothing to read; loading the parents will say what is wrong
     from robocompose.policies.checkpoint import read_checkpoint_config
     from robocompose.sim.tasks import get_task
 
-    env_id = read_checkpoint_config(tree["parents"][0])["metadata"].get("task")
+    env_id = read_checkpoint_config(first)["metadata"].get("task")
     return [*overrides, f"task={get_task(env_id).name}"] if env_id else overrides
 
 

@@ -4,7 +4,7 @@ win on seeds where one parent succeeds and the other fails; after one, whether i
 against the better parent on fresh seeds (`confirm_search`).
 
     from robocompose.compare import compare
-    print(compare("checkpoints/Stack_diffusion_mlp", "checkpoints/Stack_flow_mlp",
+    print(compare("Stack_diffusion_mlp", "Stack_flow_mlp",
                   range(100_000, 100_100), out_dir="runs/compare").table())
 
 `robocompose compare A B` is `run(CompareConfig(...))`, where A and B are candidate specs
@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from robocompose.records import EvalResult, is_success
 from robocompose.rollout_config import EpisodesConfig
+from robocompose.shipped import checkpoint_folder
 from robocompose.stats import PairedOutcomes, paired_outcomes
 
 if TYPE_CHECKING:
@@ -49,13 +50,13 @@ class CandidateSpec:
             path = path / SEARCH_RECORD
         if path.name == SEARCH_RECORD or path.suffix == ".json":
             return cls.chosen_by(path)
-        if path.is_dir():
+        if checkpoint_folder(spec).is_dir():
             return cls((spec,))
         parts = spec.split(":", 2)
         if len(parts) != 3:
             raise FileNotFoundError(
-                f"candidate {spec!r} is neither a checkpoint folder, a search.json nor "
-                "OPERATOR:WEIGHTS:CKPT,CKPT (e.g. convex:0.6,0.4:ckpt/a,ckpt/b)."
+                f"candidate {spec!r} is neither a checkpoint (a folder or a shipped name), a "
+                "search.json nor OPERATOR:WEIGHTS:CKPT,CKPT (e.g. convex:0.6,0.4:ckpt/a,ckpt/b)."
             )
         operator, weights, parents = parts
         try:
@@ -65,7 +66,7 @@ class CandidateSpec:
                 f"candidate {spec!r}: WEIGHTS must be numbers joined by ',', e.g. 0.6,0.4."
             ) from None
         folders = tuple(parents.split(","))
-        missing = [f for f in folders if not Path(f).is_dir()]
+        missing = [f for f in folders if not checkpoint_folder(f).is_dir()]
         if missing:
             raise FileNotFoundError(f"candidate {spec!r}: no checkpoint folder {missing[0]}.")
         return cls(folders, operator, numbers)
@@ -311,5 +312,5 @@ def _is_path(policy: PolicyLike) -> bool:
 def _same_policy(a: PolicyLike, b: PolicyLike) -> bool:
     """One checkpoint folder named twice (however spelt), or one object passed twice."""
     if _is_path(a) and _is_path(b):
-        return Path(a).resolve() == Path(b).resolve()  # type: ignore[arg-type]
+        return checkpoint_folder(a).resolve() == checkpoint_folder(b).resolve()  # type: ignore[arg-type]
     return a is b

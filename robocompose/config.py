@@ -31,9 +31,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from omegaconf import DictConfig
 
-CONFIGS = Path(__file__).resolve().parent.parent / "configs"
+CONFIGS = Path(__file__).resolve().parent / "configs"
 MISSING = "???"
-RETIRED = "# Retired name"  # first line of a preset kept only to name its replacement
 # groups whose option files hold the verb's own top-level keys (a deploy file is a whole deploy
 # config): a verb's defaults list places them at `_global_`, so a file needs no
 # `# @package _global_` line, and `deploy=NAME` is read as `deploy@_global_=NAME`
@@ -217,14 +216,8 @@ def code_presets(search_dirs: Sequence[Path] = ()) -> dict[str, dict[str, dict[s
 
 def group_options(group: str) -> list[str]:
     """The options of config group `group`: configs/<group>/*.yaml and the code presets."""
-    files = {p.stem for p in (CONFIGS / group).glob("*.yaml") if not _retired(p)}
+    files = {p.stem for p in (CONFIGS / group).glob("*.yaml")}
     return sorted(files | set(code_presets().get(group, {})))
-
-
-def _retired(preset: Path) -> bool:
-    """A preset kept only to say what replaced it (its file opens with `# Retired name`)."""
-    with preset.open(encoding="utf-8") as f:
-        return f.readline().startswith(RETIRED)
 
 
 def _search_dirs(override_lists: Sequence[Sequence[str]]) -> list[Path]:
@@ -312,12 +305,12 @@ def _explain(error: Exception) -> ConfigError:
         if isinstance(parent, DictConfig):
             return unknown_key(str(cause.full_key), parent.keys())
     message = " ".join(str(error).split("\nConfig search path:")[0].split())
-    return ConfigError(_without_retired_options(message))
+    return ConfigError(_nearest_option(message))
 
 
-def _without_retired_options(message: str) -> str:
+def _nearest_option(message: str) -> str:
     """Hydra's "Could not find 'group/option' Available options in 'group': a b c" with the
-    retired presets left out of the list and the nearest option suggested."""
+    nearest option suggested."""
     found = re.search(
         r"Could not find '(?P<group>[\w/]+)/(?P<option>[^']+)' "
         r"Available options in '(?P=group)': (?P<options>.*)$",
@@ -326,13 +319,7 @@ def _without_retired_options(message: str) -> str:
     if not found:
         return message
     group, option = found["group"], found["option"]
-    options = [
-        o
-        for o in found["options"].split()
-        if not (
-            (CONFIGS / group / f"{o}.yaml").is_file() and _retired(CONFIGS / group / f"{o}.yaml")
-        )
-    ]
+    options = found["options"].split()
     near = difflib.get_close_matches(option, options, 1)
     hint = f" Did you mean {near[0]!r}?" if near else ""
     return (

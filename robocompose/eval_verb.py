@@ -2,7 +2,7 @@
 episodes to `runs/eval/<name>.jsonl` (resumable), a summary, and videos of chosen seeds.
 
     from robocompose.eval_verb import EvalConfig, run
-    run(EvalConfig(checkpoint="checkpoints/PushT_flow_mlp", episodes=10))
+    run(EvalConfig(checkpoint="PushT_flow_mlp", episodes=10))
 
 Light to import (the command line reads `EvalConfig` for `--help`); `run` imports the rollout.
 """

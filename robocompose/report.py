@@ -62,9 +62,10 @@ def events_folder(run: Path) -> Path:
 def read_scalars(run: Path) -> dict[str, Curve]:
     """{tag: (steps, values)} of every scalar; steps a resumed run redid are read once.
 
-    The files are read in the order they were written, each resumed run's file replacing the
-    steps it redid: TensorBoard's own reader orders them by name, where a process's tenth
-    writer ("...pid.10") sorts before its ninth, and then drops the wrong steps."""
+    The files are read in the order they were written, each run's file dropping the earlier
+    files' steps from its purge step on (the step it resumed after, which its writer records):
+    TensorBoard's own reader orders the files by name, where a process's tenth writer
+    ("...pid.10") sorts before its ninth, and then keeps the wrong steps."""
     from tensorboard.backend.event_processing.event_accumulator import (
         SCALARS,
         EventAccumulator,
@@ -76,17 +77,29 @@ def read_scalars(run: Path) -> dict[str, Curve]:
         accumulator.Reload()
         events = {tag: accumulator.Scalars(tag) for tag in accumulator.Tags()[SCALARS]}
         steps = [e.step for tag_events in events.values() for e in tag_events]
-        if not steps:
+        purge = _purge_step(path, default=min(steps, default=None))
+        if purge is None:
             continue
-        first = min(steps)
+        for tag in curves:
+            curves[tag] = {s: v for s, v in curves[tag].items() if s < purge}
         for tag, tag_events in events.items():
-            curve = {s: v for s, v in curves.get(tag, {}).items() if s < first}
-            curves[tag] = curve | {e.step: e.value for e in tag_events}
+            curves[tag] = curves.get(tag, {}) | {e.step: e.value for e in tag_events}
+    curves = {tag: curve for tag, curve in curves.items() if curve}
     if not curves:
         raise ValueError(f"{run}: its event files hold no scalars yet (no step logged so far).")
-    return {
-        tag: (sorted(curve), [curve[s] for s in sorted(curve)]) for tag, curve in curves.items()
-    }
+    return {tag: (sorted(c), [c[s] for s in sorted(c)]) for tag, c in curves.items()}
+
+
+def _purge_step(path: Path, default: int | None) -> int | None:
+    """The step a writer opened with `purge_step` records (a session-start event), else
+    `default`."""
+    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+    from tensorboard.compat.proto.event_pb2 import SessionLog
+
+    for event in EventFileLoader(str(path)).Load():
+        if event.HasField("session_log") and event.session_log.status == SessionLog.START:
+            return event.step
+    return default
 
 
 def _written_order(path: Path) -> tuple[int, ...]:

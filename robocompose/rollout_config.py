@@ -15,7 +15,7 @@ from robocompose.choices import one_of
 from robocompose.composition.config import CompositionConfig
 from robocompose.composition.methods import CompositionMethod, method_names, method_of
 from robocompose.devices import check_device
-from robocompose.shipped import parent_pair
+from robocompose.shipped import checkpoint_folder, parent_pair
 from robocompose.sim.tasks import get_task, register_external
 
 if TYPE_CHECKING:  # policies need torch, which a config does not
@@ -125,7 +125,7 @@ class RolloutConfig(EpisodesConfig):
         """Absolute checkpoint folders (so Ray workers find them whatever their directory)."""
         if not self.parents:
             return parent_pair(self.task.name)
-        return [Path(p).resolve() for p in self.parents]
+        return [checkpoint_folder(p).resolve() for p in self.parents]
 
     def load_parents(self) -> list[GenerativePolicy]:
         return [load_parent(str(p)) for p in self.parent_paths()]

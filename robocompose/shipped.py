@@ -1,12 +1,17 @@
-"""The checkpoints this repository ships (trained by `make checkpoints`, see the Makefile)."""
+"""The checkpoints the package ships (trained by `make checkpoints`, see the Makefile).
+
+They live inside the package, so an installed robocompose has them too; a checkpoint argument
+names one by its folder's name (`Stack_flow_mlp`) from any folder.
+"""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from robocompose.sim.tasks import TASKS
 
-CHECKPOINTS = Path(__file__).resolve().parent.parent / "checkpoints"
+CHECKPOINTS = Path(__file__).resolve().parent / "checkpoints"
 
 # The parent pair (A, B) that composition uses on each task, by checkpoint kind (each task's
 # `TaskSpec.shipped_pair`, which says why): a diffusion and a flow policy where a competent
@@ -21,8 +26,25 @@ def shipped_checkpoints() -> list[Path]:
     return sorted(p.parent for p in CHECKPOINTS.glob("*/config.json"))
 
 
+def checkpoint_folder(checkpoint: str | os.PathLike[str]) -> Path:
+    """A checkpoint argument as a folder: a folder holding config.json, else the shipped
+    checkpoint of that name; anything else comes back as it is, for the loader to name."""
+    path = Path(checkpoint)
+    if (path / "config.json").is_file() or len(path.parts) != 1:
+        return path
+    shipped = CHECKPOINTS / path.name
+    return shipped if (shipped / "config.json").is_file() else path
+
+
+def shipped_name(path: str | os.PathLike[str]) -> str | None:
+    """The shipped checkpoint a missing path most likely meant (`Stack_flow_mlp`
+    from before the folder moved into the package), for error messages."""
+    name = Path(path).name
+    return name if (CHECKPOINTS / name / "config.json").is_file() else None
+
+
 def shipped_path(task: str, kind: str) -> Path:
-    """checkpoints/<task>_<kind>; a clear error says how to make it when it is missing."""
+    """The shipped checkpoint <task>_<kind>; a clear error says how to make it if missing."""
     path = CHECKPOINTS / f"{task}_{kind}"
     if not (path / "config.json").is_file():
         have = ", ".join(p.name for p in shipped_checkpoints()) or "none"
@@ -46,7 +68,7 @@ _OWN_TARGETS = {
 
 
 def make_target(name: str) -> str:
-    """The Makefile target that trains checkpoints/<name> (a test dry-runs it for every
+    """The Makefile target that trains the shipped checkpoint <name> (a test dry-runs it for every
     shipped checkpoint)."""
     if name in _OWN_TARGETS:
         return _OWN_TARGETS[name]

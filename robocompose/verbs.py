@@ -128,8 +128,8 @@ def _is_true(text: str) -> bool:
 
 def _deploy_option(path: str) -> str:
     """configs/deploy/<robot>.yaml (or just <robot>) -> the option name of group deploy/; a
-    relative path not found here is looked up in the repository, as a deploy file's checkpoint
-    is, so `deploy configs/deploy/twin.yaml` runs from any folder."""
+    relative path not found here is looked up in the package, so `deploy
+    configs/deploy/twin.yaml` runs from any folder."""
     file = Path(path)
     if file.suffix not in (".yaml", ".yml") and file.parent == Path("."):
         return path

@@ -63,10 +63,10 @@ def test_compose_with_errored_episodes_exits_nonzero(
 @pytest.mark.parametrize(
     "args",
     [
-        ["eval", "checkpoints/PushT_flow_mlp"],
+        ["eval", "PushT_flow_mlp"],
         ["compose", "task=PushT"],
         ["search", "task=PushT"],
-        ["compare", "checkpoints/PushT_flow_mlp", "checkpoints/PushT_flow_unet"],
+        ["compare", "PushT_flow_mlp", "PushT_flow_unet"],
         ["collect", "PushT", "--episodes", "1", "--out", "unused.hdf5"],
         ["rewards", "lift the red block 10 cm"],
     ],

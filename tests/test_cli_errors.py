@@ -19,11 +19,11 @@ from robocompose.verbs import VERBS, imported
             "compose: error: --weights 'a,b': expected comma-separated numbers",
         ),
         (
-            ["eval", "checkpoints/PickPlace_flow_mlp", "--episodes", "two"],
+            ["eval", "PickPlace_flow_mlp", "--episodes", "two"],
             "eval: error: --episodes 'two': expected an integer",
         ),
         (
-            ["eval", "checkpoints/PickPlace_flow_mlp", "--video-seeds", "0,x"],
+            ["eval", "PickPlace_flow_mlp", "--video-seeds", "0,x"],
             "eval: error: --video-seeds '0,x': expected comma-separated integers",
         ),
         (
@@ -51,14 +51,13 @@ def test_nan_weight_is_refused_before_running() -> None:
         (
             [
                 "compose",
-                *(f"checkpoints/Stack_{k}" for k in ("diffusion_mlp", "flow_mlp", "flow_mlp_b")),
+                *(f"Stack_{k}" for k in ("diffusion_mlp", "flow_mlp", "flow_mlp_b")),
             ]
             + ["--weights", "0.6,0.4"],
             "3 parents need 3 weights. Got 2: [0.6, 0.4]",
         ),
         (
-            ["serve", "checkpoints/Stack_diffusion_mlp", "checkpoints/Stack_flow_mlp"]
-            + ["--weights", "0.2,0.2,0.6"],
+            ["serve", "Stack_diffusion_mlp", "Stack_flow_mlp"] + ["--weights", "0.2,0.2,0.6"],
             "2 parents need 2 weights. Got 3",
         ),
     ],
@@ -77,22 +76,21 @@ def test_negative_weights_after_a_flag_are_values(capsys) -> None:
 def test_comparing_a_checkpoint_with_itself_is_refused(tmp_path) -> None:
     with pytest.raises(SystemExit) as exit_info:
         main(
-            ["compare", "checkpoints/Stack_flow_mlp", "./checkpoints/Stack_flow_mlp/"]
+            ["compare", "Stack_flow_mlp", "Stack_flow_mlp"]
             + ["--episodes", "1", "--out", str(tmp_path)]
         )
-    assert "compare runs two different policies; both are checkpoints/Stack_flow_mlp" in str(
+    assert "compare runs two different policies; both are Stack_flow_mlp" in str(
         exit_info.value.code
     )
     assert not any(tmp_path.iterdir())
 
 
-def test_a_mistyped_preset_lists_no_retired_name_and_suggests_the_nearest() -> None:
+def test_a_mistyped_preset_lists_the_options_and_suggests_the_nearest() -> None:
     with pytest.raises(SystemExit) as exit_info:
         main(["compose", "composition=convx"])
     message = str(exit_info.value.code)
     assert "Available options in 'composition': convex, guided," in message
     assert "Did you mean 'convex'?" in message
-    assert not {"and", "or"} & set(message.split(": ")[-1].split(". ")[0].split(", "))
 
 
 @pytest.mark.parametrize("verb", sorted(VERBS))

@@ -61,7 +61,7 @@ def _interrupt_when(process: subprocess.Popen, ready: Callable[[], bool]) -> tup
 
 def test_ctrl_c_during_eval_says_what_is_saved_and_a_rerun_resumes(tmp_path: Path) -> None:
     out = tmp_path / "ep.jsonl"
-    args = ["eval", "checkpoints/PickPlace_flow_mlp", "--num-envs", "1", "--out", str(out)]
+    args = ["eval", "PickPlace_flow_mlp", "--num-envs", "1", "--out", str(out)]
     process = _run([*args, "--episodes", "200"])
     _, err = _interrupt_when(process, lambda: out.exists() and out.stat().st_size > 0)
     assert process.returncode == 130

@@ -24,7 +24,7 @@ def test_compose_prints_its_outputs_and_files_videos_by_label(tmp_path, capsys) 
 
 
 def test_eval_prints_the_video_file_actually_written(tmp_path, capsys) -> None:
-    checkpoint, seed = "checkpoints/Stack_flow_mlp", "100000"
+    checkpoint, seed = "Stack_flow_mlp", "100000"
     videos = tmp_path / "videos" / "Stack_flow_mlp"
     args = ["eval", checkpoint, "--episodes", "1", "--video-seeds", seed]
     main([*args, "--out", f"{tmp_path}/a.jsonl"])
@@ -43,8 +43,8 @@ def test_compose_of_parents_from_different_tasks_names_each_task(tmp_path) -> No
         main(
             [
                 "compose",
-                "checkpoints/PushT_flow_mlp",
-                "checkpoints/Stack_flow_mlp",
+                "PushT_flow_mlp",
+                "Stack_flow_mlp",
                 "--episodes",
                 "1",
                 "--out",

@@ -87,7 +87,7 @@ def test_compare_two_checkpoints_api_and_cli(tmp_path, capsys):
 def test_compare_needs_two_candidates(capsys):
     with pytest.raises(SystemExit, match="`candidates` must name 2 candidates"):
         main(["compare", "a", "b", "c"])
-    with pytest.raises(SystemExit, match=r"candidate 'nowhere' is neither a checkpoint folder"):
+    with pytest.raises(SystemExit, match=r"candidate 'nowhere' is neither a checkpoint"):
         main(["compare", "nowhere", str(shipped_path("Stack", "flow_mlp"))])
 
 

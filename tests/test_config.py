@@ -32,7 +32,7 @@ REQUIRED = {
     "replay": ["log=l"],
     "report": ["run=r"],
     "view": ["run=[r]"],
-    "compare": ["candidates=[checkpoints/PushT_flow_mlp,checkpoints/PushT_flow_unet]"],
+    "compare": ["candidates=[PushT_flow_mlp,PushT_flow_unet]"],
 }
 
 
@@ -143,10 +143,12 @@ def test_search_defaults_are_the_demo() -> None:
 def test_the_named_make_target_trains_each_shipped_checkpoint(folder: str) -> None:
     target = make_target(folder)
     dry_run = subprocess.run(
-        ["make", "-n", target], cwd=CHECKPOINTS.parent, capture_output=True, text=True
+        ["make", "-n", target], cwd=CHECKPOINTS.parents[1], capture_output=True, text=True
     )
     assert dry_run.returncode == 0, dry_run.stderr
-    assert f"out=checkpoints/{folder} " in dry_run.stdout, f"`make {target}` does not train it"
+    assert f"out=robocompose/checkpoints/{folder} " in dry_run.stdout, (
+        f"`make {target}` does not train it"
+    )
 
 
 def test_missing_shipped_checkpoint_says_how_to_train_it() -> None:

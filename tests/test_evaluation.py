@@ -21,7 +21,7 @@ from robocompose.policies.checkpoint import load_policy
 from robocompose.policies.runner import PolicyPredictor
 from robocompose.records import EvalResult
 
-PUSHT = "checkpoints/PushT_flow_unet"  # a UNet: batched inference rounds differently per batch
+PUSHT = "PushT_flow_unet"  # a UNet: batched inference rounds differently per batch
 SHORT_SEEDS = [100_005, 100_011, 100_013]  # its episodes of 59-89 steps
 OUTCOME = ("success", "score", "return", "length", "error")
 STACK_ON_PUSHT = (
@@ -112,7 +112,7 @@ def test_interrupted_then_resumed_equals_uninterrupted(tmp_path, reference: Eval
 
 def test_resume_into_a_file_of_the_other_layout_is_refused(tmp_path) -> None:
     out = tmp_path / "episodes.jsonl"
-    stack = "checkpoints/Stack_flow_mlp"
+    stack = "Stack_flow_mlp"
     evaluate(stack, [100_000], out=out, num_envs=2, batch_invariant=False, progress=False)
     assert json.loads(out.read_text())["batch"] == "batched-2"
     with pytest.raises(
@@ -131,17 +131,17 @@ def test_the_api_evaluate_is_this_one() -> None:
 
 
 def test_stack_checkpoint_on_pusht_names_the_observation_mismatch(tmp_path) -> None:
-    stack = load_policy("checkpoints/Stack_flow_mlp")
+    stack = load_policy("Stack_flow_mlp")
     with pytest.raises(ValueError, match=STACK_ON_PUSHT):
         evaluate(stack, [0], task="robocompose/PushT-v0", out=tmp_path / "ep.jsonl")
     assert not (tmp_path / "ep.jsonl").exists()  # refused before any episode ran
-    pair = compose([stack, load_policy("checkpoints/Stack_flow_mlp_b")], "convex", (0.5, 0.5))
+    pair = compose([stack, load_policy("Stack_flow_mlp_b")], "convex", (0.5, 0.5))
     with pytest.raises(ValueError, match=STACK_ON_PUSHT):
         evaluate(pair, [0], task="PushT", progress=False)
 
 
 def test_own_task_passes_the_observation_check() -> None:
-    predictor = PolicyPredictor(load_policy("checkpoints/PushT_flow_mlp"))
+    predictor = PolicyPredictor(load_policy("PushT_flow_mlp"))
     check_observations(predictor, "robocompose/PushT-v0", {"obs_keys": ("state",)})
     with pytest.raises(
         ValueError,
@@ -159,7 +159,7 @@ def test_own_task_passes_the_observation_check() -> None:
     ],
 )
 def test_bad_settings_are_refused_before_running(kwargs: dict[str, Any], message: str) -> None:
-    parents = [load_policy(f"checkpoints/Stack_flow_mlp{s}") for s in ("", "_b")]
+    parents = [load_policy(f"Stack_flow_mlp{s}") for s in ("", "_b")]
     with pytest.raises(ValueError, match=message):
         evaluate(compose(parents, "convex", (0.5, 0.5)), [0], progress=False, **kwargs)
 
@@ -182,7 +182,7 @@ def test_a_predictor_without_parents_needs_a_task() -> None:
 
 @pytest.mark.parametrize("operator", ["convex", "merge"])
 def test_parents_of_different_tasks_are_refused_naming_each_task(operator: str) -> None:
-    parents = [load_policy(f"checkpoints/{n}") for n in ("PushT_flow_mlp", "Stack_flow_mlp")]
+    parents = [load_policy(n) for n in ("PushT_flow_mlp", "Stack_flow_mlp")]
     with pytest.raises(ValueError) as refused:
         compose(parents, operator, (0.5, 0.5))
     assert str(refused.value) == (
@@ -201,7 +201,7 @@ def test_the_configs_device_reaches_the_evaluation(tmp_path) -> None:
         main(
             [
                 "eval",
-                "checkpoints/Stack_flow_mlp",
+                "Stack_flow_mlp",
                 "--episodes",
                 "1",
                 "device=cuda",
@@ -216,13 +216,11 @@ def test_the_configs_device_reaches_the_evaluation(tmp_path) -> None:
 
 def test_a_state_parent_first_still_gets_the_image_parents_env() -> None:
     """The env must render what every parent was trained on, not only the first parent."""
-    state, image = (
-        load_policy(f"checkpoints/PickPlace_{k}") for k in ("diffusion_unet", "image_flow")
-    )
+    state, image = (load_policy(f"PickPlace_{k}") for k in ("diffusion_unet", "image_flow"))
     env_id, kwargs = task_of(compose([state, image], "convex", (0.5, 0.5)))
     assert env_id == "robocompose/PickPlace-v0"
     assert kwargs == {"image_size": 64, "obs_keys": ("state", "proprio", "image")}
-    other = load_policy("checkpoints/PickPlace_image_flow")
+    other = load_policy("PickPlace_image_flow")
     other.metadata = {**other.metadata, "env_kwargs": {"image_size": 96}}
     with pytest.raises(
         ValueError,

@@ -78,21 +78,3 @@ def test_parts_choose_the_runs_and_their_episodes():
     args = external.parse_args(["--parts", "main,grid_choice", "--vertex-episodes", "20"])
     assert args.parts == ("main", "grid_choice") and args.vertex_episodes == 20
     assert external.parse_args(["--parts", "headlines"]).parts == ("headlines",)  # no episodes
-
-
-def test_old_flags_choose_the_same_run_with_a_deprecation_line(capsys):
-    for argv, part, episodes in (
-        (["--grid-cost", "30"], "grid_cost", ("grid_cost_episodes", 30)),
-        (["--grid-choice"], "grid_choice", None),
-        (["--vertex", "50"], "vertex", ("vertex_episodes", 50)),
-    ):
-        args = external.parse_args(argv)
-        assert args.parts == (part,)
-        if episodes:
-            assert getattr(args, episodes[0]) == episodes[1]
-        err = capsys.readouterr().err
-        assert f"{argv[0]} is deprecated; use --parts {part}" in err and err.count("\n") == 1
-    # as before: one run instead of the main one, --grid-choice first, then --vertex; N = 0 is off
-    assert external.parse_args(["--grid-cost", "40", "--vertex", "9"]).parts == ("vertex",)
-    assert external.parse_args(["--vertex", "9", "--grid-choice"]).parts == ("grid_choice",)
-    assert external.parse_args(["--vertex", "0"]).parts == ("main",)

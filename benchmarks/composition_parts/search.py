@@ -8,7 +8,7 @@ import random
 import statistics
 
 import torch
-from common import ROOT
+from common import CHECKPOINTS
 from search_replay import (
     cheapest_reliable,
     convex_episodes,
@@ -118,7 +118,7 @@ def _paired_row(a: list[bool], b: list[bool]) -> dict:
 
 def search_k3(episodes: int, replays: int, fresh_episodes: int) -> dict:
     torch.set_num_threads(1)
-    parents = [load_policy(ROOT / "checkpoints" / name) for name in K3_PARENTS]
+    parents = [load_policy(CHECKPOINTS / name) for name in K3_PARENTS]
     seeds = list(range(SEED_START, SEED_START + episodes))
     folder = OUT / "Stack_k3"
     grid = search(parents, seeds, out_dir=folder, method="grid", step=0.1)

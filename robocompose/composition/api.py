@@ -1,7 +1,7 @@
 """The notebook API: load parents, compose them, evaluate, search the weights.
 
     from robocompose.composition import load, compose, evaluate, search
-    dp, flow = load("checkpoints/PushT_diffusion_unet"), load("checkpoints/PushT_flow_mlp")
+    dp, flow = load("PushT_diffusion_unet"), load("PushT_flow_mlp")
     print(evaluate(compose([dp, flow], weights=(0.6, 0.4)), seeds=range(100)).summary())
     result = search([dp, flow], seeds=range(100), out_dir="runs/search")
 

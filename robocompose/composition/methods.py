@@ -34,13 +34,6 @@ if TYPE_CHECKING:
 
 DEFAULT_STEPS = 10
 SIMPLEX_ATOL = 1e-6
-# names that once meant something else, and what to write now
-RENAMED = {
-    "and": "preset `composition=and` ran the product of experts, now operator 'weighted_sum' "
-    "(preset `composition=product`); SuperDiff AND is operator 'superdiff_and'",
-    "or": "preset `composition=or` ran the exact mixture, now operator 'mixture' (preset "
-    "`composition=mixture`); SuperDiff OR is operator 'superdiff_or'",
-}
 
 
 class Composition(Protocol):
@@ -161,7 +154,7 @@ def register_method(name: str) -> Callable[[M], M]:
     """Class decorator: the method is known as `name` (the config's `operator`)."""
 
     def add(cls: M) -> M:
-        if name in _REGISTRY or name in RENAMED:
+        if name in _REGISTRY:
             raise ValueError(f"composition method {name!r} is already registered.")
         cls.name = name
         _REGISTRY[name] = cls()
@@ -175,8 +168,6 @@ def method_names() -> tuple[str, ...]:
 
 
 def get_method(name: str) -> CompositionMethod:
-    if name in RENAMED:
-        raise ValueError(f"`operator` {name!r} is no longer a method name: {RENAMED[name]}.")
     if name not in _REGISTRY:
         raise ValueError(f"`operator` must be one of {tuple(_REGISTRY)}. Got {name!r}.")
     return _REGISTRY[name]

@@ -20,7 +20,7 @@ from safetensors.torch import load_file, save_file
 from robocompose.policies.base import GenerativePolicy, build_policy
 from robocompose.policies.config import CONFIG, WEIGHTS, PolicyConfig
 from robocompose.policies.normalizer import AffineNormalizer
-from robocompose.shipped import CHECKPOINTS, make_target
+from robocompose.shipped import CHECKPOINTS, checkpoint_folder, make_target, shipped_name
 from robocompose.sim.tasks import register_recorded
 
 
@@ -56,10 +56,13 @@ def save_policy(
 
 
 def read_checkpoint_config(folder: str | os.PathLike[str]) -> dict[str, Any]:
-    """config.json as a dict; a checkpoint of an external task makes its task known."""
-    path = Path(folder) / CONFIG
+    """config.json as a dict; a checkpoint of an external task makes its task known. `folder`
+    may name a shipped checkpoint (`Stack_flow_mlp`)."""
+    path = checkpoint_folder(folder) / CONFIG
     if not path.is_file():
-        raise CheckpointError(f"{folder}: not a checkpoint folder (no {CONFIG}).")
+        meant = shipped_name(folder)
+        hint = f" The shipped one is named `{meant}` (from any folder)." if meant else ""
+        raise CheckpointError(f"{folder}: not a checkpoint folder (no {CONFIG}).{hint}")
     try:
         document = json.loads(path.read_text())
     except json.JSONDecodeError as e:
@@ -80,7 +83,9 @@ def load_policy(
     folder: str | os.PathLike[str], expected: PolicyConfig | None = None
 ) -> GenerativePolicy:
     """Load a checkpoint; with `expected`, every config field must match (errors name them).
-    The policy remembers its folder (`checkpoint_dir`) so messages and records can name it."""
+    The policy remembers its folder (`checkpoint_dir`) so messages and records can name it.
+    `folder` may name a shipped checkpoint (`Stack_flow_mlp`)."""
+    folder = checkpoint_folder(folder)
     document = read_checkpoint_config(folder)
     if document.get("metadata", {}).get("format") == "lerobot":
         from robocompose.policies.lerobot import load_lerobot_policy

@@ -1,6 +1,6 @@
 """A LeRobot `DiffusionPolicy` checkpoint as a parent: composes, searches and serves like ours.
 
-    robocompose compose checkpoints/PickPlace_flow_mlp path/to/lerobot_checkpoint \\
+    robocompose compose PickPlace_flow_mlp path/to/lerobot_checkpoint \\
         composition.allow_normalizer_mismatch=true
 
 A LeRobot checkpoint folder is what LeRobot saves: `config.json` ("type": "diffusion") and

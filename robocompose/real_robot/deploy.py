@@ -29,7 +29,6 @@ from typing import Any
 
 import numpy as np
 
-from robocompose.config import CONFIGS
 from robocompose.real_robot.base import Arm, PolicySpec
 from robocompose.real_robot.deploy_io import (
     Ticker,
@@ -46,7 +45,6 @@ from robocompose.real_robot.steplog import JsonlWriter, StepRecorder, done_seeds
 from robocompose.records import pool
 from robocompose.sim.tasks import get_task
 
-REPO = CONFIGS.parent
 ROBOTS = ("twin", "ur5e", "xarm6", "franka")  # as in drivers.DRIVERS and safety_limits
 
 
@@ -199,21 +197,10 @@ def connect_policy(config: DeployConfig) -> PolicyLink:
 
     assert config.policy is not None
     p = config.policy
-    checkpoint = checkpoint_path(p.checkpoint) if p.checkpoint else None
-    parents = [checkpoint_path(c) for c in p.parents]
-    served = load_served_policy(checkpoint, parents, p.operator, p.weights, steps=p.steps)
+    served = load_served_policy(p.checkpoint, p.parents, p.operator, p.weights, steps=p.steps)
     return PolicyLink(
         served.spec, lambda obs: served.infer(check_observation(obs, served.spec))["actions"]
     )
-
-
-def checkpoint_path(path: str) -> str:
-    """A relative checkpoint path from the current folder when it is there, else from the
-    repository (where `checkpoints/` is), so a deploy file naming a shipped checkpoint runs
-    from any folder."""
-    if Path(path).is_absolute() or Path(path).exists() or not (REPO / path).exists():
-        return path
-    return str(REPO / path)
 
 
 # ---- the loop -------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """Any robocompose policy as a `ServedPolicy`: a checkpoint, a composition, a parameter merge.
 
-    served = load_served_policy(checkpoint="checkpoints/PickPlace_flow_mlp")
+    served = load_served_policy(checkpoint="PickPlace_flow_mlp")
     served = load_served_policy(parents=[a, b], operator="convex", weights=(0.5, 0.5))
     served.infer({"state": (n_obs_steps, 11) float64}) -> {"actions": (chunk_length, 4) float32}
 

@@ -1,7 +1,7 @@
 """`robocompose serve`: a checkpoint or a composition behind the policy server, until Ctrl-C.
 
-    robocompose serve --checkpoint checkpoints/PickPlace_flow_mlp port=8000
-    robocompose serve checkpoints/Stack_diffusion_mlp checkpoints/Stack_flow_mlp \
+    robocompose serve --checkpoint PickPlace_flow_mlp port=8000
+    robocompose serve Stack_diffusion_mlp Stack_flow_mlp \
         composition=convex --weights 0.3,0.7 api_key_env=MY_KEY
     robocompose serve --checkpoint C --host 0.0.0.0 api_key_env=MY_KEY \
         tls_cert=server.pem tls_key=server.key limits.max_connections=8

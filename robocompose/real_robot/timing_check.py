@@ -1,7 +1,7 @@
 """Can this computer hold an arm's servo rate? Run it on the robot computer before the first motion.
 
     python -m robocompose.real_robot.timing_check --rate 500 --seconds 10
-    python -m robocompose.real_robot.timing_check --checkpoint checkpoints/PickPlace_flow_mlp
+    python -m robocompose.real_robot.timing_check --checkpoint PickPlace_flow_mlp
 
 A control process drives the MuJoCo twin (no arm moves) at `--rate` while a policy thread
 streams waypoints at 10 Hz, as `deploy control=process` does; with `--checkpoint` a policy

@@ -24,7 +24,6 @@ every step of a skill segment, and `skill_observation` builds it at run time.
 from __future__ import annotations
 
 import functools
-import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -115,15 +114,6 @@ def tokens(language: str) -> np.ndarray:
             )
         out[position, WORDS.index(word)] = 1.0
     return out.reshape(-1)
-
-
-def vocabulary_json(labels: Sequence[SkillLabel]) -> str:
-    """The file-level attribute listing the labels a demo's int `skills` index into."""
-    return json.dumps([label.to_dict() for label in labels])
-
-
-def read_vocabulary(text: str) -> list[SkillLabel]:
-    return [SkillLabel.from_dict(d) for d in json.loads(text)]
 
 
 def _position(sim: TabletopEnv, name: str) -> np.ndarray:

@@ -35,7 +35,7 @@ class TaskSpec:
     about: str = ""  # what the task is, and how its shipped parents were trained
     demos: int = 200  # expert demos `make checkpoints` collects into `dataset`
     dataset: str = ""  # the expert demo file; "" means data/<name>.hdf5
-    # the checkpoints composition uses on the task: checkpoints/<name>_<kind> for each kind;
+    # the checkpoints composition uses on the task: the shipped <name>_<kind> for each kind;
     # chosen with headroom (the better parent between 40% and 85%), `about` says how
     shipped_pair: tuple[str, str] | None = None
     # a third-party env: its `ExternalTask` block as recorded (see robocompose.sim.external)

@@ -1,7 +1,7 @@
 """Rerun recordings of what a policy does, for a person to look at (the `viz` extra).
 
-    robocompose view checkpoints/PushT_flow_mlp --episodes 2 --save runs/view/pusht.rrd
-    robocompose view --denoising checkpoints/Stack_diffusion_mlp checkpoints/Stack_flow_mlp --seed 3
+    robocompose view PushT_flow_mlp --episodes 2 --save runs/view/pusht.rrd
+    robocompose view --denoising Stack_diffusion_mlp Stack_flow_mlp --seed 3
     robocompose deploy twin viewer=rerun
 
 Where things are:

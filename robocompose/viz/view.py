@@ -1,6 +1,6 @@
 """`robocompose view`: a Rerun recording of a policy's episodes, or of one chunk's denoising.
 
-    robocompose view checkpoints/PushT_flow_mlp --episodes 2 --save runs/view/pusht.rrd
+    robocompose view PushT_flow_mlp --episodes 2 --save runs/view/pusht.rrd
     robocompose view A B --weights 0.6,0.4 --save runs/view/ab.rrd     # a composition's episodes
     robocompose view --denoising A B --seed 100000 --save runs/view/denoise.rrd
 

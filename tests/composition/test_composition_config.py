@@ -56,26 +56,6 @@ def test_weight_constraints_are_checked_without_torch() -> None:
     assert method_of(CompositionConfig(operator="guided", weights=(1.0, -0.5))).name == "guided"
 
 
-@pytest.mark.parametrize(
-    ("old", "new"),
-    [("and", "'weighted_sum' \\(preset `composition=product`\\)"), ("or", "'mixture'")],
-)
-def test_retired_names_name_what_replaces_them(old: str, new: str) -> None:
-    with pytest.raises(ValueError, match=f"`operator` '{old}' is no longer a method name: .*{new}"):
-        method_of(CompositionConfig(operator=old))
-
-
-def test_retired_presets_stop_with_their_replacement_and_are_not_offered() -> None:
-    from robocompose.cli import load_verb_config
-    from robocompose.config import group_options
-
-    options = group_options("composition")
-    assert "and" not in options and "or" not in options
-    assert {"product", "mixture", "convex"} <= set(options)
-    with pytest.raises(ValueError, match="composition=mixture"):
-        load_verb_config("compose", ["composition=or"])
-
-
 def test_unknown_sampler_lists_the_names() -> None:
     with pytest.raises(ValueError, match="`sampler` must be one of .*'mcmc'"):
         CompositionConfig(sampler="rk4")

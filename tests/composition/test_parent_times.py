@@ -43,7 +43,7 @@ def history(n_obs_steps: int) -> dict[str, torch.Tensor]:
 
 def composed(path: str):
     operator, names, settings = PATHS[path]
-    parents = [load_policy(f"checkpoints/{n}") for n in names]
+    parents = [load_policy(n) for n in names]
     return compose(parents, operator, (0.5, 0.5), steps=STEPS, **settings)
 
 
@@ -80,7 +80,7 @@ def test_each_path_counts_what_each_parent_ran() -> None:
 
 
 def test_compose_says_what_each_parent_costs_per_chunk(tmp_path: Path, capsys) -> None:
-    args = ["compose", f"checkpoints/{UNET}", f"checkpoints/{MLP}", "--episodes", "1"]
+    args = ["compose", UNET, MLP, "--episodes", "1"]
     args += ["--steps", "1", "--out", str(tmp_path)]
     main(args)
     line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("inference"))
@@ -93,7 +93,7 @@ def test_compose_says_what_each_parent_costs_per_chunk(tmp_path: Path, capsys) -
 
 
 def test_search_adds_up_every_candidates_chunks(tmp_path: Path, capsys) -> None:
-    parents = [f"checkpoints/{UNET}", f"checkpoints/{MLP}"]
+    parents = [UNET, MLP]
     tiny = {"method": "grid", "step": 1.0, "steps": 1, "num_envs": 1, "progress": False}
     result = search(parents, [100_000], out_dir=tmp_path / "api", **tiny)
     times = result.times

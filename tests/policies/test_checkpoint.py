@@ -11,8 +11,9 @@ import pytest
 import torch
 
 from robocompose.policies.checkpoint import CheckpointError, load_policy, save_policy
+from robocompose.shipped import CHECKPOINTS
 
-SHIPPED = Path(__file__).parents[2] / "checkpoints" / "Stack_flow_mlp"
+SHIPPED = CHECKPOINTS / "Stack_flow_mlp"
 
 
 @pytest.fixture

@@ -89,7 +89,7 @@ def test_matches_lerobots_own_code_on_new_inputs(tmp_path):
 
 
 def test_composes_with_our_policy_and_runs_an_episode():
-    ours, theirs = load_policy("checkpoints/PickPlace_flow_mlp"), load_policy(CHECKPOINT)
+    ours, theirs = load_policy("PickPlace_flow_mlp"), load_policy(CHECKPOINT)
     composed = compose([ours, theirs], "convex", (0.5, 0.5), allow_normalizer_mismatch=True)
     result = evaluate(composed, [100_000], progress=False)
     assert result.errors == 0 and result.records[0]["length"] > 0

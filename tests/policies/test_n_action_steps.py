@@ -22,7 +22,7 @@ from robocompose.real_robot.serve import ServeConfig
 from robocompose.rollout_config import CompositionSpec
 from tests.composition.test_composed_policy import _obs, tiny_policy
 
-PUSHT = "checkpoints/PushT_flow_mlp"  # horizon 16, n_obs_steps 2, trained n_action_steps 8
+PUSHT = "PushT_flow_mlp"  # horizon 16, n_obs_steps 2, trained n_action_steps 8
 TOO_MANY = (
     r"`n_action_steps` must be in \[1, 15\]: the policy predicts 16 steps \(horizon\) from its "
     r"current step 1 \(n_obs_steps - 1\)\. Got 16\."
@@ -95,7 +95,7 @@ def test_the_setting_at_its_default_leaves_records_as_they_were() -> None:
 def test_served_specs_tell_clients_the_asked_number() -> None:
     assert load_served_policy(PUSHT).spec.n_action_steps == 8
     assert load_served_policy(PUSHT, n_action_steps=3).spec.n_action_steps == 3
-    pair = ["checkpoints/PushT_flow_mlp", "checkpoints/PushT_flow_unet"]
+    pair = ["PushT_flow_mlp", "PushT_flow_unet"]
     config = ServeConfig(parents=pair, composition=CompositionSpec(n_action_steps=5))
     assert config.served_policy().spec.n_action_steps == 5
 

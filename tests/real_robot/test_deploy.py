@@ -85,7 +85,7 @@ def test_a_mistyped_deploy_file_does_not_exist_and_the_nearest_is_named(tmp_path
 def test_a_deploy_file_of_ones_own_needs_no_package_header(tmp_path):
     (tmp_path / "deploy").mkdir()
     (tmp_path / "deploy" / "cell.yaml").write_text(
-        "robot: twin\npolicy: {checkpoint: checkpoints/PickPlace_flow_mlp}\nepisodes: 4\n"
+        "robot: twin\npolicy: {checkpoint: PickPlace_flow_mlp}\nepisodes: 4\n"
     )
     searchpath = f"hydra.searchpath=[file://{tmp_path}]"
     config = load_verb_config("deploy", [searchpath, "deploy=cell"])

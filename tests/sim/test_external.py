@@ -244,14 +244,14 @@ def test_cli_composes_the_shipped_jax_and_torch_parents_on_fetch_reach(fetch, tm
     pytest.importorskip("flax", reason="the `jax` extra is not installed")
     from robocompose.cli import main
 
-    parents = ["checkpoints/FetchReach_diffusion_unet", "checkpoints/FetchReach_flow_jax_mlp"]
+    parents = ["FetchReach_diffusion_unet", "FetchReach_flow_jax_mlp"]
     main(["compose", *parents, "--weights", "0.5,0.5", "--episodes", "2", "--out", str(tmp_path)])
     assert "robocompose/FetchReach-v0:convex_0.500_0.500" in capsys.readouterr().out
     args = ["--episodes", "2", "--step", "0.5", "--out", f"{tmp_path}/s", "confirm=0"]
     main(["search", *parents, *args])
     record = json.loads((tmp_path / "s" / "search.json").read_text())
     assert record["task"]["env_id"] == "robocompose/FetchReach-v0"
-    assert [p["name"] for p in record["parents"]] == [p.split("/")[1] for p in parents]
+    assert [p["name"] for p in record["parents"]] == parents
     assert len(record["result"]["chosen"]) == 2
 
 

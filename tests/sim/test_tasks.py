@@ -14,7 +14,7 @@ from gymnasium.utils.env_checker import check_env
 
 from robocompose.cli import load_verb_config, main
 from robocompose.config import CONFIGS
-from robocompose.shipped import PARENT_PAIRS
+from robocompose.shipped import CHECKPOINTS, PARENT_PAIRS
 from robocompose.sim import TASKS, get_task, make_env, make_expert
 from robocompose.sim.collect import collect, run_expert_episode
 from robocompose.sim.hdf5_dataset import load_demos, read_env_args
@@ -130,4 +130,4 @@ def test_make_checkpoints_collects_what_the_spec_says(name: str) -> None:
     spec = TASKS[name]
     assert f"collect {name} --episodes {spec.demos} --out {spec.dataset}" in run.stdout
     assert PARENT_PAIRS[name] == spec.shipped_pair
-    assert all((root / "checkpoints" / f"{name}_{kind}").is_dir() for kind in spec.shipped_pair)
+    assert all((CHECKPOINTS / f"{name}_{kind}").is_dir() for kind in spec.shipped_pair)

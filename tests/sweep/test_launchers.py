@@ -72,14 +72,15 @@ def test_of_two_tasks_writing_one_checkpoint_the_first_rename_wins(tmp_path: Pat
 
 def test_lost_tasks_are_named_by_cell_with_their_episodes() -> None:
     tasks = [
-        Task(0, "composition=or seed=1", None, [1, 2, 3]),
-        Task(0, "composition=or seed=1", None, [4]),
+        Task(0, "composition=mixture seed=1", None, [1, 2, 3]),
+        Task(0, "composition=mixture seed=1", None, [4]),
         Task(2, "composition=convex seed=0", None, [5, 6]),
     ]
     message = str(WorkersLost(tasks, 4, "The worker died unexpectedly"))
     assert "3 task(s) lost their Ray worker on each of 4 tries (The worker died" in message
     assert (
-        "Not finished: composition=or seed=1 (4 episodes); composition=convex seed=0 (2" in message
+        "Not finished: composition=mixture seed=1 (4 episodes); composition=convex seed=0 (2"
+        in message
     )
     assert "rerun the same command to run only these" in message
 

@@ -5,6 +5,7 @@ whole takes minutes; a fresh clone runs them as written.)"""
 
 from __future__ import annotations
 
+import re
 import shlex
 import subprocess
 import sys
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from robocompose.cli import main
+from robocompose.shipped import CHECKPOINTS
 
 REPO = Path(__file__).resolve().parents[2]
 SECTIONS = (("docs/lerobot.md", "# LeRobot data and policies"), ("docs/viz.md", "# Look at a run"))
@@ -42,8 +44,10 @@ def test_guide_robocompose_commands_parse_and_name_shipped_files(page, heading, 
     assert len(commands) >= 3
     for command in commands:
         for arg in command:
-            if arg.startswith(("checkpoints/", "tests/fixtures/")):
+            if arg.startswith("tests/fixtures/"):
                 assert (REPO / arg).exists(), f"{arg} in {shlex.join(command)}"
+            elif re.fullmatch(r"[A-Z]\w+_(diffusion|flow|image)\w*", arg):
+                assert (CHECKPOINTS / arg / "config.json").is_file(), f"{arg}: not shipped"
         main([*command[1:], "--cfg"])  # an unknown flag, key or value exits naming it
     assert capsys.readouterr().out
 

@@ -19,8 +19,8 @@ from robocompose.viz.denoising import composed_path, first_observation, policy_p
 from robocompose.viz.episodes import record_episodes  # noqa: E402
 from robocompose.viz.recording import close_recording, open_recording, row_counts  # noqa: E402
 
-FLOW = "checkpoints/Stack_flow_mlp"
-DIFFUSION = "checkpoints/Stack_diffusion_mlp"
+FLOW = "Stack_flow_mlp"
+DIFFUSION = "Stack_diffusion_mlp"
 ENV = "robocompose/Stack-v0"
 
 

@@ -51,7 +51,7 @@ from robocompose.hierarchical.skills.scripted import (
     place_in_success,
 )
 from robocompose.hierarchical.world import SimWorld
-from robocompose.shipped import CHECKPOINTS
+from robocompose.shipped import checkpoint_folder, shipped_checkpoints
 from robocompose.sim.experts.grasping import OPEN
 from robocompose.sim.pick_place import CUBE_HALF_M
 from robocompose.sim.skill_labels import (
@@ -79,7 +79,7 @@ START_LOW, START_HIGH, START_Z_M = -0.1, 0.1, 0.15  # PickPlace's start: ee xy r
 class PolicySkillConfig:
     """A policy implementation of a skill: one checkpoint, or parents composed by an operator.
 
-    `checkpoints` are shipped names (folders under checkpoints/) or paths."""
+    `checkpoints` are shipped names or paths."""
 
     checkpoints: tuple[str, ...]
     operator: str = "convex"
@@ -138,13 +138,10 @@ class PolicySkillConfig:
 
 
 def _folder(name: str) -> Path:
-    path = Path(name)
+    path = checkpoint_folder(name)
     if (path / "config.json").is_file():
         return path
-    shipped = CHECKPOINTS / name
-    if (shipped / "config.json").is_file():
-        return shipped
-    have = sorted(p.parent.name for p in CHECKPOINTS.glob("*/config.json"))
+    have = sorted(p.name for p in shipped_checkpoints())
     raise FileNotFoundError(
         f"no checkpoint {name!r}: neither a folder with config.json nor a shipped name ({have})."
     )

@@ -58,7 +58,8 @@ GOALS = {_gold_statements(item): item.key for item in HELDOUT if item.feasible}
 
 
 def test_no_heldout_phrasing_in_the_package_or_configs():
-    sources = [*ROOT.joinpath("robocompose").rglob("*.py"), *ROOT.joinpath("configs").rglob("*")]
+    package = ROOT / "robocompose"
+    sources = [*package.rglob("*.py"), *(package / "configs").rglob("*")]
     heldout_file = ROOT / "robocompose/hierarchical/families/heldout.py"
     found = {
         str(path.relative_to(ROOT)): leaks
