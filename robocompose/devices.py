@@ -1,4 +1,5 @@
-"""Which torch device a verb runs on: `device=auto|cpu|cuda|cuda:N|mps` in every verb config.
+"""Which torch device a verb runs on: `device=auto|cpu|cuda|cuda:N|mps` in every verb config,
+and how many CPU threads torch uses for a block (`torch_threads_set`).
 
 `auto` takes CUDA when present, then Apple's MPS, else the CPU, so the same command runs on a
 laptop, a GPU box and a cluster node. Naming a device that is absent is an error, not a silent
@@ -8,6 +9,8 @@ fallback: a run that believes it used the GPU and did not is worse than one that
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 DEVICE_PATTERN = re.compile(r"auto|cpu|cuda(:\d+)?|mps|meta")
 
@@ -42,3 +45,21 @@ def resolve_device(name: str = "auto", field: str = "device"):
     if device.type == "mps" and not torch.backends.mps.is_available():
         raise ValueError(f"`{field}`='mps': MPS is not available here; use device=auto or cpu.")
     return device
+
+
+@contextmanager
+def torch_threads_set(threads: int | None) -> Iterator[None]:
+    """torch's intra-op thread count set to `threads` (None: unchanged) for the block."""
+    if threads is None:
+        yield
+        return
+    if threads < 1:
+        raise ValueError(f"`torch_threads` must be >= 1 or None. Got {threads}.")
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)

@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from robocompose.rollout_config import EpisodesConfig, TaskConfig
+from robocompose.rollout_config import EpisodesConfig
+from robocompose.sim.task_config import TaskConfig
 
 if TYPE_CHECKING:
     from robocompose.records import EvalResult

@@ -10,15 +10,13 @@ with per-episode inference, so an episode's actions depend on its seed alone.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
-import torch
 
-from robocompose.devices import resolve_device
+from robocompose.devices import resolve_device, torch_threads_set
 from robocompose.policies.base import GenerativePolicy
 from robocompose.policies.checkpoint import load_policy
 from robocompose.policies.runner import ChunkPredictor, PolicyPredictor, PolicyRunner
@@ -120,22 +118,6 @@ def evaluate(
             policy_id=predictor.fingerprint(),
             batch=batch_layout(batch_invariant, num_envs),
         )
-
-
-@contextmanager
-def torch_threads_set(threads: int | None) -> Iterator[None]:
-    """torch's intra-op thread count set to `threads` (None: unchanged) for the block."""
-    if threads is None:
-        yield
-        return
-    if threads < 1:
-        raise ValueError(f"`torch_threads` must be >= 1 or None. Got {threads}.")
-    before = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def _predictor(

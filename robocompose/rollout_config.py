@@ -16,40 +16,14 @@ from robocompose.composition.config import CompositionConfig
 from robocompose.composition.methods import CompositionMethod, method_names, method_of
 from robocompose.devices import check_device
 from robocompose.shipped import checkpoint_folder, parent_pair
-from robocompose.sim.tasks import get_task, register_external
+from robocompose.sim.task_config import TaskConfig, check_seed_start
+from robocompose.sim.tasks import get_task
 
 if TYPE_CHECKING:  # policies need torch, which a config does not
     from robocompose.composition.api import AnyPolicy
     from robocompose.policies.base import GenerativePolicy
 
 SEED_STRIDE = 1_000_000  # replicate `seed` s runs episode seeds seed_start + s * SEED_STRIDE + i
-
-
-def check_seed_start(seed_start: int) -> None:
-    """Env seeds are non-negative: a negative one fails every reset, which would be recorded
-    as failed episodes (and a rerun would keep them)."""
-    if seed_start < 0:
-        raise ValueError(
-            f"`seed_start` must be >= 0 (env seeds are non-negative). Got {seed_start}."
-        )
-
-
-@dataclass(kw_only=True)
-class TaskConfig:
-    """A task: its expert demo file and how many demos `make checkpoints` collects. A preset
-    with an `external` block makes a third-party env the task (robocompose.sim.external)."""
-
-    name: str
-    dataset: str
-    demos: int
-    external: dict[str, Any] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        if self.external:
-            register_external(self.name, self.external)
-        get_task(self.name)
-        if self.demos < 1:
-            raise ValueError(f"`demos` must be >= 1. Got {self.demos}.")
 
 
 @dataclass(kw_only=True)

@@ -291,7 +291,7 @@ VERBS: dict[str, Verb] = {
         ("composition",),
         Shorthand("", "parents", help="parent checkpoint folders to compose (>= 2)"),
         many=True,
-        errors=("robocompose.real_robot.ports:PortInUse",),
+        errors=("robocompose.ports:PortInUse",),
         flags=(
             Shorthand("--checkpoint", "checkpoint", help="one checkpoint folder to serve"),
             OPERATOR,

@@ -45,7 +45,7 @@ from robocompose.hierarchical.tasks import (
     long_horizon_tasks,
     make_world,
 )
-from robocompose.rollout_config import TaskConfig
+from robocompose.sim.task_config import TaskConfig
 
 PLANNERS = ("goal", "code", "skills", "saycan")
 LONG_TASKS = {env: task for task, env in TASK_ENVS.items()}  # "Stack" -> "stack_three"

@@ -1,9 +1,13 @@
 """The contracts of hierarchical planning: an LLM backend, a planner and its plan, a skill, a
 skill call, and what running a skill leaves.
 
-instruction -> Planner (code | skills | saycan) -> Plan -> skill calls -> Skill -> controller -> env
+instruction -> Planner (goal, the default | code | skills | saycan) -> Plan -> skill calls
                   ^  LLMBackend (local GGUF | OpenAI-compatible HTTP), cached on disk
+                  |                     skill calls -> Skill -> controller -> env
                   +---- traces of every call (arguments, error, state, success check)
+
+The goal planner has the model state the goal as constraints; a solver finds the arrangement
+and a STRIPS search over the skills' declared operators the calls.
 """
 
 from __future__ import annotations
@@ -127,7 +131,7 @@ class Skill:
     `run(world, **args)` drives the world until done or out of time; `precondition` and
     `success` read the world only. `kind` says what runs: "scripted", "policy", "composed",
     "learned" or "learned_composed" (`skills.learned`). `operators` declare, as STRIPS
-    operators over the scene's facts (`goal.strips.Operator`), what the skill needs and does:
+    operators over the scene's facts (`goal.strips.StripsOperator`), what the skill needs and does:
     the plan check before motion and the goal planner's domain read them; a skill without any
     is one the facts cannot follow."""
 

@@ -21,8 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from robocompose.devices import resolve_device
-from robocompose.evaluation import torch_threads_set
+from robocompose.devices import resolve_device, torch_threads_set
 from robocompose.interrupt import interrupt_deferred
 from robocompose.policies.base import GenerativePolicy, build_policy, is_image_shape
 from robocompose.policies.checkpoint import read_checkpoint_config, save_policy

@@ -10,7 +10,7 @@ from typing import Any
 from robocompose.choices import check_choices, one_of
 from robocompose.devices import check_device
 from robocompose.policies.config import PolicyConfig
-from robocompose.rollout_config import TaskConfig
+from robocompose.sim.task_config import TaskConfig
 
 # Curves live in their own subfolder: the run folder's top level stays the checkpoint a loader
 # reads, and the folder name says which tool opens it.

@@ -94,7 +94,7 @@ class Sample:
     gripper: float | None
 
 
-class Plan:
+class WaypointPath:
     """Waypoints in time order, sampled by interpolation; before the first waypoint the first
     segment is extended backwards (so a plan blended in from an earlier time has a value)."""
 
@@ -171,8 +171,8 @@ class Trajectory:
             raise ValueError(f"`blend_s` must be > 0. Got {blend_s}.")
         self.cubic = interpolation == "cubic"
         self.blend_s = blend_s
-        self.plan = Plan(self.cubic)
-        self.previous: Plan | None = None
+        self.plan = WaypointPath(self.cubic)
+        self.previous: WaypointPath | None = None
         self.blend_start_s = 0.0
 
     def __len__(self) -> int:
@@ -183,7 +183,7 @@ class Trajectory:
         return self.plan.times[-1] if self.plan.times else None
 
     def clear(self) -> None:
-        self.plan, self.previous = Plan(self.cubic), None
+        self.plan, self.previous = WaypointPath(self.cubic), None
 
     def insert(self, waypoint: Waypoint, now_s: float, current: Sample | None) -> bool:
         """Queue `waypoint`; False (dropped) if its time is not after `now_s`. A waypoint at or
@@ -197,10 +197,10 @@ class Trajectory:
             return True
         old = self.plan if self.plan.points else None
         if current is not None and (old is None or end is None or end < now_s):
-            old = Plan(self.cubic)
+            old = WaypointPath(self.cubic)
             old.append(Waypoint(now_s, current.pos_m, current.quat, current.gripper))
         self.previous, self.blend_start_s = old, now_s
-        self.plan = Plan(self.cubic)
+        self.plan = WaypointPath(self.cubic)
         self.plan.append(waypoint)
         return True
 

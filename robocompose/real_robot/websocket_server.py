@@ -32,6 +32,7 @@ from typing import Any
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 
+from robocompose.ports import PortInUse
 from robocompose.real_robot.audit import AuditLog, peer_name
 from robocompose.real_robot.base import ServedPolicy
 from robocompose.real_robot.exposure import check_exposure
@@ -46,7 +47,6 @@ from robocompose.real_robot.limits import (
 )
 from robocompose.real_robot.loop_thread import LoopThread, run_until_signal
 from robocompose.real_robot.obs_check import ObservationError, check_observation, message_limit
-from robocompose.real_robot.ports import PortInUse
 from robocompose.real_robot.ranges import OutOfRange, RangeCheck, UnsafeActions, check_actions
 from robocompose.real_robot.wire import WireError, pack, unpack
 

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from robocompose.choices import check_choices, one_of
-from robocompose.rollout_config import TaskConfig, check_seed_start
 from robocompose.sim.episode import FORMATS
+from robocompose.sim.task_config import TaskConfig, check_seed_start
 
 if TYPE_CHECKING:
     from robocompose.stats import SuccessRate

@@ -100,7 +100,7 @@ def _port(netloc: str) -> int | None:
 
 def _check_port_free(port: int) -> None:
     """Rerun logs a busy port and serves nothing; say so in one line before the loop starts."""
-    from robocompose.real_robot.ports import port_holder
+    from robocompose.ports import port_holder
 
     with socket.socket() as probe:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

@@ -48,3 +48,18 @@ def test_saved_files_respect_the_umask(saved: Path, tmp_path: Path, umask: int, 
     reloaded = load_policy(folder)
     for name, tensor in load_policy(saved).state_dict().items():
         torch.testing.assert_close(reloaded.state_dict()[name], tensor)
+
+
+def test_a_shipped_checkpoint_is_named_by_its_name_from_any_folder(tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert load_policy("Stack_flow_mlp").checkpoint_dir == SHIPPED
+    with pytest.raises(CheckpointError, match="The shipped one is named `Stack_flow_mlp`"):
+        load_policy("checkpoints/Stack_flow_mlp")  # the folder's place before it moved
+
+
+def test_a_folder_in_the_current_directory_wins_over_a_shipped_name(
+    saved: Path, tmp_path, monkeypatch
+) -> None:
+    assert saved == tmp_path / "Stack_flow_mlp"
+    monkeypatch.chdir(tmp_path)
+    assert load_policy("Stack_flow_mlp").checkpoint_dir == Path("Stack_flow_mlp")  # not SHIPPED

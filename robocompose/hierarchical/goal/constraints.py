@@ -112,7 +112,7 @@ class Program:
     def __str__(self) -> str:
         return "; ".join(map(str, self.items))
 
-    def goal_statements(self, now: Config) -> tuple[Statement, ...]:
+    def goal_statements(self, now: Arrangement) -> tuple[Statement, ...]:
         """The statements the goal must satisfy: each conditional's branch chosen by its
         condition on the configuration `now`."""
         out: list[Statement] = []
@@ -259,7 +259,7 @@ def parse(text: str, scene: Scene) -> Program:
 
 # -- evaluation on configurations -----------------------------------------------------------------
 @dataclass(frozen=True)
-class Config:
+class Arrangement:
     """Where every block rests (block -> "table", a block or a bin), plus the held block."""
 
     support: Mapping[str, str]
@@ -289,13 +289,13 @@ class Config:
         return self.support.get(block) in self.scene.blocks
 
 
-def holds(statement: Statement, config: Config, now: Config | None = None) -> bool:
+def holds(statement: Statement, config: Arrangement, now: Arrangement | None = None) -> bool:
     """Whether `statement` is true of `config` (`now`: the scene before, for stay and swap)."""
     value = _holds(statement, config, now)
     return not value if statement.negated else value
 
 
-def _holds(s: Statement, c: Config, now: Config | None) -> bool:
+def _holds(s: Statement, c: Arrangement, now: Arrangement | None) -> bool:
     a = s.args
     sup = c.support
     if s.kind == "in" and a[1] == ANY_BIN:
@@ -344,7 +344,7 @@ def _holds(s: Statement, c: Config, now: Config | None) -> bool:
     raise ValueError(f"statement {s} is not a condition on a configuration")
 
 
-def swapped(now: Config, x: str, y: str) -> dict[str, str]:
+def swapped(now: Arrangement, x: str, y: str) -> dict[str, str]:
     """What the blocks around x and y rest on once x and y trade places (x, y and the blocks
     resting on either)."""
     trade = {x: y, y: x}
@@ -355,7 +355,7 @@ def swapped(now: Config, x: str, y: str) -> dict[str, str]:
     return out
 
 
-def reversed_stacks(now: Config) -> dict[str, str]:
+def reversed_stacks(now: Arrangement) -> dict[str, str]:
     """What the blocks of every stack of two or more rest on once it is upside down (the new
     bottom block takes the old bottom block's place: the table or its bin)."""
     out = {}

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from robocompose.hierarchical.goal.facts import Scene
-from robocompose.hierarchical.goal.strips import Fact, GroundOperator, Operator, State, ground
+from robocompose.hierarchical.goal.strips import Fact, GroundOperator, State, StripsOperator, ground
 
 ENGINES = ("pyperplan", "fast-downward")
 
@@ -28,7 +28,7 @@ def _key(fact: Fact) -> str:
 def find_plan(
     start: State,
     goal: frozenset[Fact],
-    operators: Sequence[Operator],
+    operators: Sequence[StripsOperator],
     scene: Scene,
     engine: str = "pyperplan",
 ) -> list[GroundOperator] | None:
@@ -68,7 +68,7 @@ def _pyperplan(
 
 
 def _fast_downward(
-    start: State, goal: frozenset[Fact], operators: Sequence[Operator], scene: Scene
+    start: State, goal: frozenset[Fact], operators: Sequence[StripsOperator], scene: Scene
 ) -> list[GroundOperator] | None:
     import unified_planning.shortcuts as up
     from unified_planning.engines import PlanGenerationResultStatus

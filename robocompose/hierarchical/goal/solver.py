@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from robocompose.hierarchical.goal.constraints import (
     POSITION_WORDS,
     QUANTIFIERS,
-    Config,
+    Arrangement,
     Program,
     Statement,
     holds,
@@ -31,7 +31,7 @@ from robocompose.hierarchical.goal.constraints import (
     swapped,
 )
 from robocompose.hierarchical.goal.facts import TABLE, Scene, state_of, supports
-from robocompose.hierarchical.goal.strips import Fact, GroundOperator, Operator, State, ground
+from robocompose.hierarchical.goal.strips import Fact, GroundOperator, State, StripsOperator, ground
 
 MAX_OPTIONS = 4  # configurations a question lists
 MAX_STATES = 200_000  # symbolic states the sweep may visit
@@ -41,7 +41,7 @@ MAX_STATES = 200_000  # symbolic states the sweep may visit
 class Goal:
     """The one configuration to reach: every block's support, and its facts."""
 
-    config: Config
+    config: Arrangement
     facts: State
     calls: int  # fewest skill calls from the facts it was solved against
     statements: tuple[Statement, ...] = ()
@@ -145,7 +145,9 @@ def _in_scene(word: str, scene: Scene) -> bool:
     return word in {*scene.blocks, *(b.rsplit("_", 1)[0] for b in scene.blocks)}
 
 
-def _refuse_early(statements: Sequence[Statement], scene: Scene, now: Config) -> Outcome | None:
+def _refuse_early(
+    statements: Sequence[Statement], scene: Scene, now: Arrangement
+) -> Outcome | None:
     for s in statements:
         if s.kind == "absent" and _in_scene(s.args[0], scene):  # the model slipped: ask
             return Question(
@@ -248,14 +250,14 @@ def _same_tower(statements: Sequence[Statement]) -> tuple[str, ...]:
     return tuple(named)
 
 
-def _satisfies(config: Config, statements: Sequence[Statement], now: Config) -> bool:
+def _satisfies(config: Arrangement, statements: Sequence[Statement], now: Arrangement) -> bool:
     if not all(holds(s, config, now) for s in statements):
         return False
     tower = _same_tower(statements)
     return len({config.base_of(b) for b in tower}) <= 1
 
 
-def _conflict(statements: Sequence[Statement], configs: list[Config], now: Config):
+def _conflict(statements: Sequence[Statement], configs: list[Arrangement], now: Arrangement):
     """A smallest-by-deletion set of statements no configuration satisfies together."""
     core = list(statements)
     for s in list(core):
@@ -266,15 +268,17 @@ def _conflict(statements: Sequence[Statement], configs: list[Config], now: Confi
 
 
 # -- solve ----------------------------------------------------------------------------------------
-def solve(program: Program, now: State, scene: Scene, operators: Sequence[Operator]) -> Outcome:
+def solve(
+    program: Program, now: State, scene: Scene, operators: Sequence[StripsOperator]
+) -> Outcome:
     """The goal the constraints pin down from the facts `now`, or why there is none."""
     held = next((f[1] for f in now if f[0] == "holding"), None)
-    current = Config(supports(now), scene, held)
+    current = Arrangement(supports(now), scene, held)
     statements = _specific_first(_chained(program.goal_statements(current)))
     early = _refuse_early(statements, scene, current)
     if early is not None:
         return early
-    configs = [Config(s, scene) for s in configurations(scene)]
+    configs = [Arrangement(s, scene) for s in configurations(scene)]
     fitting = [c for c in configs if _satisfies(c, statements, current)]
     if not fitting:
         core = _conflict(statements, configs, current)
@@ -325,7 +329,7 @@ def _named(statements: Sequence[Statement], scene: Scene) -> set[str]:
     return named
 
 
-def _parked(config: Config, now: Config, named: set[str]) -> int:
+def _parked(config: Arrangement, now: Arrangement, named: set[str]) -> int:
     """Blocks no statement places that moved somewhere other than the table: of equally near
     goals, the one that sets moved blocks aside on the table is meant."""
     return sum(

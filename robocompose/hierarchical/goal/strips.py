@@ -1,7 +1,7 @@
 """STRIPS operators over ground facts: the one symbolic model of what a skill needs and does.
 
 A fact is a tuple of strings, e.g. ("on", "green_block", "red_block"), ("hand_empty",). A skill
-declares one `Operator` per way it can apply (pick from the table, from a block, from a bin);
+declares one `StripsOperator` per way it can apply (pick from the table, from a block, from a bin);
 each names its typed variables ("?obj" a block, "?bin" a bin), which skill arguments they fill,
 its preconditions and its add and delete lists. From those declarations alone come:
 
@@ -31,7 +31,7 @@ def show(fact: Fact) -> str:
 
 
 @dataclass(frozen=True)
-class Operator:
+class StripsOperator:
     """One STRIPS variant of a skill.
 
     `params` are (variable, type) pairs, types being keys of the scene's objects ("block",
@@ -55,7 +55,7 @@ class Operator:
 class GroundOperator:
     """An operator with every variable bound: a planning action and the skill call it is."""
 
-    operator: Operator
+    operator: StripsOperator
     binding: tuple[tuple[str, str], ...]
     pre: frozenset[Fact]
     add: frozenset[Fact]
@@ -85,7 +85,7 @@ def _bind(facts: Iterable[Fact], values: Mapping[str, str]) -> frozenset[Fact]:
     return frozenset(tuple(values.get(t, t) for t in fact) for fact in facts)
 
 
-def instantiate(op: Operator, values: Mapping[str, str]) -> GroundOperator:
+def instantiate(op: StripsOperator, values: Mapping[str, str]) -> GroundOperator:
     binding = tuple((var, values[var]) for var, _ in op.params)
     return GroundOperator(
         op, binding, _bind(op.pre, values), _bind(op.add, values), _bind(op.delete, values)
@@ -93,7 +93,7 @@ def instantiate(op: Operator, values: Mapping[str, str]) -> GroundOperator:
 
 
 def _bindings(
-    op: Operator, objects: Mapping[str, Sequence[str]], fixed: Mapping[str, str]
+    op: StripsOperator, objects: Mapping[str, Sequence[str]], fixed: Mapping[str, str]
 ) -> Iterable[dict[str, str]]:
     """Every assignment of distinct objects of the right types to `op`'s variables that agrees
     with `fixed`."""
@@ -105,7 +105,7 @@ def _bindings(
             yield values
 
 
-def ground(operators: Iterable[Operator], objects: Mapping[str, Sequence[str]]):
+def ground(operators: Iterable[StripsOperator], objects: Mapping[str, Sequence[str]]):
     """Every instance of `operators` over the scene's typed `objects` ({"block": [...], ...})."""
     return [instantiate(op, values) for op in operators for values in _bindings(op, objects, {})]
 
@@ -131,8 +131,8 @@ class Opaque:
 
 
 def _matching(
-    skill: str, args: Mapping[str, Any], operators: Sequence[Operator], objects
-) -> list[tuple[Operator, dict[str, str]]]:
+    skill: str, args: Mapping[str, Any], operators: Sequence[StripsOperator], objects
+) -> list[tuple[StripsOperator, dict[str, str]]]:
     """Operators of `skill` whose fixed arguments fit `args`, with those variables bound."""
     out = []
     for op in operators:
@@ -158,7 +158,7 @@ def step(
     state: State,
     skill: str,
     args: Mapping[str, Any],
-    operators: Sequence[Operator],
+    operators: Sequence[StripsOperator],
     objects: Mapping[str, Sequence[str]],
 ) -> State | Violation | Opaque:
     """Run one call symbolically: the state after it, the precondition that failed, or `Opaque`
@@ -181,12 +181,12 @@ def step(
     return Violation(skill, dict(args), best[1])
 
 
-def summary(operators: Sequence[Operator]) -> str:
+def summary(operators: Sequence[StripsOperator]) -> str:
     """One skill's operators in a sentence, in its argument names: "Needs hand_empty,
     clear(obj), and on_table(obj) or on(obj, below) or in(obj, bin). Then holding(obj)." (the
     prompt listing of the code and skill planners)."""
 
-    def named(op: Operator, facts: tuple[Fact, ...]) -> list[str]:
+    def named(op: StripsOperator, facts: tuple[Fact, ...]) -> list[str]:
         names = {term: arg for arg, term in op.args}
         return [show(tuple(names.get(t, t).lstrip("?") for t in f)) for f in facts]
 

@@ -54,7 +54,7 @@ from robocompose.hierarchical.goal.solver import (
     scene_names,
     solve,
 )
-from robocompose.hierarchical.goal.strips import GroundOperator, Operator, State
+from robocompose.hierarchical.goal.strips import GroundOperator, State, StripsOperator
 from robocompose.hierarchical.skills.declarations import PLANNING_SKILLS
 
 SPOT_GRID_M = 0.03  # place_at spots are searched on this grid
@@ -136,7 +136,7 @@ class GoalPlan(Plan):
         return f"I won't do that: {self.refusal.reason}." if self.refusal is not None else ""
 
 
-def planning_operators(registry: Mapping[str, Any]) -> tuple[Operator, ...]:
+def planning_operators(registry: Mapping[str, Any]) -> tuple[StripsOperator, ...]:
     """The domain: the declared operators of the skills the planner plans with."""
     return tuple(
         op for name in PLANNING_SKILLS if name in registry for op in registry[name].operators

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from robocompose.hierarchical.goal.facts import TABLE, Scene, supports
-from robocompose.hierarchical.goal.strips import Opaque, Operator, State, Violation, step
+from robocompose.hierarchical.goal.strips import Opaque, State, StripsOperator, Violation, step
 
 SYMBOLIC_QUERIES = ("holding", "on_top_of", "in_bin", "clear")
 
@@ -55,13 +55,13 @@ class CheckResult:
         return "The plan passed the check before motion."
 
 
-def declared_operators(registry: Mapping[str, Any]) -> tuple[Operator, ...]:
+def declared_operators(registry: Mapping[str, Any]) -> tuple[StripsOperator, ...]:
     """Every operator the registry's skills declare."""
     return tuple(op for skill in registry.values() for op in getattr(skill, "operators", ()))
 
 
 def check_calls(
-    calls: Sequence[Any], facts: State, operators: Sequence[Operator], scene: Scene
+    calls: Sequence[Any], facts: State, operators: Sequence[StripsOperator], scene: Scene
 ) -> CheckResult:
     """Follow `calls` (SkillCall-likes with .skill and .args) from `facts`."""
     state = facts

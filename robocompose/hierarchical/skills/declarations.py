@@ -13,7 +13,7 @@ coordinates is the one case the facts get wrong (the world's facts after the cal
 
 from __future__ import annotations
 
-from robocompose.hierarchical.goal.strips import Operator
+from robocompose.hierarchical.goal.strips import StripsOperator
 
 B, T, N = "?obj", "?below", "?bin"  # the block acted on, the block under it, a bin
 Where = tuple[tuple[tuple[str, str], ...], tuple[str, ...], tuple[tuple[str, ...], ...]]
@@ -25,10 +25,10 @@ FROM: dict[str, Where] = {
 }
 
 
-def _pick(variant: str) -> Operator:
+def _pick(variant: str) -> StripsOperator:
     """pick(obj) from one kind of place: the hand must be empty and nothing on the block."""
     extra, where, freed = FROM[variant]
-    return Operator(
+    return StripsOperator(
         "pick",
         variant,
         ((B, "block"), *extra),
@@ -39,12 +39,12 @@ def _pick(variant: str) -> Operator:
     )
 
 
-def _place_in(variant: str) -> Operator:
+def _place_in(variant: str) -> StripsOperator:
     """place_in(obj, bin) = pick from one kind of place, then into the empty bin ?to."""
     extra, where, freed = FROM[variant]
     if variant == "from_bin":  # the bin it leaves is not the argument `bin`
         extra, where, freed = ((("?from", "bin"),), ("in", B, "?from"), (("empty", "?from"),))
-    return Operator(
+    return StripsOperator(
         "place_in",
         variant,
         ((B, "block"), *extra, ("?to", "bin")),
@@ -58,7 +58,7 @@ def _place_in(variant: str) -> Operator:
 PICK = tuple(_pick(variant) for variant in FROM)
 
 PLACE = (
-    Operator(
+    StripsOperator(
         "place",
         "on_block",
         ((B, "block"), ("?target", "block")),
@@ -67,7 +67,7 @@ PLACE = (
         (("on", B, "?target"), ("hand_empty",)),
         (("holding", B), ("clear", "?target")),
     ),
-    Operator(
+    StripsOperator(
         "place",
         "in_bin",
         ((B, "block"), (N, "bin")),
@@ -79,7 +79,7 @@ PLACE = (
 )
 
 PLACE_AT = (
-    Operator(
+    StripsOperator(
         "place_at",
         "on_table",
         ((B, "block"),),
@@ -93,7 +93,7 @@ PLACE_AT = (
 # the held variant last: when none applies, a pick variant's failure says why best
 PLACE_IN = (
     *(_place_in(variant) for variant in FROM),
-    Operator(
+    StripsOperator(
         "place_in",
         "held",
         ((B, "block"), ("?to", "bin")),

@@ -34,7 +34,7 @@ import numpy as np
 
 from robocompose.hierarchical.base import Param, Skill, SkillResult
 from robocompose.hierarchical.goal.facts import Scene
-from robocompose.hierarchical.goal.strips import Fact, Operator, Violation, show, step
+from robocompose.hierarchical.goal.strips import Fact, StripsOperator, Violation, show, step
 from robocompose.hierarchical.skills.declarations import PICK, PLACE, PLACE_AT, PLACE_IN
 from robocompose.hierarchical.skills.registry import Query, SkillRegistry
 from robocompose.hierarchical.world import TABLE, SimWorld
@@ -119,7 +119,7 @@ def make_skill(
     blocker: Check,
     success: Callable[..., bool] | None,
     kind: str = "scripted",
-    operators: tuple[Operator, ...] = (),
+    operators: tuple[StripsOperator, ...] = (),
 ) -> Skill:
     """A Skill whose run checks `blocker` first and brackets itself with world.begin_call."""
 
@@ -145,7 +145,7 @@ def make_skill(
     )
 
 
-def declared(name: str, operators: tuple[Operator, ...], extra: Check | None = None) -> Check:
+def declared(name: str, operators: tuple[StripsOperator, ...], extra: Check | None = None) -> Check:
     """The blocker of a declared skill: its operators on the world's facts, then `extra`."""
 
     def blocker(world: SimWorld, **args: Any) -> str | None:
