@@ -4,7 +4,6 @@ and what it costs."""
 from __future__ import annotations
 
 from report_tables import fmt
-
 from robocompose.records import rate_of
 
 

@@ -4,7 +4,6 @@ and cost, and the CPU paths under them."""
 from __future__ import annotations
 
 from report_tables import fmt
-
 from robocompose.records import rate_of
 
 
