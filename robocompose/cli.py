@@ -61,7 +61,7 @@ def _epilog(name: str, verb: Verb) -> str:
     """The verb's config: every field (type, default, description) and the group options."""
     from robocompose.config_help import config_fields, format_fields, wrap
 
-    setters = f"configs/{name}.yaml" + (" and its groups" if verb.groups else "")
+    setters = f"robocompose/configs/{name}.yaml" + (" and its groups" if verb.groups else "")
     head = (
         f"config fields, set as key=value (defaults from the dataclass; {setters} may set "
         "others, --cfg prints what a run gets):"
