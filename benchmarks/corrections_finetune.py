@@ -40,7 +40,7 @@ from typing import Any
 from common import RUNS_DIR, ResultsFile, read_jsonl
 
 from robocompose.hierarchical.api import PlanConfig, Runner
-from robocompose.hierarchical.llm import make_backend
+from robocompose.hierarchical.llm import LLMConfig, make_backend
 from robocompose.hierarchical.run.correction_bank import SimulatedUser, corrected_plans, read_pairs
 from robocompose.hierarchical.tasks import (
     STACK_ORDERS,
@@ -92,8 +92,7 @@ def _config(k: int, item: LongHorizonItem, out: Path, args: argparse.Namespace, 
         order=order,
         seed=item.seed,
         planner="skills",
-        model=args.model,
-        n_threads=args.n_threads,
+        llm=LLMConfig(model=args.model, n_threads=args.n_threads),
         repair_rounds=0,
         video=False,
         corrections=False,

@@ -22,8 +22,10 @@ from typing import Any
 
 from common import RUNS_DIR, ResultsFile, resume_records
 
-from robocompose.hierarchical.language_to_rewards.mpc import MPCConfig
-from robocompose.hierarchical.language_to_rewards.pipeline import (
+from robocompose.hierarchical.llm import make_backend
+from robocompose.hierarchical.llm.models import DEFAULT_MODEL, ModelError, resolve_model
+from robocompose.language_to_rewards.mpc import MPCConfig
+from robocompose.language_to_rewards.pipeline import (
     INSTRUCTIONS,
     MAX_STEPS,
     Instruction,
@@ -31,9 +33,7 @@ from robocompose.hierarchical.language_to_rewards.pipeline import (
     run_mpc,
     run_scripted,
 )
-from robocompose.hierarchical.language_to_rewards.rewards import TemplateError, goal_record
-from robocompose.hierarchical.llm import make_backend
-from robocompose.hierarchical.llm.models import DEFAULT_MODEL, ModelError, resolve_model
+from robocompose.language_to_rewards.rewards import TemplateError, goal_record
 from robocompose.stats import paired_outcomes, success_rate
 
 RESULTS = ResultsFile("skills.json", writer="language_to_rewards.py")
@@ -85,9 +85,9 @@ def instruction_entry(
 ) -> dict[str, Any]:
     """One instruction: the LLM's goal, then the MPC on it and the scripted baseline per seed."""
     started = time.perf_counter()
-    goal, reply = l2r.goal(item.text, item.family)
+    goal, reply = l2r.goal(item.text, item.template)
     llm_seconds = time.perf_counter() - started
-    scene = l2r.scene(item.family)
+    scene = l2r.scene(item.template)
     slug = item.text.replace(" ", "_")
     mpc = _episodes(
         LOGS / model / f"{slug}.mpc.jsonl",
@@ -100,7 +100,7 @@ def instruction_entry(
     paired = paired_outcomes([r["success"] for r in mpc], [r["success"] for r in scripted])
     matches = goal_record(goal) == goal_record(item.reference)
     entry = {
-        "family": item.family,
+        "template": item.template,
         "llm_parameters": reply,
         "llm_goal": goal_record(goal),
         "reference_goal": goal_record(item.reference),
@@ -146,7 +146,7 @@ def parameters_only(model: str) -> dict[str, Any]:
     try:
         for item in INSTRUCTIONS:
             try:
-                goal, reply = l2r.goal(item.text, item.family)
+                goal, reply = l2r.goal(item.text, item.template)
             except TemplateError as error:
                 out[item.text] = {"error": str(error), "matches_reference": False}
                 continue

@@ -64,6 +64,7 @@ from skill_policies import (
 )
 
 from robocompose.hierarchical.api import LONG_TASKS, plan_and_run
+from robocompose.hierarchical.llm import LLMConfig
 from robocompose.hierarchical.skills.learned import registry_for
 from robocompose.hierarchical.skills.scripted import DIRECTIONS, build_registry
 from robocompose.hierarchical.tasks import (
@@ -272,7 +273,7 @@ def planner_learned_skills(out: Path, learned: str) -> dict:
             phrasing=phrasing[int(key)],
             planner="skills",
             skills=skills,
-            n_threads=1,
+            llm=LLMConfig(n_threads=1),
             video=False,
             corrections=False,
             out=str(out / "planner_learned_skills" / "runs"),

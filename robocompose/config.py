@@ -148,11 +148,17 @@ def _mistyped(key: str, tp: Any, value: Any) -> ConfigError:
     return ConfigError(f"`{key}` must be {name or tp}. Got {value!r} ({type(value).__name__}).")
 
 
-def unknown_key(key: str, choices: Iterable[str]) -> ConfigError:
-    """`a.b.c` is not a field: say where, list what is there, suggest the nearest."""
+def unknown_key(
+    key: str, choices: Iterable[str], nested: Mapping[str, Iterable[str]] | None = None
+) -> ConfigError:
+    """`a.b.c` is not a field: say where, list what is there, suggest the nearest (or the same
+    name one level down, `nested`: a field's own fields, as `model` -> `llm.model`)."""
     *parents, name = key.split(".")
     choices = sorted(str(c) for c in choices)
     near = difflib.get_close_matches(name, choices, 1)
+    below = [f"{field}.{name}" for field, keys in (nested or {}).items() if name in keys]
+    if below:
+        near = [below[0]]
     hint = f" Did you mean {'.'.join([*parents, near[0]])!r}?" if near else ""
     where = ".".join(parents) or "the config"
     return ConfigError(
@@ -303,7 +309,12 @@ def _explain(error: Exception) -> ConfigError:
     if isinstance(cause, ConfigAttributeError | ConfigKeyError) and cause.full_key:
         parent = cause.parent_node
         if isinstance(parent, DictConfig):
-            return unknown_key(str(cause.full_key), parent.keys())
+            nested = {
+                str(k): [str(c) for c in child]
+                for k, child in parent.items_ex(resolve=False)
+                if isinstance(child, DictConfig)
+            }
+            return unknown_key(str(cause.full_key), parent.keys(), nested)
     message = " ".join(str(error).split("\nConfig search path:")[0].split())
     return ConfigError(_nearest_option(message))
 

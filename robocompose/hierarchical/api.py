@@ -4,7 +4,7 @@
     run = plan_and_run("put green on red then blue on green", planner="skills")
     run.record.success, run.record.rounds[0].traces, run.video, run.record_path
 
-    runner = Runner(PlanConfig(instruction="...", planner="code"))
+    runner = Runner(PlanConfig(instruction="...", planner="code", llm=LLMConfig(model="smollm2")))
     threading.Timer(3.0, runner.correct, ["pick the blue one instead"]).start()
     result = runner.run()          # corrections may arrive from any thread while it runs
 
@@ -33,6 +33,7 @@ from typing import Any
 
 from robocompose.choices import check_choice, check_choices, one_of
 from robocompose.hierarchical.base import LLMBackend, Planner, StepwisePlan
+from robocompose.hierarchical.llm import LLMConfig
 from robocompose.hierarchical.planners.goal import READINGS
 from robocompose.hierarchical.run.corrections import CorrectionLog, CorrectionQueue, Corrections
 from robocompose.hierarchical.run.plan_executor import PlanExecutor
@@ -49,7 +50,6 @@ from robocompose.sim.task_config import TaskConfig
 
 PLANNERS = ("goal", "code", "skills", "saycan")
 LONG_TASKS = {env: task for task, env in TASK_ENVS.items()}  # "Stack" -> "stack_three"
-BACKENDS = ("local", "openai")
 
 
 @dataclass(kw_only=True)
@@ -64,18 +64,16 @@ class PlanConfig:
     # facts the scene starts from, e.g. [[on, green_block, red_block]] (SimWorld.arrange)
     start: list[list[str]] = field(default_factory=list)
     planner: str = one_of(PLANNERS, "goal")
-    # local: GGUF via llama.cpp; openai: any compatible endpoint
-    backend: str = one_of(BACKENDS, "local")
-    model: str = ""  # local: qwen2.5-coder-1.5b (default) | smollm2 | a .gguf path
-    base_url: str = ""  # openai: "" -> $ROBOCOMPOSE_LLM_BASE_URL or $OPENAI_BASE_URL
-    n_threads: int = 2  # local: CPU threads (1 is faster on a busy machine)
-    # goal planner on a local model with a shipped LoRA adapter (llm/adapters/), whose readings
-    # of the request must agree before a goal stands: "both" (the adapted model under two scene
-    # listings, then the few-shot base model), "adapted" (the first part alone: more right goals,
-    # more wrong ones), "examples" (the few-shot base model under three example orders). A model
-    # without an adapter, or a remote backend, always reads with "examples". See docs/planning.md.
+    # the planner's LLM: llm.backend=local (a GGUF model via llama.cpp) or openai (any compatible
+    # endpoint, llm.base_url), llm.model=qwen2.5-coder-1.5b (default) | smollm2 | a .gguf path,
+    # llm.n_threads=1 (faster on a busy machine), llm.cache=false
+    llm: LLMConfig = field(default_factory=LLMConfig)
+    # the goal planner's readings of the request, which must agree before a goal stands: "both"
+    # (a local model with its shipped adapter under two scene listings, then the model without
+    # it under the few-shot prompt), "adapted" (the first part alone: more right goals, more
+    # wrong ones), "examples" (the few-shot model under three example orders). A model without
+    # an adapter, or a remote backend, always reads with "examples". See docs/planning.md.
     goal_readings: str = one_of(READINGS, "both")
-    llm_cache: bool = True  # completions cached on disk: reruns are cheap and identical
     repair_rounds: int = 2
     check: bool = True  # check every plan before motion (false: to measure what it saves)
     skills: dict[str, str] = field(default_factory=dict)  # e.g. {place_in: policy:<ckpt>}
@@ -107,8 +105,6 @@ class PlanConfig:
             )
         if self.step_budget < 1:
             raise ValueError(f"`step_budget` must be >= 1. Got {self.step_budget}.")
-        if self.backend == "local" and self.base_url:
-            raise ValueError("`base_url` applies to backend=openai only.")
         if self.correction_logs and self.planner not in ("code", "skills"):
             raise ValueError(
                 f"`correction_logs` apply to planner=code or skills, not {self.planner}."
@@ -139,45 +135,19 @@ class PlanConfig:
         )
 
 
-def _adapter(config: PlanConfig) -> Path | None:
-    """The shipped adapter the goal planner's first reader runs with (None: the plain model)."""
-    from robocompose.hierarchical.llm.models import goal_adapter
-
-    adapted = config.planner == "goal" and config.goal_readings != "examples"
-    return goal_adapter(config.model) if config.backend == "local" and adapted else None
-
-
-def make_llm(config: PlanConfig, second: bool = False) -> LLMBackend:
-    """The planner's LLM backend, behind the disk cache unless `llm_cache` is off; `second`:
-    the goal planner's second reader (the model without its adapter). A model that cannot be
-    found or trusted is a bad `model` setting (a ValueError naming it)."""
-    from robocompose.hierarchical.llm import make_backend
+def make_backends(config: PlanConfig) -> tuple[LLMBackend, LLMBackend | None]:
+    """The planner's LLM and, for the goal planner, its second reader (None: none). A model
+    that cannot be found or trusted is a bad `llm.model` (a ValueError naming it)."""
+    from robocompose.hierarchical.llm import backend_from_config
     from robocompose.hierarchical.llm.models import ModelError
-
-    settings: dict[str, Any] = {"model": config.model, "cache": config.llm_cache}
-    try:
-        if config.backend == "local":
-            settings["n_threads"] = config.n_threads
-            adapter = None if second else _adapter(config)
-            if adapter is not None:
-                settings["lora"] = str(adapter)
-        else:
-            settings["base_url"] = config.base_url
-        return make_backend(config.backend, **settings)
-    except ModelError as error:
-        raise ValueError(f"`model`: {error}") from None
-
-
-def make_second_llm(config: PlanConfig) -> LLMBackend | None:
-    """The goal planner's second reader, where `goal_readings` is "both" and the model has an
-    adapter (None otherwise)."""
-    from robocompose.hierarchical.llm.models import ModelError
+    from robocompose.hierarchical.planners.goal import readers
 
     try:
-        adapted = _adapter(config) is not None
+        if config.planner == "goal":
+            return readers(config.llm, config.goal_readings)
+        return backend_from_config(config.llm), None
     except ModelError as error:
-        raise ValueError(f"`model`: {error}") from None
-    return make_llm(config, second=True) if adapted and config.goal_readings == "both" else None
+        raise ValueError(f"`llm.model`: {error}") from None
 
 
 class SayCanRounds:
@@ -207,21 +177,9 @@ def make_planner(
     backend = getattr(llm, "backend", llm)  # behind the cache or not
     local = isinstance(backend, LocalLLM)
     if kind == "goal":
-        from robocompose.hierarchical.planners.goal import (
-            ADAPTED_ORDERS,
-            GoalPlanner,
-            GoalPlannerConfig,
-        )
+        from robocompose.hierarchical.planners.goal import GoalPlanner, reading_config
 
-        # a local model with an adapter is the one adapted to the constraint language
-        adapted = local and backend.lora is not None
-        config = GoalPlannerConfig(
-            constrain="grammar" if local else "none",
-            prompt="adapted" if adapted else "examples",
-            orders=ADAPTED_ORDERS if adapted else GoalPlannerConfig.orders,
-            second_prompt="examples" if adapted and second is not None else None,
-        )
-        return GoalPlanner(llm, registry, world, config, second)
+        return GoalPlanner(llm, registry, world, reading_config(llm, second), second)
     if kind == "code":
         from robocompose.hierarchical.planners.code import CodePlanner
 
@@ -270,21 +228,21 @@ class Runner:
     `correct(text)` may be called from any thread while `run()` is going: the running skill
     picks it up at its next control step."""
 
-    def __init__(self, config: PlanConfig, llm: Any = None, second_llm: Any = None) -> None:
+    def __init__(self, config: PlanConfig, backend: Any = None, second_backend: Any = None) -> None:
         from robocompose.hierarchical.skills.learned import registry_for
 
         self.config = config
         self.item = config.item()
-        self.llm = llm if llm is not None else make_llm(config)  # a bad model fails before the sim
-        if llm is None and second_llm is None:
-            second_llm = make_second_llm(config)
+        if backend is None:  # a bad model fails before the sim starts
+            backend, second_backend = make_backends(config)
+        self.backend = backend
         render = "rgb_array" if config.video else None
         self.world = make_world(self.item, step_budget=config.step_budget, render_mode=render)
         if config.start:
             self.world.arrange(config.start)
         self.registry = registry_for(self.world, config.skills)
         self.planner: Planner = make_planner(
-            config.planner, self.llm, self.registry, self.world, second_llm
+            config.planner, self.backend, self.registry, self.world, second_backend
         )
         if config.correction_logs:
             from robocompose.hierarchical.run.correction_bank import (
@@ -299,7 +257,7 @@ class Runner:
         context = {"instruction": self.item.instruction, "task": self.item.task}
         context |= {"seed": self.item.seed, "run": uuid.uuid4().hex[:12]}
         log = CorrectionLog(self.out / "corrections.jsonl", context)
-        corrections = Corrections(self.queue, log, self.llm)
+        corrections = Corrections(self.queue, log, self.backend)
         self.executor = PlanExecutor(
             self.world,
             self.registry,
@@ -340,7 +298,7 @@ class Runner:
         payload = {
             "config": dataclasses.asdict(self.config),
             "item": self.item._asdict(),
-            "model": getattr(self.llm, "model", ""),
+            "model": getattr(self.backend, "model", ""),
             "seconds": round(time.perf_counter() - start, 3),
             "video": str(video) if video else None,
             **record.to_json(),
@@ -411,10 +369,11 @@ def describe(result: RunResult, plans: bool = True) -> str:
     return "\n".join(lines)
 
 
-def plan_and_run(instruction: str = "", llm: Any = None, **settings: Any) -> RunResult:
+def plan_and_run(instruction: str = "", backend: Any = None, **settings: Any) -> RunResult:
     """Plan `instruction` with an LLM and run it in sim; `settings` are `PlanConfig` fields
-    (task, phrasing, planner, backend, model, repair_rounds, seed, video, out, ...)."""
-    runner = Runner(PlanConfig(instruction=instruction, **settings), llm)
+    (task, phrasing, planner, llm, repair_rounds, seed, video, out, ...); `backend`: an LLM
+    backend already made (default: the one `llm` describes)."""
+    runner = Runner(PlanConfig(instruction=instruction, **settings), backend)
     try:
         return runner.run()
     finally:

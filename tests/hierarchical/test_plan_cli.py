@@ -26,7 +26,7 @@ def test_plan_verb_smoke_run(smollm2_path, tmp_path, monkeypatch, capsys):
                 "plan",
                 "put green on red then blue on green",
                 "planner=skills",
-                "model=smollm2",
+                "llm.model=smollm2",
                 "repair_rounds=0",
                 "step_budget=40",
                 "corrections=false",
@@ -71,8 +71,9 @@ def test_plan_config_from_the_command_line(capsys):
         (["phrasing=99"], r"`phrasing` must be in \[0, 23\] for Stack. Got 99"),
         (["order=[red,red,blue]"], r"`order` applies to task=Stack and must list"),
         (["repair_rounds=7"], r"`repair_rounds` must be in \[0, 5\]. Got 7"),
-        (["base_url=http://x"], r"`base_url` applies to backend=openai only"),
-        (["backend=ollama"], r"`backend` must be one of \['local', 'openai'\]"),
+        (["llm.base_url=http://x"], r"`base_url` and `api_key` apply to backend=openai only"),
+        (["llm.backend=ollama"], r"`backend` must be one of \['local', 'openai'\]"),
+        (["model=smollm2"], r"unknown config key 'model'.*Did you mean 'llm.model'\?"),
     ],
 )
 def test_bad_settings_name_the_field(overrides, message):
@@ -88,7 +89,7 @@ def test_a_missing_model_file_is_one_line(tmp_path):
             "-m",
             "robocompose.cli",
             "plan",
-            f"model={missing}",
+            f"llm.model={missing}",
             "--out",
             str(tmp_path),
         ],
@@ -98,7 +99,7 @@ def test_a_missing_model_file_is_one_line(tmp_path):
     )
     assert run.returncode != 0 and "Traceback" not in run.stderr
     assert run.stderr.strip() == (
-        f"robocompose plan: error: `model`: model file {missing} does not exist."
+        f"robocompose plan: error: `llm.model`: model file {missing} does not exist."
     )
 
 
@@ -109,7 +110,7 @@ def test_api_runs_and_takes_a_correction(smollm2, tmp_path):
     llm = CachedLLM(smollm2, tmp_path / "llm")
     result = plan_and_run(
         "put green on red then blue on green",
-        llm=llm,
+        backend=llm,
         planner="skills",
         repair_rounds=0,
         video=False,

@@ -225,7 +225,7 @@ SHORT_INSTRUCTIONS = (
 
 
 def short_messages(scene: Scene, request: str, now: Iterable[Fact] = ()) -> list[Message]:
-    """The prompt of a model adapted to the language (`goal.pairs`): no examples, ~60 tokens."""
+    """The prompt of a model adapted to the language (`adapter.pairs`): no examples, ~60 tokens."""
     return short_chat(scene_line(scene, now), request)
 
 

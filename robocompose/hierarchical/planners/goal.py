@@ -27,12 +27,14 @@ instruction, or `reset_goal()`, asks the LLM again.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from robocompose.choices import check_choice
 from robocompose.hierarchical.base import Completion, LLMBackend, Message, Plan, SkillCall
 from robocompose.hierarchical.goal.constraints import ConstraintSyntaxError, parse
 from robocompose.hierarchical.goal.facts import Scene
@@ -57,6 +59,9 @@ from robocompose.hierarchical.goal.solver import (
 from robocompose.hierarchical.goal.strips import GroundOperator, State, StripsOperator
 from robocompose.hierarchical.skills.declarations import PLANNING_SKILLS
 
+if TYPE_CHECKING:
+    from robocompose.hierarchical.llm import LLMConfig
+
 SPOT_GRID_M = 0.03  # place_at spots are searched on this grid
 SPOT_RANGE_M = 0.15  # ... within [-range, range]^2
 SPOT_GAP_M = 0.10  # ... this far from every block, bin centre and spot already chosen
@@ -74,8 +79,8 @@ class GoalPlannerConfig:
     `orders`: rewrites with the few-shot examples in that many orders (1-4); a goal stands only
     when they all solve to it, else the planner asks which reading was meant.
     `prompt`: "examples" (few-shot, any model) or "adapted" (the short prompt without examples,
-    for a model adapted to the constraint language, `llm.lora`; its orders list the scene's
-    blocks in other orders).
+    for a model adapted to the constraint language, `hierarchical.adapter`; its orders list the
+    scene's blocks in other orders).
     `second_prompt`: a second reader's prompt (None: none): once the first readings agree, the
     second reader (`GoalPlanner(second=...)`, another model or the same one) rewrites the
     request under it in `second_orders` orders, and the goal stands only if those solve to it
@@ -143,10 +148,46 @@ def planning_operators(registry: Mapping[str, Any]) -> tuple[StripsOperator, ...
     )
 
 
+def readers(llm: LLMConfig, readings: str = "both") -> tuple[LLMBackend, LLMBackend | None]:
+    """The backends that read a request under `readings` (one of READINGS): the first reads with
+    an adapter (`llm.lora`, else the model's shipped one) unless `readings` is "examples"; under
+    "both" the plain model, prompted with examples, is the second. A remote model, or one
+    without an adapter, reads with the examples alone (no second)."""
+    from robocompose.hierarchical.llm import backend_from_config
+    from robocompose.hierarchical.llm.models import goal_adapter
+
+    check_choice("goal_readings", readings, READINGS)
+    adapter = None
+    if llm.backend == "local" and readings != "examples":
+        adapter = llm.lora or goal_adapter(llm.model)
+    if not adapter:
+        return backend_from_config(dataclasses.replace(llm, lora="")), None
+    first = backend_from_config(dataclasses.replace(llm, lora=str(adapter)))
+    plain = dataclasses.replace(llm, lora="")
+    return first, backend_from_config(plain) if readings == "both" else None
+
+
+def reading_config(llm: LLMBackend, second: LLMBackend | None = None) -> GoalPlannerConfig:
+    """How these backends read (`readers`): under the scene's grammar where the model is local;
+    an adapted model with the short prompt across `ADAPTED_ORDERS` scene orders, checked by the
+    second reader's few-shot prompt; any other model with the examples in three orders."""
+    from robocompose.hierarchical.llm import LocalLLM
+
+    backend = getattr(llm, "backend", llm)  # behind the cache or not
+    local = isinstance(backend, LocalLLM)
+    adapted = local and backend.lora is not None
+    return GoalPlannerConfig(
+        constrain="grammar" if local else "none",
+        prompt="adapted" if adapted else "examples",
+        orders=ADAPTED_ORDERS if adapted else GoalPlannerConfig.orders,
+        second_prompt="examples" if adapted and second is not None else None,
+    )
+
+
 class GoalPlanner:
     """See the module docstring. `world` gives the facts now and the table's free spots.
     `second`: the second reader's backend (default: `llm`), used when the config names a
-    `second_prompt`."""
+    `second_prompt`. `readers` and `reading_config` build both from an `LLMConfig`."""
 
     def __init__(
         self,

@@ -1,6 +1,6 @@
 """`robocompose rewards "INSTRUCTION"`: Language to Rewards from the shell: the LLM fills the
 reward template, the sampling MPC optimises it per seed, the scripted baseline runs on the same
-seeds (`robocompose.hierarchical.language_to_rewards.pipeline.run_config`); prints a line per
+seeds (`robocompose.language_to_rewards.pipeline.run_config`); prints a line per
 episode, then the summary as JSON."""
 
 from __future__ import annotations
@@ -9,11 +9,11 @@ import json
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from robocompose.hierarchical.language_to_rewards.pipeline import RewardsConfig
+    from robocompose.language_to_rewards.pipeline import RewardsConfig
 
 
 def run(config: RewardsConfig) -> dict[str, Any]:
-    from robocompose.hierarchical.language_to_rewards.pipeline import run_config
+    from robocompose.language_to_rewards.pipeline import run_config
 
     summary = run_config(config)
     print(json.dumps(summary, indent=2))

@@ -49,12 +49,15 @@ ASK = [
 @pytest.mark.parametrize(
     ("fields", "message"),
     [
-        ({"kind": "opnai"}, r"`kind` must be one of \('local', 'openai'\). Got 'opnai'. Did you"),
+        (
+            {"backend": "opnai"},
+            r"`backend` must be one of \['local', 'openai'\]. Got 'opnai'. Did you",
+        ),
         ({"n_ctx": 64}, r"`n_ctx` must be in \[256, 32768\]. Got 64."),
         ({"n_threads": 0}, r"`n_threads` must be in \[1, \d+\]. Got 0."),
         ({"timeout_s": 0.0}, r"`timeout_s` must be > 0. Got 0.0."),
         ({"schema_format": "xml"}, r"`schema_format` must be one of"),
-        ({"base_url": "http://x"}, r"apply to kind='openai' only"),
+        ({"base_url": "http://x"}, r"apply to backend=openai only"),
     ],
 )
 def test_config_names_the_bad_field(fields, message):

@@ -181,24 +181,26 @@ def test_the_adapted_qwen_states_the_goal_in_short_rewrites(qwen_goal, request_,
 
 @pytest.mark.qwen
 def test_goal_readings_put_the_plan_verbs_goal_planner_on_its_readers():
-    from robocompose.hierarchical.api import PlanConfig, make_llm, make_planner, make_second_llm
+    from robocompose.hierarchical.api import PlanConfig, make_backends, make_planner
+    from robocompose.hierarchical.llm import LLMConfig
     from robocompose.hierarchical.llm.models import goal_adapter
 
     world = make_world(STACK)
     registry = build_registry(world)
-    both = PlanConfig(llm_cache=False)  # the default: the adapted model checked by the plain one
-    first, second = make_llm(both), make_second_llm(both)
+    uncached = LLMConfig(cache=False)
+    both = PlanConfig(llm=uncached)  # the default: the adapted model checked by the plain one
+    first, second = make_backends(both)
     assert first.lora == goal_adapter("qwen2.5-coder-1.5b").resolve() and second.lora is None
     config = make_planner("goal", first, registry, world, second).config
     assert (config.prompt, config.second_prompt, config.second_orders) == ("adapted", "examples", 1)
-    adapted = PlanConfig(llm_cache=False, goal_readings="adapted")
-    assert make_second_llm(adapted) is None
-    assert make_planner("goal", make_llm(adapted), registry, world).config.second_prompt is None
-    plain = PlanConfig(llm_cache=False, goal_readings="examples")
-    assert make_llm(plain).lora is None and make_second_llm(plain) is None
-    assert make_planner("goal", make_llm(plain), registry, world).config.prompt == "examples"
-    code = PlanConfig(llm_cache=False, planner="code")
-    assert make_llm(code).lora is None and make_second_llm(code) is None
+    first, second = make_backends(PlanConfig(llm=uncached, goal_readings="adapted"))
+    assert second is None
+    assert make_planner("goal", first, registry, world).config.second_prompt is None
+    first, second = make_backends(PlanConfig(llm=uncached, goal_readings="examples"))
+    assert first.lora is None and second is None
+    assert make_planner("goal", first, registry, world).config.prompt == "examples"
+    first, second = make_backends(PlanConfig(llm=uncached, planner="code"))
+    assert first.lora is None and second is None
     with pytest.raises(ValueError, match="goal_readings"):
         PlanConfig(goal_readings="adapter")
 

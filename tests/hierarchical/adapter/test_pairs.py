@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import re
 
-from robocompose.hierarchical.families import family_items
-from robocompose.hierarchical.goal.pairs import (
+from robocompose.hierarchical.adapter.pairs import (
     WORDED,
     confirmed,
     example_pairs,
@@ -14,6 +13,7 @@ from robocompose.hierarchical.goal.pairs import (
     renamed,
     training_pairs,
 )
+from robocompose.hierarchical.families import family_items
 
 
 def _norm(text: str) -> str:

@@ -11,8 +11,8 @@ import mujoco
 import numpy as np
 import pytest
 
-from robocompose.hierarchical.language_to_rewards.mpc import MPCConfig, SamplingMPC
-from robocompose.hierarchical.language_to_rewards.pipeline import (
+from robocompose.language_to_rewards.mpc import MPCConfig, SamplingMPC
+from robocompose.language_to_rewards.pipeline import (
     INSTRUCTIONS,
     LanguageToRewards,
     PushT,
@@ -21,7 +21,7 @@ from robocompose.hierarchical.language_to_rewards.pipeline import (
     run_mpc,
     run_scripted,
 )
-from robocompose.hierarchical.language_to_rewards.rewards import (
+from robocompose.language_to_rewards.rewards import (
     START,
     PlaceGoal,
     PushGoal,
@@ -119,7 +119,7 @@ def test_template_parameters_become_clipped_goals_or_say_what_is_wrong():
         goal_from_reply("tabletop", reply | {"relative_to": "blue_block"})
     tabletop = schema("tabletop", ("red_block", "blue_block"))
     assert tabletop["properties"]["relative_to"]["enum"] == [START, "red_block", "blue_block"]
-    with pytest.raises(ValueError, match="family"):
+    with pytest.raises(ValueError, match="template"):
         schema("kitchen")
 
 
@@ -212,10 +212,12 @@ def test_qwen_writes_the_lift_reward_and_the_mpc_carries_it_out(qwen):
 def test_a_missing_model_file_is_one_line(tmp_path):
     missing = tmp_path / "missing.gguf"
     run = subprocess.run(
-        [sys.executable, "-m", "robocompose.cli", "rewards", f"model={missing}"],
+        [sys.executable, "-m", "robocompose.cli", "rewards", f"llm.model={missing}"],
         capture_output=True,
         text=True,
         timeout=120,
     )
     assert run.returncode != 0 and "Traceback" not in run.stderr
-    assert run.stderr.strip() == f"robocompose rewards: error: model file {missing} does not exist."
+    assert run.stderr.strip() == (
+        f"robocompose rewards: error: `llm.model`: model file {missing} does not exist."
+    )

@@ -1,7 +1,7 @@
 """Reward templates of Language to Rewards: what the LLM fills, the JSON schema it must follow,
 the reward the MPC maximises, and the success check of an instruction.
 
-Two task families, one template each (Yu et al. 2023 let the LLM write reward code against a
+Two reward templates (Yu et al. 2023 let the LLM write reward code against a
 small API; here the code is fixed and the LLM fills its parameters, constrained by a schema):
 
 - "tabletop" (the Stack scene: red, green and blue blocks, the gantry gripper), `PlaceGoal`:
@@ -38,7 +38,7 @@ from robocompose.sim.gantry import MAX_OPENING_M
 from robocompose.sim.pick_place import CUBE_HALF_M
 from robocompose.sim.pusht import T_RADIUS_M
 
-FAMILIES = ("tabletop", "pusht")
+TEMPLATES = ("tabletop", "pusht")
 START = "start"
 MAX_OFFSET_CM = 20.0  # a template offset is clipped to +-this per axis
 MAX_TURN_DEG = 180.0
@@ -164,9 +164,9 @@ def push_reached(target: tuple[float, float, float], pose: tuple[float, float, f
 
 
 # -- the LLM fills a template ---------------------------------------------------------------------
-def schema(family: str, objects: tuple[str, ...] = ()) -> dict[str, Any]:
-    """The JSON schema of a family's template (`objects`: the tabletop scene's blocks)."""
-    if family == "tabletop":
+def schema(template: str, objects: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The JSON schema of a template's parameters (`objects`: the tabletop scene's blocks)."""
+    if template == "tabletop":
         if not objects:
             raise ValueError("the tabletop schema needs the scene's `objects`.")
         return {
@@ -181,7 +181,7 @@ def schema(family: str, objects: tuple[str, ...] = ()) -> dict[str, Any]:
             },
             "required": ["object", "relative_to", "dx_cm", "dy_cm", "dz_cm", "release"],
         }
-    if family == "pusht":
+    if template == "pusht":
         return {
             "type": "object",
             "properties": {
@@ -191,7 +191,7 @@ def schema(family: str, objects: tuple[str, ...] = ()) -> dict[str, Any]:
             },
             "required": ["dx_cm", "dy_cm", "dyaw_deg"],
         }
-    raise ValueError(f"`family` must be one of {FAMILIES}. Got {family!r}.")
+    raise ValueError(f"`template` must be one of {TEMPLATES}. Got {template!r}.")
 
 
 _DIRECTIONS = (
@@ -257,11 +257,13 @@ EXAMPLES = {
 }
 
 
-def messages(family: str, instruction: str, objects: tuple[str, ...] = ()) -> list[dict[str, str]]:
-    """The chat that asks for a family's template parameters, with worked examples."""
+def messages(
+    template: str, instruction: str, objects: tuple[str, ...] = ()
+) -> list[dict[str, str]]:
+    """The chat that asks for a template's parameters, with worked examples."""
     scene = f"Blocks: {', '.join(objects)}.\n" if objects else ""
-    chat = [{"role": "system", "content": SYSTEM[family]}]
-    for text, reply in EXAMPLES[family]:
+    chat = [{"role": "system", "content": SYSTEM[template]}]
+    for text, reply in EXAMPLES[template]:
         chat.append({"role": "user", "content": f"{scene}Instruction: {text}"})
         chat.append({"role": "assistant", "content": json.dumps(reply)})
     chat.append({"role": "user", "content": f"{scene}Instruction: {instruction}"})
@@ -272,14 +274,14 @@ class TemplateError(ValueError):
     """The LLM's parameters do not make a goal (e.g. an object relative to itself)."""
 
 
-def goal_from_reply(family: str, reply: dict[str, Any]) -> Goal:
-    """A family's goal from the template parameters (clipped to the allowed ranges)."""
+def goal_from_reply(template: str, reply: dict[str, Any]) -> Goal:
+    """A template's goal from the template parameters (clipped to the allowed ranges)."""
 
     def cm(key: str) -> float:
         return max(-MAX_OFFSET_CM, min(MAX_OFFSET_CM, float(reply[key]))) / 100.0
 
     try:
-        if family == "tabletop":
+        if template == "tabletop":
             return PlaceGoal(
                 str(reply["object"]),
                 str(reply["relative_to"]),
@@ -290,24 +292,24 @@ def goal_from_reply(family: str, reply: dict[str, Any]) -> Goal:
         return PushGoal(cm("dx_cm"), cm("dy_cm"), math.radians(turn))
     except (KeyError, TypeError, ValueError) as e:
         raise TemplateError(
-            f"template parameters {reply} do not make a {family} goal: {e}"
+            f"template parameters {reply} do not make a {template} goal: {e}"
         ) from None
 
 
 def fill_template(
-    llm: LLMBackend, family: str, instruction: str, objects: tuple[str, ...] = ()
+    llm: LLMBackend, template: str, instruction: str, objects: tuple[str, ...] = ()
 ) -> tuple[Goal, dict[str, Any]]:
-    """Ask the LLM for a family's template parameters (schema-constrained); (goal, its reply)."""
+    """Ask the LLM for a template's parameters (schema-constrained); (goal, its reply)."""
     completion = llm.chat(
-        messages(family, instruction, objects),
+        messages(template, instruction, objects),
         max_tokens=96,
-        json_schema=schema(family, objects),
+        json_schema=schema(template, objects),
     )
     try:
         reply = json.loads(completion.text)
     except json.JSONDecodeError as e:
         raise TemplateError(f"the LLM's parameters {completion.text!r} are not JSON: {e}") from None
-    return goal_from_reply(family, reply), reply
+    return goal_from_reply(template, reply), reply
 
 
 def goal_record(goal: Goal) -> dict[str, Any]:

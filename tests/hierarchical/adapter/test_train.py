@@ -30,7 +30,7 @@ def _llama_logits(path, lora=None) -> tuple[np.ndarray, list[int]]:
 def smollm2_lm(smollm2_path):
     """SmolLM2 through transformers, loaded once for the module (the GGUF load takes ~20 s);
     each test adapts its own copy."""
-    from robocompose.hierarchical.llm.lora import load_model
+    from robocompose.hierarchical.adapter.train import load_model
 
     return load_model(str(smollm2_path))[1]
 
@@ -42,7 +42,7 @@ def test_the_adapter_loads_in_llama_cpp_and_only_a_trained_update_changes_it(
     import torch
     from peft import LoraConfig, get_peft_model
 
-    from robocompose.hierarchical.llm.lora import LoRAConfig, write_gguf_adapter
+    from robocompose.hierarchical.adapter.train import LoRAConfig, write_gguf_adapter
 
     lm = get_peft_model(
         copy.deepcopy(smollm2_lm),
@@ -80,8 +80,8 @@ def test_the_adapter_is_part_of_the_backend_identity(smollm2_path, smollm2_lm, t
     """Completions cached for the plain model are never served for the adapted one."""
     from peft import LoraConfig, get_peft_model
 
+    from robocompose.hierarchical.adapter.train import LoRAConfig, write_gguf_adapter
     from robocompose.hierarchical.llm import LocalLLM
-    from robocompose.hierarchical.llm.lora import LoRAConfig, write_gguf_adapter
 
     lm = get_peft_model(
         copy.deepcopy(smollm2_lm), LoraConfig(r=2, lora_alpha=4, target_modules=["q_proj"])

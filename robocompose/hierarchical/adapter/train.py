@@ -4,12 +4,12 @@ The shipped model rewrites requests into goal constraints from ~25 few-shot exam
 prompt tokens) and still gets argument order wrong. This adapts it instead: the GGUF model is
 loaded by transformers (dequantised to fp32, ~6 GB RAM, offline), LoRA matrices are trained on
 the attention projections with the short prompt (`goal.prompt.short_messages`, ~70 tokens) on
-the dev split's pairs and the prompt's examples (`goal.pairs`), the loss on the answer's tokens
+the dev split's pairs and the prompt's examples (`adapter.pairs`), the loss on the answer's tokens
 only. The adapter is saved
 in llama.cpp's adapter format (general.type "adapter", tensors `<base>.lora_a` / `.lora_b`), so
 the planner keeps llama.cpp, its grammar and its speed: `LocalLLM(lora=path)`.
 
-    python -m robocompose.hierarchical.llm.lora --out goal-lora.gguf [--steps 300]
+    python -m robocompose.hierarchical.adapter.train --out goal-lora.gguf [--steps 300]
 
 Training writes `<out>.log.jsonl` (loss per step) and a checkpoint every `save_every` steps
 (`<out>.ckpt.pt`); a rerun resumes from it. Needs the `adapt` extra (torch, transformers, gguf,
@@ -43,7 +43,7 @@ GGUF_NAMES = {
 
 @dataclass(frozen=True)
 class LoRAConfig:
-    """What is trained and how long. `variants`: colour renamings per dev item (`goal.pairs`)."""
+    """What is trained and how long. `variants`: colour renamings per dev item (`adapter.pairs`)."""
 
     model: str = DEFAULT_MODEL
     rank: int = 8
@@ -109,7 +109,7 @@ def train(config: LoRAConfig, out: Path) -> Path:
     import torch
     from peft import LoraConfig, get_peft_model
 
-    from robocompose.hierarchical.goal.pairs import example_pairs, training_pairs
+    from robocompose.hierarchical.adapter.pairs import example_pairs, training_pairs
 
     torch.manual_seed(config.seed)
     torch.set_num_threads(config.threads)

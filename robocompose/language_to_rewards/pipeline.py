@@ -1,13 +1,13 @@
 """Language to Rewards (Yu et al. 2023): an LLM writes a reward, a sampling MPC optimises it.
 
-    from robocompose.hierarchical.language_to_rewards.pipeline import LanguageToRewards
+    from robocompose.language_to_rewards.pipeline import LanguageToRewards
     from robocompose.hierarchical.llm import make_backend
 
     l2r = LanguageToRewards(make_backend())           # qwen2.5-coder-1.5b by default
     result = l2r.run("lift the red block 10 cm", "tabletop", seed=0)
     result.success, result.goal, result.reply, result.steps
 
-The LLM fills a family's reward template (`rewards`: schema-constrained JSON), the MPC
+The LLM fills a reward template (`rewards`: schema-constrained JSON), the MPC
 (`mpc.SamplingMPC`, predictive sampling on copies of the live MuJoCo state) maximises the
 reward at every control step, and the episode ends when the instruction's success check holds or
 after `max_steps`. The check comes from a hand-written reference goal of the instruction
@@ -32,10 +32,13 @@ import mujoco
 import numpy as np
 
 from robocompose.hierarchical.base import LLMBackend
-from robocompose.hierarchical.language_to_rewards.mpc import MPCConfig, Plant, Reward, SamplingMPC
-from robocompose.hierarchical.language_to_rewards.rewards import (
-    FAMILIES,
+from robocompose.hierarchical.llm import LLMConfig
+from robocompose.hierarchical.skills.scripted import build_registry
+from robocompose.hierarchical.world import SimWorld, StepBudgetExceeded
+from robocompose.language_to_rewards.mpc import MPCConfig, Plant, Reward, SamplingMPC
+from robocompose.language_to_rewards.rewards import (
     START,
+    TEMPLATES,
     Goal,
     PlaceGoal,
     PushGoal,
@@ -47,8 +50,6 @@ from robocompose.hierarchical.language_to_rewards.rewards import (
     push_reward,
     tabletop_reward,
 )
-from robocompose.hierarchical.skills.scripted import build_registry
-from robocompose.hierarchical.world import SimWorld, StepBudgetExceeded
 from robocompose.sim.experts.pusht import PushTExpert
 from robocompose.sim.gantry import WORKSPACE_HIGH, WORKSPACE_LOW
 from robocompose.sim.pick_place import CUBE_HALF_M
@@ -64,10 +65,10 @@ REST_SPEED_M_S = 0.05
 
 @dataclass(frozen=True)
 class Instruction:
-    """An instruction, its family, and the goal a person means by it (for the success check)."""
+    """An instruction, its template, and the goal a person means by it (for the success check)."""
 
     text: str
-    family: str
+    template: str
     reference: Goal
 
 
@@ -117,7 +118,7 @@ class EpisodeResult:
 class Tabletop:
     """The Stack scene with red, green and blue blocks; goals read from any `MjData` of it."""
 
-    family = "tabletop"
+    template = "tabletop"
 
     def __init__(self) -> None:
         self.world = SimWorld("Stack", {"blocks": TABLETOP_BLOCKS}, step_budget=10_000)
@@ -187,7 +188,7 @@ class Tabletop:
 class PushT:
     """The PushT scene; goals are relative to the block's pose at reset."""
 
-    family = "pusht"
+    template = "pusht"
     objects: tuple[str, ...] = ()
 
     def __init__(self) -> None:
@@ -257,10 +258,10 @@ class GoalPushTExpert(PushTExpert):
 Scene = Tabletop | PushT
 
 
-def make_scene(family: str) -> Scene:
-    if family not in FAMILIES:
-        raise ValueError(f"`family` must be one of {FAMILIES}. Got {family!r}.")
-    return Tabletop() if family == "tabletop" else PushT()
+def make_scene(template: str) -> Scene:
+    if template not in TEMPLATES:
+        raise ValueError(f"`template` must be one of {TEMPLATES}. Got {template!r}.")
+    return Tabletop() if template == "tabletop" else PushT()
 
 
 def run_mpc(
@@ -275,7 +276,7 @@ def run_mpc(
     """One episode: the MPC maximises `goal`'s reward until `check` (default: `goal`) is
     reached or `max_steps` control steps have run."""
     check = check or goal
-    max_steps = max_steps or MAX_STEPS[scene.family]
+    max_steps = max_steps or MAX_STEPS[scene.template]
     started = time.perf_counter()
     scene.reset(seed)
     mpc = SamplingMPC(scene.plant(), scene.reward(goal), config or MPCConfig(seed=seed))
@@ -294,7 +295,7 @@ def run_scripted(
     scene: Scene, goal: Goal, seed: int, max_steps: int | None = None
 ) -> EpisodeResult:
     """The scripted baseline for `goal` on the same seed, judged by the same check."""
-    max_steps = max_steps or MAX_STEPS[scene.family]
+    max_steps = max_steps or MAX_STEPS[scene.template]
     started = time.perf_counter()
     scene.reset(seed)
     if isinstance(scene, Tabletop) and isinstance(goal, PlaceGoal):
@@ -302,7 +303,7 @@ def run_scripted(
     elif isinstance(scene, PushT) and isinstance(goal, PushGoal):
         success, steps = _scripted_pusht(scene, goal, max_steps)
     else:
-        raise TypeError(f"a {scene.family} scene takes no {type(goal).__name__}.")
+        raise TypeError(f"a {scene.template} scene takes no {type(goal).__name__}.")
     return EpisodeResult(
         success, steps, time.perf_counter() - started, scene.error(goal), goal_record(goal)
     )
@@ -362,24 +363,24 @@ class LanguageToRewards:
         self.llm, self.config = llm, config
         self._scenes: dict[str, Scene] = {}
 
-    def scene(self, family: str) -> Scene:
-        if family not in self._scenes:
-            self._scenes[family] = make_scene(family)
-        return self._scenes[family]
+    def scene(self, template: str) -> Scene:
+        if template not in self._scenes:
+            self._scenes[template] = make_scene(template)
+        return self._scenes[template]
 
-    def goal(self, instruction: str, family: str) -> tuple[Goal, dict[str, Any]]:
+    def goal(self, instruction: str, template: str) -> tuple[Goal, dict[str, Any]]:
         """The LLM's goal for `instruction` and its raw parameters."""
-        return fill_template(self.llm, family, instruction, self.scene(family).objects)
+        return fill_template(self.llm, template, instruction, self.scene(template).objects)
 
     def run(
-        self, instruction: str, family: str, seed: int, reference: Goal | None = None
+        self, instruction: str, template: str, seed: int, reference: Goal | None = None
     ) -> EpisodeResult:
         """One episode of `instruction`, judged by `reference` (default: the known instruction
         of that text, else the LLM's own goal)."""
-        goal, reply = self.goal(instruction, family)
+        goal, reply = self.goal(instruction, template)
         reference = reference or reference_of(instruction) or goal
         config = self.config or MPCConfig(seed=seed)
-        result = run_mpc(self.scene(family), goal, seed, check=reference, config=config)
+        result = run_mpc(self.scene(template), goal, seed, check=reference, config=config)
         result.reply = reply
         return result
 
@@ -402,25 +403,24 @@ class RewardsConfig:
     """`robocompose rewards "<instruction>"`: the LLM writes the reward, the MPC runs it in sim."""
 
     instruction: str = "lift the red block 10 cm"
-    family: str = ""  # tabletop | pusht ("" -> the benchmarked instruction's, else tabletop)
+    template: str = ""  # tabletop | pusht ("" -> the benchmarked instruction's, else tabletop)
     episodes: int = 1
     seed_start: int = 0
     baseline: bool = True  # also run the scripted baseline (benchmarked instructions only)
-    backend: str = "local"  # local (GGUF via llama.cpp) | openai (any compatible endpoint)
-    model: str = ""  # local: qwen2.5-coder-1.5b (default) | smollm2 | a .gguf path
-    n_threads: int = 2  # local: CPU threads
-    llm_cache: bool = True
+    # the LLM that fills the template: llm.backend=local | openai, llm.model=qwen2.5-coder-1.5b
+    # (default) | smollm2 | a .gguf path, llm.n_threads, llm.cache, ...
+    llm: LLMConfig = field(default_factory=LLMConfig)
     samples: int = 16  # MPC rollouts per control step
     horizon: int = 12  # MPC control steps per rollout
     knots: int = 4
-    max_steps: int = 0  # control steps per episode (0 -> the family's default)
+    max_steps: int = 0  # control steps per episode (0 -> the template's default)
     out: str = ""  # a JSONL file of the episodes ("" -> none)
 
     def __post_init__(self) -> None:
         if not self.instruction.strip():
             raise ValueError("`instruction` must not be empty.")
-        if self.family and self.family not in FAMILIES:
-            raise ValueError(f"`family` must be one of {FAMILIES}. Got {self.family!r}.")
+        if self.template and self.template not in TEMPLATES:
+            raise ValueError(f"`template` must be one of {TEMPLATES}. Got {self.template!r}.")
         if self.seed_start < 0:
             raise ValueError(
                 f"`seed_start` must be >= 0 (env seeds are non-negative). Got {self.seed_start}."
@@ -431,28 +431,29 @@ class RewardsConfig:
             )
         MPCConfig(samples=self.samples, horizon=self.horizon, knots=self.knots)
 
-    def resolved_family(self) -> str:
-        known = [i.family for i in INSTRUCTIONS if i.text.lower() == self.instruction.lower()]
-        return self.family or (known[0] if known else "tabletop")
+    def resolved_template(self) -> str:
+        known = [i.template for i in INSTRUCTIONS if i.text.lower() == self.instruction.lower()]
+        return self.template or (known[0] if known else "tabletop")
 
 
 def run_config(config: RewardsConfig) -> dict[str, Any]:
     """The CLI's run: the LLM's goal, the MPC per seed and the scripted baseline on the same
     seeds; prints a line per episode and returns a summary."""
-    from robocompose.hierarchical.llm import make_backend
+    from robocompose.hierarchical.llm import backend_from_config
+    from robocompose.hierarchical.llm.models import ModelError
     from robocompose.stats import success_rate
 
-    settings: dict[str, Any] = {"model": config.model, "cache": config.llm_cache}
-    if config.backend == "local":
-        settings["n_threads"] = config.n_threads
-    l2r = LanguageToRewards(make_backend(config.backend, **settings))
-    family, text = config.resolved_family(), config.instruction.strip()
+    try:
+        l2r = LanguageToRewards(backend_from_config(config.llm))
+    except ModelError as error:
+        raise ValueError(f"`llm.model`: {error}") from None
+    template, text = config.resolved_template(), config.instruction.strip()
     reference = reference_of(text)
     rows: list[dict[str, Any]] = []
     try:
-        goal, reply = l2r.goal(text, family)
-        print(f"{family}: {text!r} -> {json.dumps(reply)}", flush=True)
-        scene, check = l2r.scene(family), reference or goal
+        goal, reply = l2r.goal(text, template)
+        print(f"{template}: {text!r} -> {json.dumps(reply)}", flush=True)
+        scene, check = l2r.scene(template), reference or goal
         for seed in range(config.seed_start, config.seed_start + config.episodes):
             mpc_config = MPCConfig(config.samples, config.horizon, config.knots, seed)
             run = run_mpc(
@@ -474,7 +475,7 @@ def run_config(config: RewardsConfig) -> dict[str, Any]:
         path = Path(config.out)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    summary: dict[str, Any] = {"instruction": text, "family": family, "llm_parameters": reply}
+    summary: dict[str, Any] = {"instruction": text, "template": template, "llm_parameters": reply}
     summary["checked_against"] = "reference goal" if reference else "the LLM's own goal"
     for who in ("mpc", "scripted"):
         if rows and who in rows[0]:
