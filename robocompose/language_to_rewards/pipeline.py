@@ -255,17 +255,17 @@ class GoalPushTExpert(PushTExpert):
         return push_reached(self.target, pose)
 
 
-Scene = Tabletop | PushT
+RewardScene = Tabletop | PushT
 
 
-def make_scene(template: str) -> Scene:
+def make_scene(template: str) -> RewardScene:
     if template not in TEMPLATES:
         raise ValueError(f"`template` must be one of {TEMPLATES}. Got {template!r}.")
     return Tabletop() if template == "tabletop" else PushT()
 
 
 def run_mpc(
-    scene: Scene,
+    scene: RewardScene,
     goal: Goal,
     seed: int,
     *,
@@ -292,7 +292,7 @@ def run_mpc(
 
 
 def run_scripted(
-    scene: Scene, goal: Goal, seed: int, max_steps: int | None = None
+    scene: RewardScene, goal: Goal, seed: int, max_steps: int | None = None
 ) -> EpisodeResult:
     """The scripted baseline for `goal` on the same seed, judged by the same check."""
     max_steps = max_steps or MAX_STEPS[scene.template]
@@ -361,9 +361,9 @@ class LanguageToRewards:
 
     def __init__(self, llm: LLMBackend, config: MPCConfig | None = None) -> None:
         self.llm, self.config = llm, config
-        self._scenes: dict[str, Scene] = {}
+        self._scenes: dict[str, RewardScene] = {}
 
-    def scene(self, template: str) -> Scene:
+    def scene(self, template: str) -> RewardScene:
         if template not in self._scenes:
             self._scenes[template] = make_scene(template)
         return self._scenes[template]
