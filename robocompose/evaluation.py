@@ -22,8 +22,8 @@ from robocompose.policies.checkpoint import load_policy
 from robocompose.policies.runner import ChunkPredictor, PolicyPredictor, PolicyRunner
 from robocompose.records import EvalResult, batch_layout
 from robocompose.sim.rollout import DEFAULT_NUM_ENVS, run_episodes
-from robocompose.sim.tasks import get_task, is_registered, missing_env_error
-from robocompose.stats import SuccessRate, register_tasks
+from robocompose.sim.tasks import get_task, is_registered, missing_env_error, register_tasks
+from robocompose.stats import SuccessRate
 
 __all__ = [
     "check_observations",

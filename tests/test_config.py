@@ -33,6 +33,7 @@ REQUIRED = {
     "report": ["run=r"],
     "view": ["run=[r]"],
     "compare": ["candidates=[PushT_flow_mlp,PushT_flow_unet]"],
+    "adapt": ["out=o.gguf"],
 }
 
 
