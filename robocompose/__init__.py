@@ -2,14 +2,12 @@
 
 Where things are (each package's own docstring maps its modules):
 
-- the command line: `cli.py` parses; `verbs.py` is the table of verbs. Each verb is a
-  `<Verb>Config` dataclass and `run(config)` in a light module of the package doing the work:
-  `eval_verb.py`, `compose_verb.py`, `search_verb.py`, `compare.py`, `demo.py`, `report.py`,
-  `sim/collect_verb.py`, `sim/experts_verb.py`, `policies/train.py`, `sweep/run.py`,
-  `viz/view.py`, `real_robot/{serve,deploy,replay}.py`, `hierarchical/run/*_verb.py`.
-  Configs: `config.py` (Hydra's `configs/<verb>.yaml` into the dataclass), `config_help.py`
-  (`--help`'s field list), `rollout_config.py` (the parts the rollout verbs share: task, seeds,
-  parents composed), `devices.py`.
+- the command line: `cli.py` parses; `verbs/` holds every verb: the table (`verbs/__init__.py`)
+  and one light module per verb (`verbs/eval.py`, `verbs/compose.py`, ...: its `run(config)` and
+  usually its `<Verb>Config`), above the packages doing the work. Configs: `config.py`
+  (Hydra's `configs/<verb>.yaml` into the dataclass), `config_help.py` (`--help`'s field list),
+  `rollout_config.py` (the parts the rollout verbs share: task, seeds, parents composed),
+  `devices.py`.
 - evaluation: `evaluation.py` (`evaluate`, the one way a policy is evaluated) over
   `sim/rollout.py` (`run_episodes`, the gym rollout harness); `records.py` (episode records,
   their JSONL files and pooling), `stats.py` (Wilson intervals, paired outcomes), `compare.py`,

@@ -7,7 +7,7 @@ against the better parent on fresh seeds (`confirm_search`).
     print(compare("Stack_diffusion_mlp", "Stack_flow_mlp",
                   range(100_000, 100_100), out_dir="runs/compare").table())
 
-`robocompose compare A B` is `run(CompareConfig(...))`, where A and B are candidate specs
+`robocompose compare A B` (`robocompose.verbs.compare`) parses A and B as candidate specs
 (`CandidateSpec`): a checkpoint folder, `OPERATOR:WEIGHTS:CKPT,CKPT` or a search's record.
 Light to import: `compare` imports the rollout when it runs.
 """
@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from robocompose.records import EvalResult, is_success
-from robocompose.rollout_config import EpisodesConfig
 from robocompose.shipped import checkpoint_folder
 from robocompose.stats import PairedOutcomes, paired_outcomes
 
@@ -137,26 +136,6 @@ def fresh_seeds(record: dict[str, Any], count: int) -> list[int]:
     seeds = record["seeds"]
     last = max(seeds["list"]) if "list" in seeds else seeds["start"] + seeds["count"] - 1
     return list(range(last + 1, last + 1 + count))
-
-
-@dataclass(kw_only=True)
-class CompareConfig(EpisodesConfig):
-    """`robocompose compare A B`: two checkpoints on the same seeds, and where each succeeds
-    alone (what a composition of them could gain)."""
-
-    # two candidates: checkpoint folders, OPERATOR:WEIGHTS:CKPT,CKPT or a search.json's choice
-    candidates: list[str]
-    num_envs: int | None = None
-    out: str = "runs/compare"  # episodes of each (<name>.jsonl, resumable) and compare.json
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if len(self.candidates) != 2:
-            raise ValueError(f"`candidates` must name 2 candidates. Got {self.candidates}.")
-        self.specs()
-
-    def specs(self) -> list[CandidateSpec]:
-        return [CandidateSpec.parse(c) for c in self.candidates]
 
 
 @dataclass(frozen=True, repr=False)
@@ -277,25 +256,6 @@ def confirm_search(
         device=record.get("device", "auto"),
         batch_invariant=record.get("batch_invariant", True),
     )
-
-
-def run(config: CompareConfig) -> Comparison:
-    """Compare, print the table and write it to `out/compare.json`."""
-    specs = config.specs()
-    result = compare(
-        *(s.policy() for s in specs),
-        config.seeds(),
-        out_dir=config.out,
-        labels=tuple(s.label() for s in specs),  # type: ignore[arg-type]
-        num_envs=config.num_envs,
-        device=config.device,
-        batch_invariant=config.batch_invariant,
-    )
-    print(result.table())
-    record = Path(config.out) / "compare.json"
-    record.write_text(json.dumps(result.to_dict(), indent=2) + "\n")
-    print(f"record: {record}")
-    return result
 
 
 def _label(policy: PolicyLike, index: int) -> str:

@@ -23,6 +23,7 @@ from robocompose.policies.runner import ChunkPredictor, PolicyPredictor, PolicyR
 from robocompose.records import EvalResult, batch_layout
 from robocompose.sim.rollout import DEFAULT_NUM_ENVS, run_episodes
 from robocompose.sim.tasks import get_task, is_registered, missing_env_error, register_tasks
+from robocompose.stats import SuccessRate
 
 __all__ = [
     "check_observations",
@@ -118,6 +119,12 @@ def evaluate(
             policy_id=predictor.fingerprint(),
             batch=batch_layout(batch_invariant, num_envs),
         )
+
+
+def training_success(policy: GenerativePolicy, seeds: range, device: str) -> SuccessRate:
+    """A training run's periodic evaluation (`robocompose.policies.train_monitor.Evaluator`),
+    quiet: the train verb hands it to `train`, which sits below this layer."""
+    return evaluate(policy, seeds, label="train_eval", device=device, progress=False).success
 
 
 def _predictor(

@@ -10,11 +10,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from robocompose.cli import VERBS, load_verb_config, main
-from robocompose.compose_verb import ComposeConfig
 from robocompose.config import ConfigError, build, hydra_value, load
-from robocompose.demo import DemoConfig
-from robocompose.eval_verb import EvalConfig
-from robocompose.search_verb import SearchConfig
 from robocompose.shipped import (
     CHECKPOINTS,
     make_target,
@@ -23,7 +19,11 @@ from robocompose.shipped import (
     shipped_path,
 )
 from robocompose.sweep.config import LauncherConfig, plan
-from robocompose.sweep.run import _applicable, run
+from robocompose.sweep.run import _applicable, run_sweep
+from robocompose.verbs.compose import ComposeConfig
+from robocompose.verbs.demo import DemoConfig
+from robocompose.verbs.eval import EvalConfig
+from robocompose.verbs.search import SearchConfig
 
 REQUIRED = {
     "train": ["dataset=d.hdf5", "out=o"],
@@ -33,6 +33,7 @@ REQUIRED = {
     "report": ["run=r"],
     "view": ["run=[r]"],
     "compare": ["candidates=[PushT_flow_mlp,PushT_flow_unet]"],
+    "adapt": ["out=o.gguf"],
 }
 
 
@@ -176,7 +177,7 @@ def test_demos_ablation_names_its_missing_checkpoints(tmp_path) -> None:
     if all((p / "config.json").is_file() for c in cells for p in c.job.parent_paths()):
         pytest.skip("the demos-ablation checkpoints are trained here")
     with pytest.raises(FileNotFoundError, match=r"PickPlace_flow_mlp_50a.*make demos-ablation"):
-        run(plan(["sweep=demos", f"sweep.dir={tmp_path}"]), progress=False)
+        run_sweep(plan(["sweep=demos", f"sweep.dir={tmp_path}"]), progress=False)
 
 
 def test_sweep_axes_pin_and_fail_by_cell() -> None:

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from robocompose import demo
-from robocompose.demo import DemoConfig
+from robocompose.verbs import demo
+from robocompose.verbs.demo import DemoConfig
 
 
 def test_demo_writes_its_table_plot_video_and_record(tmp_path, capsys) -> None:

@@ -10,16 +10,16 @@ from typing import Any
 import pytest
 import torch
 
-from robocompose import demo
 from robocompose.cli import main
 from robocompose.composition.api import compose
 from robocompose.composition.api import evaluate as api_evaluate
-from robocompose.demo import DemoConfig
 from robocompose.evaluation import check_observations, evaluate, task_of
 from robocompose.interrupt import ResumableInterrupt
 from robocompose.policies.checkpoint import load_policy
 from robocompose.policies.runner import PolicyPredictor
 from robocompose.records import EvalResult
+from robocompose.verbs import demo
+from robocompose.verbs.demo import DemoConfig
 
 PUSHT = "PushT_flow_unet"  # a UNet: batched inference rounds differently per batch
 SHORT_SEEDS = [100_005, 100_011, 100_013]  # its episodes of 59-89 steps

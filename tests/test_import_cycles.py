@@ -1,4 +1,5 @@
-"""No import cycles inside robocompose: the layers of every package run one way.
+"""No import cycles inside robocompose, and no import that runs up a layer: the package's layers
+(`LAYERS`, lowest first) import from their own layer and those below only.
 
 Every import of a robocompose module is an edge, wherever it stands: at module level, under
 `if TYPE_CHECKING:` (a type named from another module is a dependency a reader has to follow)
@@ -22,6 +23,24 @@ PACKAGE = "robocompose"
 
 # module -> imported module -> "file:line" of each import statement
 Graph = dict[str, dict[str, list[str]]]
+
+# robocompose's layers, lowest first, by the name under the package (a subpackage or a module at
+# its root; "__init__" is the package's own): a module imports from its own layer and lower ones.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    # helpers that import nothing of the package's but each other
+    ("__init__", "choices", "devices", "interrupt", "notices", "ports", "records", "stats"),
+    ("sim",),  # tasks, scripted experts, demo datasets, the rollout harness
+    ("config", "config_help", "shipped"),  # Hydra's task presets and shipped names are sim's tasks
+    ("policies",),  # families, training (handed the evaluation by the train verb), checkpoints
+    ("evaluation",),  # the one way a policy is evaluated
+    ("composition",),  # composed policies, evaluated as any policy is
+    ("compare", "rollout_config"),  # what the rollout verbs share
+    ("hierarchical", "sweep", "viz"),  # applications of the layers below, independent
+    ("language_to_rewards",),  # an LLM writes a reward, an MPC runs it: hierarchical's LLMs, world
+    ("real_robot",),  # serving and deployment (`deploy viewer=rerun` streams with viz.live)
+    ("verbs",),  # every verb: drives the packages below
+    ("cli", "__main__"),  # the command line over the verb table
+)
 
 
 def module_files(root: Path, package: str) -> dict[str, Path]:
@@ -120,6 +139,30 @@ def describe(graph: Graph, component: list[str]) -> str:
     return "\n".join(lines)
 
 
+def _top(module: str) -> str:
+    """The name under the package that `module` belongs to ("__init__": the package itself)."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def unlayered(graph: Graph, layers: tuple[tuple[str, ...], ...]) -> list[str]:
+    """Names under the package that `layers` does not place."""
+    placed = {name for layer in layers for name in layer}
+    return sorted({_top(m) for m in graph} - placed)
+
+
+def upward_imports(graph: Graph, layers: tuple[tuple[str, ...], ...]) -> list[str]:
+    """ "file:line: a (layer) -> b (higher layer)" for each import that runs up a layer."""
+    level = {name: i for i, layer in enumerate(layers) for name in layer}
+    found = []
+    for a, targets in sorted(graph.items()):
+        for b, where in sorted(targets.items()):
+            if level[_top(b)] > level[_top(a)]:
+                up = f"{a} ({_top(a)}) -> {b} ({_top(b)})"
+                found += [f"{w}: {up}" for w in where]
+    return found
+
+
 def test_robocompose_has_no_import_cycle() -> None:
     graph = import_graph(ROOT, PACKAGE)
     assert len(graph) > 100  # the whole package was read
@@ -147,3 +190,38 @@ def test_every_kind_of_import_counts(tmp_path: Path) -> None:
     graph = import_graph(tmp_path, "pkg")
     assert graph["pkg.top"] == {"pkg.base": ["pkg/top.py:1"]}
     assert cycles(graph) == [["pkg.api", "pkg.config"], ["pkg.lazy", "pkg.sub.deep"]]
+
+
+def test_no_import_runs_up_a_layer() -> None:
+    graph = import_graph(ROOT, PACKAGE)
+    missing = unlayered(graph, LAYERS)
+    assert not missing, f"in no layer of LAYERS (place each): {missing}"
+    found = upward_imports(graph, LAYERS)
+    assert not found, (
+        "imports up a layer (move the code to the layer it belongs to):\n" + "\n".join(found)
+    )
+
+
+def test_an_import_up_a_layer_fails_wherever_it_stands(tmp_path: Path) -> None:
+    """A lazy import and a type-only one from a lower layer up are found, named file:line; a
+    registry's `importlib.import_module` of a name held in data and imports down are not."""
+    pkg = tmp_path / "pkg"
+    (pkg / "low").mkdir(parents=True)
+    files = {
+        "__init__.py": "",
+        "low/__init__.py": "",
+        "low/a.py": "import typing\nif typing.TYPE_CHECKING:\n    from pkg.top import T\n",
+        "low/b.py": "import importlib\nNAMES = ['pkg.top']\nimportlib.import_module(NAMES[0])\n",
+        "mid.py": "from pkg.low import a\n\ndef f():\n    from pkg import top\n",
+        "top.py": "from pkg import mid\nimport pkg.low.b\n",
+    }
+    for name, text in files.items():
+        (pkg / name).write_text(text)
+    graph = import_graph(tmp_path, "pkg")
+    layers = (("__init__", "low"), ("mid",), ("top",))
+    assert unlayered(graph, layers) == []
+    assert upward_imports(graph, layers) == [
+        "pkg/low/a.py:3: pkg.low.a (low) -> pkg.top (top)",
+        "pkg/mid.py:4: pkg.mid (mid) -> pkg.top (top)",
+    ]
+    assert unlayered(graph, (("low", "mid", "top"),)) == ["__init__"]

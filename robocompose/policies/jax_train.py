@@ -33,7 +33,12 @@ from robocompose.policies.jax_flow import JaxFlowPolicy, encode_low_dim, flow_ma
 from robocompose.policies.jax_net import Params, from_state_names, to_state_names
 from robocompose.policies.train import learning_rate, prepare
 from robocompose.policies.train_config import TrainConfig
-from robocompose.policies.train_monitor import TrainingProgress, check_finite, evaluate_ema
+from robocompose.policies.train_monitor import (
+    Evaluator,
+    TrainingProgress,
+    check_finite,
+    evaluate_ema,
+)
 from robocompose.policies.train_state import (
     STATE_JSON,
     check_resumable,
@@ -138,7 +143,12 @@ def _jax_params(tensors: dict[str, torch.Tensor], prefix: str) -> Params:
     return from_state_names(named)
 
 
-def train_jax(config: TrainConfig, progress: bool = True, stop_at_step: int | None = None) -> Path:
+def train_jax(
+    config: TrainConfig,
+    progress: bool = True,
+    stop_at_step: int | None = None,
+    evaluator: Evaluator | None = None,
+) -> Path:
     """Train (or resume) a `flow_jax` policy; returns the run folder (see the module doc)."""
     out = Path(config.out)
     refuse_fewer_steps(out, config.steps)
@@ -174,7 +184,8 @@ def train_jax(config: TrainConfig, progress: bool = True, stop_at_step: int | No
 
     def evaluate() -> SuccessRate:
         cpu = torch.device("cpu")
-        return evaluate_ema(policy, _torch_state(ema), metadata, config.eval_episodes, cpu)
+        state = _torch_state(ema)
+        return evaluate_ema(policy, state, metadata, config.eval_episodes, cpu, evaluator)
 
     with TrainingProgress(config, step, minutes, stop_at_step, progress, save, evaluate) as run:
         while run.step < run.last:

@@ -32,7 +32,7 @@ FAMILY_MODULES = {
 # built-in family never imports that extra (name -> (module, extra))
 OPTIONAL_FAMILY_MODULES = {"flow_jax": ("robocompose.policies.jax_flow", "jax")}
 
-# (train config, progress, stop_at_step) -> run folder
+# (train config, progress, stop_at_step, evaluator) -> run folder
 Trainer = Callable[..., Path]
 
 

@@ -1,5 +1,5 @@
 """Train a policy on a demo file (robomimic hdf5 or a LeRobot folder): seeded, resumable,
-checkpointed as it goes; `run(config)` is the `train` verb.
+checkpointed as it goes (the `train` verb is `robocompose.verbs.train`).
 
 The run folder holds the inference checkpoint (`model.safetensors` = EMA weights, `config.json`),
 the training state (`train_state.py`) and TensorBoard curves in `tensorboard/`
@@ -31,7 +31,7 @@ from robocompose.policies.normalizer import AffineNormalizer
 from robocompose.policies.registry import get_family
 from robocompose.policies.train_config import TrainConfig
 from robocompose.policies.train_monitor import (
-    BEST,
+    Evaluator,
     TrainingProgress,
     check_finite,
     evaluate_ema,
@@ -50,7 +50,7 @@ from robocompose.sim.tasks import attached_env, is_registered, missing_env_error
 from robocompose.sim.windows import SequenceWindows, action_stats, obs_stats, skill_segments
 from robocompose.stats import SuccessRate
 
-__all__ = ["TrainConfig", "learning_rate", "prepare", "run", "train"]
+__all__ = ["TrainConfig", "learning_rate", "prepare", "train"]
 
 
 def action_normalizer(config: TrainConfig, episodes: list, action_dim: int) -> AffineNormalizer:
@@ -153,19 +153,34 @@ def learning_rate(config: TrainConfig, step: int) -> float:
     return config.lr * 0.5 * (1.0 + math.cos(math.pi * min(progress, 1.0)))
 
 
-def train(config: TrainConfig, progress: bool = True, stop_at_step: int | None = None) -> Path:
+def train(
+    config: TrainConfig,
+    progress: bool = True,
+    stop_at_step: int | None = None,
+    evaluator: Evaluator | None = None,
+) -> Path:
     """Train (or resume) and return the run folder holding the latest checkpoint.
 
     `stop_at_step` ends the session early with everything saved, exactly as an interruption
     right after that step's checkpoint would; running again resumes to `config.steps`.
+    `evaluator` runs the evaluation every `eval_every` steps (training cannot import the
+    rollout, which sits above it: `robocompose.evaluation.training_success`).
     A family with its own training loop (see `register_family`'s `trainer`) runs that one.
     """
+    if config.eval_every and evaluator is None:
+        raise ValueError(
+            f"`eval_every`={config.eval_every} needs an evaluator: pass "
+            "evaluator=robocompose.evaluation.training_success (the train verb does), or set "
+            "eval_every=0."
+        )
     trainer = get_family(config.policy.family).training_loop() or _train
     with torch_threads_set(config.torch_threads):
-        return trainer(config, progress, stop_at_step)
+        return trainer(config, progress, stop_at_step, evaluator)
 
 
-def _train(config: TrainConfig, progress: bool, stop_at_step: int | None) -> Path:
+def _train(
+    config: TrainConfig, progress: bool, stop_at_step: int | None, evaluator: Evaluator | None
+) -> Path:
     out = Path(config.out)
     refuse_fewer_steps(out, config.steps)
     device = resolve_device(config.device)
@@ -193,7 +208,7 @@ def _train(config: TrainConfig, progress: bool, stop_at_step: int | None) -> Pat
         _save_state(out, config, policy, optimizer, ema, sampler, precision, run.step, elapsed)
 
     def evaluate() -> SuccessRate:
-        return evaluate_ema(policy, ema, metadata, config.eval_episodes, device)
+        return evaluate_ema(policy, ema, metadata, config.eval_episodes, device, evaluator)
 
     policy.train()
     with TrainingProgress(config, step, minutes, stop_at_step, progress, save, evaluate) as run:
@@ -288,21 +303,3 @@ def _load_state(
     if precision.device_type == "cuda" and "rng.cuda" in tensors:
         torch.cuda.set_rng_state(tensors["rng.cuda"])
     return int(document["step"]), float(document["train_minutes"])
-
-
-def run(config: TrainConfig) -> Path:
-    """`robocompose train`: say where the checkpoint and curves go, train (resuming what `out`
-    holds), print the checkpoint."""
-    print(
-        f"training into {config.out} (checkpoint and train_state, saved as it goes); curves: "
-        f"{config.events_dir}/, view with `robocompose report {config.out}` or "
-        f"`tensorboard --logdir {config.events_dir}`",
-        flush=True,
-    )
-    checkpoint = train(config)
-    print(f"checkpoint: {checkpoint}")
-    if (checkpoint / BEST).is_dir():
-        best = read_checkpoint_config(checkpoint / BEST)["metadata"]["best"]
-        rate = f"{100 * best['success']:.1f}% of {best['episodes']} episodes"
-        print(f"best by eval success: {checkpoint / BEST} (step {best['step']}, {rate})")
-    return checkpoint

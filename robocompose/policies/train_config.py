@@ -1,5 +1,5 @@
 """The `train` verb's config, kept free of torch so the CLI can validate overrides without loading
-it; the verb itself is `robocompose.policies.train.run`."""
+it; the verb itself is `robocompose.verbs.train`."""
 
 from __future__ import annotations
 

@@ -36,6 +36,9 @@ from robocompose.policies.train_config import TrainConfig
 from robocompose.stats import SuccessRate
 
 EVAL_SEED_START = 100_000  # the evaluation seeds every verb uses, disjoint from the demos'
+# (policy, seeds, device) -> its success: the rollout, which sits in the layer above training
+# (`robocompose.evaluation.training_success`), handed in by whoever trains with `eval_every`
+Evaluator = Callable[[GenerativePolicy, range, str], SuccessRate]
 BEST = "best"  # <out>/best/: the checkpoint whose evaluation scored highest
 
 
@@ -130,24 +133,20 @@ def evaluate_ema(
     metadata: dict[str, Any],
     episodes: int,
     device: torch.device,
+    evaluator: Evaluator,
 ) -> SuccessRate:
     """Success of a copy holding the EMA weights on the dataset's task, seeds 100000 on.
 
     The RNG states are forked, so a run that evaluates trains the very weights of one that
     does not.
     """
-    from robocompose.evaluation import evaluate
-
     forked = [device] if device.type == "cuda" else []
     with torch.random.fork_rng(devices=forked):
         evaluated = build_policy(policy.config, policy.normalizers)
         evaluated.load_state_dict(ema)
         evaluated.metadata = metadata
         seeds = range(EVAL_SEED_START, EVAL_SEED_START + episodes)
-        result = evaluate(
-            evaluated.eval(), seeds, label="train_eval", device=str(device), progress=False
-        )
-    return result.success
+        return evaluator(evaluated.eval(), seeds, str(device))
 
 
 class TrainingProgress:

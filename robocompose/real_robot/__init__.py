@@ -2,7 +2,7 @@
 
 Where things are:
 
-    serve.py             the `serve` verb: ServeConfig, run(config)
+    serve.py             what the `serve` verb serves: ServeConfig (builds the PolicyServer)
     websocket_server.py  the transport: PolicyServer (openpi's protocol over a websocket)
     http_gate.py         what it answers over plain HTTP: /healthz, the API key check
     inference_worker.py  the policy on one worker thread, serialised, timed, under a deadline
@@ -19,8 +19,8 @@ Where things are:
     base.py              the two contracts: PolicySpec / ServedPolicy, and Arm
     client.py            PolicyClient: the robot side's connection to a policy server
 
-    deploy.py            the `deploy` verb: DeployConfig, run(config), DeployLoop (commands from
-                         the loop at the executor's rate)
+    deploy.py            the `deploy` verb's loop: DeployConfig, deploy(config), DeployLoop
+                         (commands from the loop at the executor's rate)
     deploy_io.py         what both deploy loops share: the tick clock, reading observations,
                          the policy/robot compatibility check
     process_loop.py      deploy with control=process: the policy side of a control process
@@ -33,8 +33,8 @@ Where things are:
     safety.py, safety_limits.py, safety_events.py
                          the SafetyLayer every command passes; per-robot limits; what it reports
     steplog.py           the step log (one JSON line per tick) and its bookkeeping
-    replay.py            the `replay` verb: a step log as plots and a summary
-    timing_check.py      can this computer hold an arm's servo rate (run on the robot computer)
+    replay.py            a step log as plots and a summary (the `replay` verb)
+    timing_check.py      can this computer hold an arm's servo rate (`timing-check`, on the robot)
     drivers/             make_arm(robot, ...): the MuJoCo twin (drivers/twin.py) and the UR,
                          xArm and Franka drivers
     faults/              fault injection for tests and benchmarks: wrappers (injectors.py), the

@@ -1,4 +1,5 @@
-"""`robocompose deploy`: a policy on an arm at a fixed rate, every tick logged, episodes resumable.
+"""The deploy loop behind `robocompose deploy` (`robocompose.verbs.deploy`): a policy on an arm
+at a fixed rate, every tick logged, episodes resumable.
 
     policy (in-process, or a PolicyClient to a server) -> ChunkExecutor -> SafetyLayer -> arm
 
@@ -280,14 +281,13 @@ class DeployLoop:
         return record
 
 
-def run(config: DeployConfig) -> dict[str, Any]:
-    """`robocompose deploy`: every episode of `config` not yet in `out/episodes.jsonl`; prints
-    and returns the run's summary."""
+def deploy(config: DeployConfig) -> dict[str, Any]:
+    """Every episode of `config` not yet in `out/episodes.jsonl`; returns the run's summary,
+    also written to `out/summary.json`."""
     out = Path(config.out)
     results_path = out / "episodes.jsonl"
     done = done_seeds(results_path)
     todo = [s for s in config.seeds() if s not in done]
-    print(f"step log: {out / 'steps.jsonl'} (every command as sent); episodes: {results_path}")
     link = connect_policy(config)
     if config.control == "process":
         from robocompose.real_robot.process_loop import run_in_control_process
@@ -308,7 +308,6 @@ def run(config: DeployConfig) -> dict[str, Any]:
         "episodes_log": str(results_path),
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
-    print(f"success {summary['success_text']}; step log {summary['steps_log']}")
     return summary
 
 

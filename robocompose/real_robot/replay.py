@@ -1,4 +1,5 @@
-"""`robocompose replay LOG`: a deploy step log turned into plots and a summary.
+"""A deploy step log turned into plots and a summary (`robocompose replay LOG`:
+`robocompose.verbs.replay`).
 
 Plots (PNG, next to the log unless told otherwise): commanded vs executed end effector per axis
 with clamp events marked, clamp and refusal events over time by kind, and the histogram of the
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -177,23 +178,3 @@ def _save(fig: Any, path: Path) -> Path:
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return path
-
-
-@dataclass(kw_only=True)
-class ReplayConfig:
-    """`robocompose replay`: which step log, where the plots go, which episode to plot."""
-
-    log: str
-    out: str | None = None  # plots folder; None: <the log's folder>/plots
-    seed: int | None = None  # the episode to plot; None: the first in the log
-
-
-def run(config: ReplayConfig) -> tuple[str, list[Path]]:
-    """`robocompose replay`: print the summary and the plots written; returns both."""
-    lines = read_log(config.log)
-    out = Path(config.out) if config.out else Path(config.log).parent / "plots"
-    text, plots = format_summary(summarize(lines)), plot(lines, out, config.seed)
-    print(text)
-    for path in plots:
-        print(f"plot: {path}")
-    return text, plots

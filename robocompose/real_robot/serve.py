@@ -1,10 +1,5 @@
-"""`robocompose serve`: a checkpoint or a composition behind the policy server, until Ctrl-C.
-
-    robocompose serve --checkpoint PickPlace_flow_mlp port=8000
-    robocompose serve Stack_diffusion_mlp Stack_flow_mlp \
-        composition=convex --weights 0.3,0.7 api_key_env=MY_KEY
-    robocompose serve --checkpoint C --host 0.0.0.0 api_key_env=MY_KEY \
-        tls_cert=server.pem tls_key=server.key limits.max_connections=8
+"""What `robocompose serve` serves, where and to whom (`ServeConfig`; the verb is
+`robocompose.verbs.serve`): a checkpoint or a composition behind the policy server.
 
 It fails closed: a key variable that is named but unset or empty is an error, and a host other
 than loopback without a key is refused unless `allow_open=true`.
@@ -12,11 +7,8 @@ than loopback without a key is refused unless `allow_open=true`.
 
 from __future__ import annotations
 
-import json
-import logging
 import os
-import sys
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from robocompose.devices import check_device
@@ -24,7 +16,6 @@ from robocompose.real_robot.audit import AuditLog
 from robocompose.real_robot.exposure import (
     check_exposure,
     check_tls_files,
-    is_loopback,
     tls_context,
 )
 from robocompose.real_robot.inference_worker import check_batching
@@ -32,12 +23,6 @@ from robocompose.real_robot.limits import ServerLimits
 from robocompose.rollout_config import CompositionSpec
 
 DEFAULT_KEY_ENV = "ROBOCOMPOSE_API_KEY"
-OPEN_WARNING = (
-    "\n" + "!" * 78 + "\n"
-    "!! WARNING: serving {host} WITHOUT AN API KEY (allow_open=true): any client that reaches\n"
-    "!! this port may use the policy. Set api_key_env to require a key.\n" + "!" * 78
-)
-
 if TYPE_CHECKING:  # the server needs the `robot` extra and torch; the config neither
     from robocompose.real_robot.base import ServedPolicy
     from robocompose.real_robot.policy_adapter import DenoiserServedPolicy
@@ -188,32 +173,3 @@ class ServeConfig:
             max_batch=self.max_batch,
             batch_window_s=self.batch_window_s,
         )
-
-
-def announce(server: PolicyServer) -> None:
-    """Print where the server listens, who may connect, where the audit log is, what it serves."""
-    spec = server.policy.spec
-    print(f"serving {spec.extra.get('policy', '')} on {server.address}")
-    print(f"health: http{'s' if server.tls else ''}://{server.host}:{server.port}/healthz")
-    if server.api_key:
-        print("API key: required")
-    elif is_loopback(server.host):
-        print("API key: none (clients on this machine only)")
-    else:
-        print(OPEN_WARNING.format(host=server.host), file=sys.stderr)
-        print("API key: NONE: OPEN TO THE NETWORK (allow_open=true)")
-    if server.tls or is_loopback(server.host):
-        print(f"TLS: {'on' if server.tls else 'off'}")
-    else:
-        print("TLS: OFF: the key and the observations cross the network in clear")
-    print(f"audit log: {server.audit.path or 'none (audit_log=null)'}")
-    print("limits: " + json.dumps(asdict(server.limits)))
-    print("spec: " + json.dumps(spec.to_metadata(), indent=2), flush=True)
-
-
-def run(config: ServeConfig) -> None:
-    """Serve until SIGINT/SIGTERM; connections, refusals and error replies are logged."""
-    logging.basicConfig(format="%(asctime)s %(name)s: %(message)s")
-    for name in ("robocompose", "websockets"):
-        logging.getLogger(name).setLevel(logging.INFO)
-    config.server().serve_forever(on_ready=announce)

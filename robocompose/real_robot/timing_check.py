@@ -1,7 +1,8 @@
-"""Can this computer hold an arm's servo rate? Run it on the robot computer before the first motion.
+"""Can this computer hold an arm's servo rate? Run it on the robot computer before the first motion
+(`robocompose.verbs.timing_check`):
 
-    python -m robocompose.real_robot.timing_check --rate 500 --seconds 10
-    python -m robocompose.real_robot.timing_check --checkpoint PickPlace_flow_mlp
+    robocompose timing-check --rate 500 --seconds 10
+    robocompose timing-check --checkpoint PickPlace_flow_mlp
 
 A control process drives the MuJoCo twin (no arm moves) at `--rate` while a policy thread
 streams waypoints at 10 Hz, as `deploy control=process` does; with `--checkpoint` a policy
@@ -15,8 +16,6 @@ benchmarks/results/real_robot.json.
 
 from __future__ import annotations
 
-import argparse
-import json
 import multiprocessing
 import os
 import threading
@@ -106,42 +105,36 @@ def goal_ms(rate_hz: float, inference: bool) -> float:
     return 250.0 / rate_hz
 
 
-def main(argv: list[str] | None = None) -> dict[str, Any]:
+def check_timing(
+    rate_hz: float, seconds: float, checkpoint: str | None = None, fifo: bool = True
+) -> dict[str, Any]:
+    """Drive the twin at `rate_hz` for `seconds` (with `checkpoint`'s inference looping on
+    another core meanwhile); the period error, what the process was granted, and whether p99
+    meets the goal."""
     from robocompose.real_robot.process_loop import twin_control
 
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--rate", type=float, default=500.0, help="servo rate, Hz")
-    parser.add_argument("--seconds", type=float, default=10.0)
-    parser.add_argument("--checkpoint", default=None, help="run its inference meanwhile")
-    parser.add_argument("--no-fifo", action="store_true", help="do not ask for SCHED_FIFO")
-    args = parser.parse_args(argv)
-    factory, config = twin_control("PickPlace", args.rate)
-    config.fifo_priority = None if args.no_fifo else 50
+    factory, config = twin_control("PickPlace", rate_hz)
+    config.fifo_priority = 50 if fifo else None
     context = multiprocessing.get_context("spawn")
     stop, ready = context.Event(), context.Event()
     loader = None
-    if args.checkpoint:
+    if checkpoint:
         cpus = sorted(os.sched_getaffinity(0))
         loader = context.Process(
             target=inference_loop,
-            args=(args.checkpoint, cpus[0] if len(cpus) > 1 else None, stop, ready),
+            args=(checkpoint, cpus[0] if len(cpus) > 1 else None, stop, ready),
         )
         loader.start()
         ready.wait(300)
     control = ControlProcess(factory, config)
     try:
-        result = measure(control, args.seconds, twin=True)
+        result = measure(control, seconds, twin=True)
     finally:
         control.close()
         stop.set()
         if loader is not None:
             loader.join(10)
-    goal = goal_ms(args.rate, bool(args.checkpoint))
+    goal = goal_ms(rate_hz, bool(checkpoint))
     result["goal_p99_ms"] = goal
     result["meets_goal"] = bool(result["period_error_ms"]["p99"] <= goal)
-    print(json.dumps(result, indent=1))
     return result
-
-
-if __name__ == "__main__":
-    main()

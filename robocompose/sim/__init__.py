@@ -11,7 +11,7 @@ Where things are:
     experts/            scripted experts, one module per task family
     skill_labels.py     which skill an expert step executes (skill-conditioned demos)
     snapshot.py         simulate on a copy of a live MjData (planners that look ahead)
-    collect.py          expert rollouts -> demos; collect_verb.py / experts_verb.py: the commands
+    collect.py          expert rollouts -> demos (the `collect` and `experts` verbs run it)
     episode.py          Episode (one demo in memory) and the checks every demo format applies
     hdf5_dataset.py     robomimic hdf5 demos: DemoWriter, load_demos (also reads LeRobot folders)
     lerobot_dataset/    LeRobot v3.0 dataset folders: layout, reader, writer, video, stats

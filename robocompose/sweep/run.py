@@ -1,4 +1,5 @@
-"""`robocompose sweep`: run the planned cells' episodes not yet in the table, summarise.
+"""The sweep engine behind `robocompose sweep` (`robocompose.verbs.sweep`): run the planned
+cells' episodes not yet in the table, summarise.
 
     <sweep.dir>/episodes.csv   one row per episode: axis values, episode seed, outcome
     <sweep.dir>/summary.md     task, parents, shared settings, seeds; then per cell: mean
@@ -103,9 +104,9 @@ def _tasks(
     ]
 
 
-def run(sweep_plan: SweepPlan, progress: bool = True) -> SweepReport:
-    """Run (or resume) the planned sweep (`robocompose.sweep.config.plan(overrides)`), write
-    its table, summary and plots, and print the summary and where they went."""
+def run_sweep(sweep_plan: SweepPlan, progress: bool = True) -> SweepReport:
+    """Run (or resume) the planned sweep (`robocompose.sweep.config.plan(overrides)`) and write
+    its table, summary and plots."""
     base, axes, cells = sweep_plan.base, sweep_plan.axes, sweep_plan.cells
     folder = Path(base.sweep.dir)
     _check_parents(sweep_plan)
@@ -147,8 +148,4 @@ def run(sweep_plan: SweepPlan, progress: bool = True) -> SweepReport:
     text = f"{summary_header(sweep_plan)}\n\n{summary(rows, axes, skipped)}"
     (folder / "summary.md").write_text(text + "\n")
     plots = plot_axes(rows, axes, folder / "plots", plot_context(sweep_plan))
-    print(f"\n{text}\n")
-    print(f"table: {table.path} ({len(rows)} episodes, {ran} run now)")
-    for path in plots:
-        print(f"plot: {path}")
     return SweepReport(table.path, text, plots, len(rows), ran)

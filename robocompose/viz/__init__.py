@@ -4,6 +4,8 @@
     robocompose view --denoising Stack_diffusion_mlp Stack_flow_mlp --seed 3
     robocompose deploy twin viewer=rerun
 
+The `view` verb (`robocompose.verbs.view`) drives episodes.py and denoising.py.
+
 Where things are:
 
     recording.py   open a recording (an .rrd file, or a spawned viewer), actions as 3-D points,
@@ -13,7 +15,6 @@ Where things are:
     denoising.py   record one chunk's denoising at one state, each parent's and the composed one
     live.py        `deploy viewer=rerun`: the deploy loop's step log streamed as it runs (a gRPC
                    server for viewers to connect to, a running viewer, or an .rrd file)
-    view.py        the `view` verb
 
 The ecosystem beside it: LeRobot datasets are robocompose.sim.lerobot_dataset, LeRobot parents
 robocompose.policies.lerobot.

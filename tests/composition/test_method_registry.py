@@ -9,7 +9,6 @@ import math
 import pytest
 import torch
 
-from robocompose.compose_verb import ComposeConfig
 from robocompose.composition.api import compose, evaluate, load
 from robocompose.composition.composed_denoiser import ComposedDenoiser
 from robocompose.composition.composed_policy import ComposedPolicy
@@ -26,6 +25,7 @@ from robocompose.composition.operators import Convex, Operator
 from robocompose.composition.samplers import sample_euler
 from robocompose.config import load as load_config
 from robocompose.shipped import shipped_path
+from robocompose.verbs.compose import ComposeConfig
 from tests.composition.test_composed_policy import _obs, tiny_policy
 from tests.composition.test_gaussian_composition import GaussianDenoiser
 

@@ -17,8 +17,8 @@ from robocompose.composition import load, search
 from robocompose.composition.composed_policy import CompositionConfig
 from robocompose.composition.search_record import SearchRecordError, seed_entry, start
 from robocompose.composition.weight_search import SearchSettings
-from robocompose.demo import DemoConfig
 from robocompose.shipped import shipped_path
+from robocompose.verbs.demo import DemoConfig
 
 PARENTS = [
     str(shipped_path("PickPlaceTwoCubes", "flow_mlp")),

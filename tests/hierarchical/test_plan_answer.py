@@ -9,7 +9,7 @@ import io
 import pytest
 
 from robocompose.hierarchical.run.corrections import CorrectionQueue, read_lines_into
-from robocompose.hierarchical.run.plan_verb import read_answer
+from robocompose.verbs.plan import read_answer
 
 
 def test_the_answer_comes_through_the_corrections_reader():

@@ -15,12 +15,13 @@ import torch
 from safetensors.torch import load_file
 
 from robocompose.cli import load_verb_config, main
+from robocompose.evaluation import training_success
 from robocompose.policies.checkpoint import load_policy
 from robocompose.policies.config import PolicyConfig
 from robocompose.policies.train import TrainConfig, learning_rate, train
+from robocompose.policies.train_curves import read_scalars, write_report
 from robocompose.policies.train_monitor import BEST
 from robocompose.policies.train_state import STATE_JSON, STATE_TENSORS
-from robocompose.report import ReportConfig, read_scalars, write_report
 from robocompose.sim.collect import collect
 
 TRAIN_TAGS = ("train/loss", "train/grad_norm", "train/lr", "train/steps_per_s")
@@ -98,7 +99,11 @@ def test_resumed_curve_continues_without_duplicates(dataset, tmp_path) -> None:
 def test_eval_while_training_logs_success_and_trains_the_same_weights(dataset, tmp_path) -> None:
     plain, evaluated = tmp_path / "plain", tmp_path / "evaluated"
     train(tiny(dataset, plain, steps=4), progress=False)
-    train(tiny(dataset, evaluated, steps=4, eval_every=2, eval_episodes=2), progress=False)
+    train(
+        tiny(dataset, evaluated, steps=4, eval_every=2, eval_episodes=2),
+        progress=False,
+        evaluator=training_success,
+    )
 
     assert load_file(plain / STATE_TENSORS).keys() == load_file(evaluated / STATE_TENSORS).keys()
     for key, tensor in load_file(plain / STATE_TENSORS).items():
@@ -114,11 +119,22 @@ def test_eval_while_training_logs_success_and_trains_the_same_weights(dataset, t
         assert 0.0 <= low <= rate <= high <= 1.0 and high - low > 0.3  # two episodes: wide
 
 
+def test_evaluating_while_training_needs_the_evaluation_handed_in(dataset, tmp_path) -> None:
+    """Training sits below evaluation, so `eval_every` without an evaluator is refused up front
+    (the train verb hands in `training_success`)."""
+    with pytest.raises(ValueError, match="needs an evaluator"):
+        train(tiny(dataset, tmp_path / "run", steps=4, eval_every=2), progress=False)
+
+
 def test_report_writes_a_png_with_the_task_and_refuses_a_folder_without_events(
     dataset, tmp_path, capsys
 ) -> None:
     out = tmp_path / "run"
-    train(tiny(dataset, out, steps=4, eval_every=4, eval_episodes=1), progress=False)
+    train(
+        tiny(dataset, out, steps=4, eval_every=4, eval_episodes=1),
+        progress=False,
+        evaluator=training_success,
+    )
     main(["report", str(out)])
     assert capsys.readouterr().out.splitlines()[-1] == f"plot: {out / 'curves.png'}"
     image = matplotlib.image.imread(out / "curves.png")
@@ -126,7 +142,7 @@ def test_report_writes_a_png_with_the_task_and_refuses_a_folder_without_events(
     assert image.std() > 0  # something drawn, not a blank canvas
 
     elsewhere = tmp_path / "plots" / "mine.png"
-    assert write_report(ReportConfig(run=str(out), out=str(elsewhere))) == elsewhere
+    assert write_report(out, elsewhere) == elsewhere
     assert elsewhere.stat().st_size > 0
 
     empty = tmp_path / "not_a_run"
@@ -134,7 +150,7 @@ def test_report_writes_a_png_with_the_task_and_refuses_a_folder_without_events(
     with pytest.raises(SystemExit, match=rf"report: error: {empty}: no TensorBoard event files"):
         main(["report", str(empty)])
     with pytest.raises(ValueError, match="predates training curves, or it is not a training run"):
-        write_report(ReportConfig(run=str(empty)))
+        write_report(empty)
 
 
 def test_bf16_autocast_on_cpu_trains_with_finite_loss(dataset, tmp_path) -> None:
@@ -226,8 +242,16 @@ def test_the_best_evaluated_checkpoint_is_kept_beside_the_last(dataset, tmp_path
     """An untrained policy never pushes the T home: its first evaluation (0%) is the best, and
     a later one of equal success, in this session or a resumed one, does not replace it."""
     out = tmp_path / "run"
-    train(tiny(dataset, out, steps=4, eval_every=2, eval_episodes=1), progress=False)
-    train(tiny(dataset, out, steps=6, eval_every=2, eval_episodes=1), progress=False)
+    train(
+        tiny(dataset, out, steps=4, eval_every=2, eval_episodes=1),
+        progress=False,
+        evaluator=training_success,
+    )
+    train(
+        tiny(dataset, out, steps=6, eval_every=2, eval_episodes=1),
+        progress=False,
+        evaluator=training_success,
+    )
     best = load_policy(out / BEST)
     assert best.metadata["best"] == {"step": 2, "success": 0.0, "episodes": 1}
     assert best.metadata["step"] == 2 and load_policy(out).metadata["step"] == 6

@@ -298,7 +298,7 @@ def test_ur_in_a_control_process_streams_servo_l_at_the_tick_and_kicks_its_watch
 def test_deploy_with_control_process_runs_episodes_on_the_twin_and_logs_its_events(
     tmp_path,
 ) -> None:
-    from robocompose.real_robot.deploy import DeployConfig, DeployPolicyConfig, run
+    from robocompose.real_robot.deploy import DeployConfig, DeployPolicyConfig, deploy
     from robocompose.real_robot.executor import ExecutorConfig
     from robocompose.shipped import shipped_path
 
@@ -313,7 +313,7 @@ def test_deploy_with_control_process_runs_episodes_on_the_twin_and_logs_its_even
         episode_s=3.0,
         out=str(tmp_path),
     )
-    summary = run(config)
+    summary = deploy(config)
     assert summary["episodes"] == 1
     lines = [json.loads(line) for line in (tmp_path / "steps.jsonl").read_text().splitlines()]
     start = next(line for line in lines if line["kind"] == "episode_start")
@@ -326,9 +326,9 @@ def test_deploy_with_control_process_runs_episodes_on_the_twin_and_logs_its_even
 
 
 def test_timing_check_reports_the_period_error_and_what_the_process_was_granted() -> None:
-    from robocompose.real_robot.timing_check import main
+    from robocompose.real_robot.timing_check import check_timing
 
-    result = main(["--rate", "125", "--seconds", "1", "--no-fifo"])
+    result = check_timing(125.0, 1.0, fifo=False)
     assert result["ticks"] > 60 and result["rate_hz"] == 125.0
     assert set(result["period_error_ms"]) == {"p50", "p99", "max"}
     assert result["granted"]["fifo"] is False and isinstance(result["meets_goal"], bool)

@@ -92,7 +92,7 @@ def test_allow_open_is_said_loudly(capsys):
     """Without a key a network host serves only with allow_open=true, and the banner shouts it
     (nothing is bound here: the server is built, not started)."""
     pytest.importorskip("websockets", reason="the `robot` extra is not installed")
-    from robocompose.real_robot.serve import announce
+    from robocompose.verbs.serve import announce
 
     overrides = [f"checkpoint={CHECKPOINT}", "host=0.0.0.0", "allow_open=true", "audit_log=null"]
     announce(load_verb_config("serve", overrides).server())

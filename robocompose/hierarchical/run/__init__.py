@@ -1,3 +1,3 @@
 """Running plans in the world: the plan executor, repair rounds, corrections while a plan runs;
-the `plan`, `rewards` and `corrections` verbs (`plan_verb.py`, `rewards_verb.py`,
-`corrections_verb.py`: each a `run(config)` the command line calls)."""
+the machinery of the `plan`, `rewards` and `corrections` verbs (`robocompose.verbs.plan`,
+`.rewards`, `.corrections`)."""

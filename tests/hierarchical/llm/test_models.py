@@ -133,16 +133,16 @@ def test_smollm2_is_the_gguf_inside_its_wheel(smollm2_path):
 
 
 @pytest.mark.smollm2
-def test_the_module_prints_a_model_path(smollm2_path):
+def test_the_model_verb_prints_a_model_path(smollm2_path):
     run = subprocess.run(
-        [sys.executable, "-m", "robocompose.hierarchical.llm", "smollm2"],
+        [sys.executable, "-m", "robocompose", "model", "smollm2"],
         capture_output=True,
         text=True,
         check=True,
     )
     assert run.stdout.strip() == str(smollm2_path)
     bad = subprocess.run(
-        [sys.executable, "-m", "robocompose.hierarchical.llm", "nope"],
+        [sys.executable, "-m", "robocompose", "model", "nope"],
         capture_output=True,
         text=True,
     )

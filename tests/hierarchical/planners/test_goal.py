@@ -252,7 +252,7 @@ def test_the_plan_verb_asks_back_and_reads_the_answer_from_stdin(qwen_goal, tmp_
         assert first.outcome in ("asked", "declined") and "purple" in first.message
         assert runner.world.steps == 0
         monkeypatch.setattr("sys.stdin", io.StringIO("use the blue block instead\n"))
-        from robocompose.hierarchical.run.plan_verb import read_answer
+        from robocompose.verbs.plan import read_answer
 
         answer = read_answer(runner.queue, None)
         second = runner.answer(answer)

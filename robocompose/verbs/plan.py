@@ -3,7 +3,7 @@ round's plan; corrections typed on stdin while it runs, and the person's answer 
 asks or declines.
 
     from robocompose.hierarchical.api import PlanConfig
-    from robocompose.hierarchical.run.plan_verb import run
+    from robocompose.verbs.plan import run
     run(PlanConfig(instruction="stack the red block on the blue one"))
 """
 

@@ -1,9 +1,15 @@
-"""The table of verbs: each sub-command's help, its `<Verb>Config` and `run(config)` (named
-"module:name", imported only when the verb runs or its help is asked), its config groups and the
-flags that stand for config keys. `robocompose.cli` parses the command line with it.
+"""The verbs: this table, and one module per verb beside it (`verbs/<verb>.py`, `timing-check`
+in `timing_check.py`) holding the verb's `run(config)`, which prints what the verb says, and its
+`<Verb>Config` unless the package doing the work owns it (train, sweep, serve, deploy, plan,
+corrections, rewards). Each entry names the config and `run` as "module:name", imported only when
+the verb runs or its help is asked, with the verb's config groups and the flags that stand for
+config keys. `robocompose.cli` parses the command line with it.
 
-Adding a verb: a light module with a dataclass config and `run(config)` (heavy imports inside
-`run`), `configs/<verb>.yaml`, and one entry here.
+The verbs sit above every other package (they drive them) and below `cli.py`; nothing but the
+command line and tests imports them.
+
+Adding a verb: a module here, light at import (heavy imports inside `run`), with `run(config)`
+and a dataclass config; `configs/<verb>.yaml`; and one entry in `VERBS`.
 """
 
 from __future__ import annotations
@@ -168,8 +174,8 @@ VERBS: dict[str, Verb] = {
     "collect": Verb(
         "write expert demos to a robomimic-layout hdf5 file, or with format=lerobot a LeRobot "
         "dataset folder (appends until it holds `episodes`)",
-        "robocompose.sim.collect_verb:CollectConfig",
-        "robocompose.sim.collect_verb:run",
+        "robocompose.verbs.collect:CollectConfig",
+        "robocompose.verbs.collect:run",
         ("task",),
         Shorthand("", "task", help="the task (config group task/)", group=True),
         flags=(
@@ -204,13 +210,13 @@ VERBS: dict[str, Verb] = {
     "train": Verb(
         "train a policy, e.g. dataset=data/PushT.hdf5 out=ckpt/pusht policy=flow_mlp steps=5000",
         "robocompose.policies.train_config:TrainConfig",
-        "robocompose.policies.train:run",  # train.py imports torch; train_config.py does not
+        "robocompose.verbs.train:run",  # policies/train_config.py: the config, without torch
         ("policy", "task"),
     ),
     "eval": Verb(
         "evaluate a checkpoint on its task",
-        "robocompose.eval_verb:EvalConfig",
-        "robocompose.eval_verb:run",
+        "robocompose.verbs.eval:EvalConfig",
+        "robocompose.verbs.eval:run",
         ("task",),
         positional=Shorthand("", "checkpoint", help="checkpoint folder (config.json + weights)"),
         flags=(
@@ -226,8 +232,8 @@ VERBS: dict[str, Verb] = {
     ),
     "compose": Verb(
         "evaluate a composition of checkpoints (default: the task's shipped pair)",
-        "robocompose.compose_verb:ComposeConfig",
-        "robocompose.compose_verb:run",
+        "robocompose.verbs.compose:ComposeConfig",
+        "robocompose.verbs.compose:run",
         ("task", "composition"),
         Shorthand("", "parents", help="parent checkpoint folders (>= 2)"),
         many=True,
@@ -248,8 +254,8 @@ VERBS: dict[str, Verb] = {
         "two candidates on the same seeds: each one's success, where each succeeds alone, "
         "and the paired difference (before a search: has the pair anything to gain? after "
         "one: does its choice hold?)",
-        "robocompose.compare:CompareConfig",
-        "robocompose.compare:run",
+        "robocompose.verbs.compare:CompareConfig",
+        "robocompose.verbs.compare:run",
         positional=Shorthand(
             "",
             "candidates",
@@ -261,8 +267,8 @@ VERBS: dict[str, Verb] = {
     ),
     "search": Verb(
         "test-time search of composition weights (defaults: the demo's search)",
-        "robocompose.search_verb:SearchConfig",
-        "robocompose.search_verb:run",
+        "robocompose.verbs.search:SearchConfig",
+        "robocompose.verbs.search:run",
         ("task", "composition", "search"),
         Shorthand("", "parents", help="parent checkpoint folders (>= 2)"),
         many=True,
@@ -279,7 +285,7 @@ VERBS: dict[str, Verb] = {
     "sweep": Verb(
         "a grid of compositions (Hydra multirun): one table row per episode, summary, plots",
         "robocompose.sweep.config:SweepConfig",
-        "robocompose.sweep.run:run",
+        "robocompose.verbs.sweep:run",
         ("task", "composition", "launcher", "sweep"),
         build="robocompose.sweep.config:plan",
         errors=("robocompose.sweep.launchers:WorkersLost",),
@@ -287,7 +293,7 @@ VERBS: dict[str, Verb] = {
     "serve": Verb(
         "serve a checkpoint or a composition to robots (websocket + msgpack, openpi's protocol)",
         "robocompose.real_robot.serve:ServeConfig",
-        "robocompose.real_robot.serve:run",
+        "robocompose.verbs.serve:run",
         ("composition",),
         Shorthand("", "parents", help="parent checkpoint folders to compose (>= 2)"),
         many=True,
@@ -303,14 +309,14 @@ VERBS: dict[str, Verb] = {
     ),
     "experts": Verb(
         "the scripted experts on every task, with videos",
-        "robocompose.sim.experts_verb:ExpertsConfig",
-        "robocompose.sim.experts_verb:run",
+        "robocompose.verbs.experts:ExpertsConfig",
+        "robocompose.verbs.experts:run",
         flags=(EPISODES, OUT),
     ),
     "demo": Verb(
         "the main job: compose shipped parents and search",
-        "robocompose.demo:DemoConfig",
-        "robocompose.demo:run",
+        "robocompose.verbs.demo:DemoConfig",
+        "robocompose.verbs.demo:run",
         ("task",),
         flags=(
             Shorthand("--task", "task", help="the task (config group task/)", group=True),
@@ -323,7 +329,7 @@ VERBS: dict[str, Verb] = {
     "deploy": Verb(
         "run a policy on an arm (or its MuJoCo twin) at a fixed rate, safely, logging every step",
         "robocompose.real_robot.deploy:DeployConfig",
-        "robocompose.real_robot.deploy:run",
+        "robocompose.verbs.deploy:run",
         ("deploy", "task"),
         Shorthand("", "deploy", _deploy_option, "configs/deploy/<robot>.yaml", group=True),
         # no server, no arm, or no vendor SDK
@@ -342,8 +348,8 @@ VERBS: dict[str, Verb] = {
     ),
     "replay": Verb(
         "plots and a summary of a deploy step log (commanded vs executed, clamps, jitter)",
-        "robocompose.real_robot.replay:ReplayConfig",
-        "robocompose.real_robot.replay:run",
+        "robocompose.verbs.replay:ReplayConfig",
+        "robocompose.verbs.replay:run",
         positional=Shorthand("", "log", help="a deploy steps.jsonl"),
         flags=(
             Shorthand("--seed", "seed", int, "the episode to plot (default: the first)"),
@@ -355,8 +361,8 @@ VERBS: dict[str, Verb] = {
         "each predicted chunk in 3-D, success and score), or with --denoising one chunk's "
         "denoising, each parent's and the composed one; --save FILE.rrd writes it, else a "
         "viewer opens",
-        "robocompose.viz.view:ViewConfig",
-        "robocompose.viz.view:run",
+        "robocompose.verbs.view:ViewConfig",
+        "robocompose.verbs.view:run",
         ("composition",),
         Shorthand("", "run", help="a checkpoint folder, or >= 2 parents to compose"),
         many=True,
@@ -372,8 +378,8 @@ VERBS: dict[str, Verb] = {
     ),
     "report": Verb(
         "plot a training run's curves (loss, lr, grad norm, eval success) into one PNG",
-        "robocompose.report:ReportConfig",
-        "robocompose.report:run",
+        "robocompose.verbs.report:ReportConfig",
+        "robocompose.verbs.report:run",
         positional=Shorthand("", "run", help="a `robocompose train` out folder"),
         flags=(Shorthand("--out", "out", help="the PNG (default: RUN/curves.png)"),),
     ),
@@ -381,7 +387,7 @@ VERBS: dict[str, Verb] = {
         "plan an instruction with an LLM (code, skills or saycan) and run it in sim, with "
         "repair and corrections typed on stdin",
         "robocompose.hierarchical.api:PlanConfig",
-        "robocompose.hierarchical.run.plan_verb:run",
+        "robocompose.verbs.plan:run",
         ("task",),
         positional=Shorthand("", "instruction", help="the instruction, quoted"),
         flags=(OUT,),
@@ -391,7 +397,7 @@ VERBS: dict[str, Verb] = {
         "correction logs of plan runs as training pairs (state, instruction, corrected call) "
         "and the corrected plans `plan correction_logs=[...]` puts in the planner's prompt",
         "robocompose.hierarchical.run.correction_bank:CorrectionsConfig",
-        "robocompose.hierarchical.run.corrections_verb:run",
+        "robocompose.verbs.corrections:run",
         positional=Shorthand("", "logs", help="correction logs (corrections.jsonl)"),
         many=True,
         flags=(
@@ -403,7 +409,7 @@ VERBS: dict[str, Verb] = {
         "Language to Rewards: an LLM fills a reward template from the instruction, a sampling "
         "MPC optimises it in sim (tabletop blocks or PushT), against the scripted baseline",
         "robocompose.language_to_rewards.pipeline:RewardsConfig",
-        "robocompose.hierarchical.run.rewards_verb:run",
+        "robocompose.verbs.rewards:run",
         positional=Shorthand("", "instruction", help="the instruction, quoted"),
         flags=(
             Shorthand("--template", "template", help="the reward template: tabletop or pusht"),
@@ -413,6 +419,36 @@ VERBS: dict[str, Verb] = {
                 "--model", "llm.model", help="qwen2.5-coder-1.5b (default), smollm2, a .gguf"
             ),
             OUT,
+        ),
+    ),
+    "model": Verb(
+        "the path of a local planner model, joined from its PyPI parts and sha256-checked on "
+        "first use (default: the planners' model)",
+        "robocompose.verbs.model:ModelConfig",
+        "robocompose.verbs.model:run",
+        positional=Shorthand("", "model", help="qwen2.5-coder-1.5b, smollm2 or a .gguf path"),
+    ),
+    "adapt": Verb(
+        "train a LoRA adapter for the goal rewrite on the CPU, written as a llama.cpp GGUF "
+        "adapter (needs the `adapt` extra; a rerun resumes)",
+        "robocompose.verbs.adapt:AdaptConfig",
+        "robocompose.verbs.adapt:run",
+        flags=(
+            Shorthand("--out", "out", help="the .gguf adapter to write"),
+            Shorthand("--steps", "steps", int, "training steps"),
+        ),
+    ),
+    "timing-check": Verb(
+        "can this computer hold an arm's servo rate? The MuJoCo twin at the rate, with a "
+        "checkpoint's inference beside it if named: period error p50/p99/max against the goal",
+        "robocompose.verbs.timing_check:TimingCheckConfig",
+        "robocompose.verbs.timing_check:run",
+        flags=(
+            Shorthand(
+                "--rate", "rate_hz", float, "servo rate in Hz (500 UR, 250 xArm, 100 Franka)"
+            ),
+            Shorthand("--seconds", "seconds", float),
+            Shorthand("--checkpoint", "checkpoint", help="run its inference meanwhile"),
         ),
     ),
 }

@@ -1,7 +1,7 @@
 """`robocompose eval CKPT`: one checkpoint on its own task (or on the env `task=` attaches);
 episodes to `runs/eval/<name>.jsonl` (resumable), a summary, and videos of chosen seeds.
 
-    from robocompose.eval_verb import EvalConfig, run
+    from robocompose.verbs.eval import EvalConfig, run
     run(EvalConfig(checkpoint="PushT_flow_mlp", episodes=10))
 
 Light to import (the command line reads `EvalConfig` for `--help`); `run` imports the rollout.

@@ -1,4 +1,4 @@
-"""`robocompose report RUN`: a training run's TensorBoard curves as one PNG, no server needed.
+"""A training run's TensorBoard curves as one PNG, no server needed (`robocompose report RUN`).
 
 One panel per scalar: the loss on a log axis, the learning rate, the gradient norm, the speed,
 and the evaluation success with its Wilson 95% band when the run evaluated as it trained.
@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
 from pathlib import Path
 
 from robocompose.policies.train_config import EVENTS_DIR
@@ -21,26 +20,11 @@ PANEL_COLUMNS = 2
 Curve = tuple[list[int], list[float]]
 
 
-@dataclass(kw_only=True)
-class ReportConfig:
-    """`robocompose report`: which run folder, where the PNG goes."""
-
-    run: str  # a `robocompose train` out folder
-    out: str | None = None  # the PNG; None: <run>/curves.png
-
-
-def run(config: ReportConfig) -> Path:
-    """Write the report and print where it went."""
-    out = write_report(config)
-    print(f"plot: {out}")
-    return out
-
-
-def write_report(config: ReportConfig) -> Path:
-    """Plot every scalar of the run's events into one PNG; returns its path."""
-    run = Path(config.run)
+def write_report(run: Path, out: Path | None = None) -> Path:
+    """Plot every scalar of the run's events into one PNG (default `run`/curves.png); returns
+    its path."""
     curves = read_scalars(run)
-    out = Path(config.out) if config.out else run / "curves.png"
+    out = out or run / "curves.png"
     plot_curves(curves, out, title=_title(run))
     return out
 

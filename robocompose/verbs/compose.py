@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from robocompose.eval_verb import print_outputs, refuse_errors
 from robocompose.rollout_config import RolloutConfig
+from robocompose.verbs.eval import print_outputs, refuse_errors
 
 if TYPE_CHECKING:
     from robocompose.records import EvalResult
