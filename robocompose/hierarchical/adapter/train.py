@@ -3,11 +3,13 @@
 The shipped model rewrites requests into goal constraints from ~25 few-shot examples (~2000
 prompt tokens) and still gets argument order wrong. This adapts it instead: the GGUF model is
 loaded by transformers (dequantised to fp32, ~6 GB RAM, offline), LoRA matrices are trained on
-the attention projections with the short prompt (`goal.prompt.short_messages`, ~70 tokens) on
-the dev split's pairs and the prompt's examples (`adapter.pairs`), the loss on the answer's tokens
-only. The adapter is saved
-in llama.cpp's adapter format (general.type "adapter", tensors `<base>.lora_a` / `.lora_b`), so
-the planner keeps llama.cpp, its grammar and its speed: `LocalLLM(lora=path)`.
+the attention projections with the short prompt (`goal.prompt.short_messages`, ~70 tokens), the
+loss on the answer's tokens only. `data="corpus"`: the corpus of many wordings
+(`adapter.corpus`), lifted to placeholders as the planner reads them; `data="dev"`: the dev
+split's pairs under colour renamings and the prompt's examples (`adapter.pairs`), the recipe of
+the first shipped adapter. The adapter is saved in llama.cpp's adapter format (general.type
+"adapter", tensors `<base>.lora_a` / `.lora_b`), so the planner keeps llama.cpp, its grammar and
+its speed: `LocalLLM(lora=path)`. On a GPU: `robocompose adapt ... device=cuda`.
 
     robocompose adapt --out goal-lora.gguf [--steps 300]     (robocompose.verbs.adapt)
 
@@ -28,6 +30,7 @@ from typing import Any
 
 from robocompose.hierarchical.llm.models import DEFAULT_MODEL, resolve_model
 
+DATA = ("corpus", "dev")
 # transformers module name -> the llama.cpp tensor name of a Qwen2 / Llama block
 GGUF_NAMES = {
     "q_proj": "attn_q",
@@ -42,7 +45,8 @@ GGUF_NAMES = {
 
 @dataclass(frozen=True)
 class LoRAConfig:
-    """What is trained and how long. `variants`: colour renamings per dev item (`adapter.pairs`)."""
+    """What is trained, on what and how long. `pairs`: the corpus's size (`data="corpus"`);
+    `variants`: colour renamings per dev item (`data="dev"`). `device`: "cpu" or "cuda"."""
 
     model: str = DEFAULT_MODEL
     rank: int = 8
@@ -51,8 +55,11 @@ class LoRAConfig:
     lr: float = 3e-4
     steps: int = 300
     batch: int = 4
+    data: str = "corpus"
+    pairs: int = 12_000
     variants: int = 8
     seed: int = 0
+    device: str = "cpu"
     threads: int = 2
     save_every: int = 25
     bf16: bool = True  # base weights in bfloat16 (LoRA matrices stay fp32): ~3x faster steps
@@ -61,7 +68,11 @@ class LoRAConfig:
         unknown = [t for t in self.targets if t not in GGUF_NAMES]
         if unknown:
             raise ValueError(f"`targets` has {unknown}; choose from {sorted(GGUF_NAMES)}.")
-        for name in ("rank", "steps", "batch", "variants", "threads", "save_every"):
+        if self.data not in DATA:
+            raise ValueError(f"`data` must be one of {DATA}. Got {self.data!r}.")
+        if self.device not in ("cpu", "cuda"):
+            raise ValueError(f"`device` must be 'cpu' or 'cuda'. Got {self.device!r}.")
+        for name in ("rank", "steps", "batch", "pairs", "variants", "threads", "save_every"):
             if getattr(self, name) < 1:
                 raise ValueError(f"`{name}` must be >= 1. Got {getattr(self, name)}.")
 
@@ -103,12 +114,22 @@ def _batch(examples: list[tuple[list[int], list[int]]], pad: int) -> dict[str, A
     }
 
 
+def training_data(config: LoRAConfig) -> list[tuple[Any, str]]:
+    """(chat, answer) examples of `config.data`."""
+    if config.data == "corpus":
+        from robocompose.hierarchical.adapter.corpus import build_corpus
+
+        return [pair.messages() for pair in build_corpus(config.pairs, config.seed)]
+    from robocompose.hierarchical.adapter.pairs import example_pairs, training_pairs
+
+    pairs = [*training_pairs(config.variants), *example_pairs(config.variants)]
+    return [(p.messages, p.answer) for p in pairs]
+
+
 def train(config: LoRAConfig, out: Path) -> Path:
     """Train (resuming from `<out>.ckpt.pt`), then write the GGUF adapter to `out`."""
     import torch
     from peft import LoraConfig, get_peft_model
-
-    from robocompose.hierarchical.adapter.pairs import example_pairs, training_pairs
 
     torch.manual_seed(config.seed)
     torch.set_num_threads(config.threads)
@@ -123,14 +144,14 @@ def train(config: LoRAConfig, out: Path) -> Path:
     for p in lm.parameters():
         if p.requires_grad:
             p.data = p.data.float()
-    pairs = [*training_pairs(config.variants), *example_pairs(config.variants)]
-    data = [encode(tokenizer, p.messages, p.answer) for p in pairs]
+    data = [encode(tokenizer, messages, answer) for messages, answer in training_data(config)]
+    lm.to(config.device)
     params = [p for p in lm.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=config.lr)
     checkpoint, log = out.with_suffix(".ckpt.pt"), out.with_suffix(".log.jsonl")
     step = 0
     if checkpoint.is_file():
-        saved = torch.load(checkpoint)
+        saved = torch.load(checkpoint, map_location=config.device)
         lm.load_state_dict(saved["lora"], strict=False)
         optimizer.load_state_dict(saved["optimizer"])
         step = saved["step"]
@@ -148,7 +169,8 @@ def train(config: LoRAConfig, out: Path) -> Path:
         warm = min(1.0, (step + 1) / 10)  # a short warm-up of the learning rate
         for group in optimizer.param_groups:
             group["lr"] = config.lr * warm * (1 - step / config.steps) ** 0.5
-        loss = lm(**_batch([data[i] for i in chosen], pad)).loss
+        batch = {k: v.to(config.device) for k, v in _batch([data[i] for i in chosen], pad).items()}
+        loss = lm(**batch).loss
         loss.backward()
         optimizer.step()
         optimizer.zero_grad()
@@ -183,7 +205,7 @@ def write_gguf_adapter(lm: Any, config: LoRAConfig, out: Path) -> None:
         module = next(m for m in GGUF_NAMES if f".{m}." in name)
         kind = "lora_a" if "lora_A" in name else "lora_b"
         base = f"blk.{layer}.{GGUF_NAMES[module]}.weight.{kind}"
-        array = tensor.detach().float().numpy()
+        array = tensor.detach().float().cpu().numpy()
         heads = _rope_heads(lm.config, module)
         if kind == "lora_b" and heads:
             array = _to_llama_cpp_rows(array, heads)

@@ -24,10 +24,13 @@ import fcntl
 import hashlib
 import importlib
 import importlib.metadata
+import json
 import os
+import struct
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 CHUNK_BYTES = 8 << 20
 SETUP_HINT = "run `make setup-all` (it installs the LLM extras and the model parts)"
@@ -98,6 +101,42 @@ def goal_adapter(model: str) -> Path | None:
     if not path.is_file():
         raise ModelError(f"the shipped adapter {path} is missing: reinstall robocompose.")
     return path
+
+
+# GGUF value types: the fixed-size ones by struct format, 8 a string, 9 an array
+_GGUF_SCALARS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q",
+                 12: "d"}  # fmt: skip
+ADAPTER_SETTINGS_KEY = "robocompose.lora_config"
+
+
+def adapter_settings(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The training settings an adapter written by `hierarchical.adapter.train` carries in its
+    header ({} for any other adapter): what it was trained on says how the planner prompts it."""
+    with open(path, "rb") as f:
+        if f.read(4) != b"GGUF":
+            raise ModelError(f"{path} is not a GGUF file.")
+        _version, _tensors, count = struct.unpack("<IQQ", f.read(20))
+        for _ in range(count):
+            key = _gguf_string(f)
+            value = _gguf_value(f, struct.unpack("<I", f.read(4))[0])
+            if key == ADAPTER_SETTINGS_KEY:
+                return json.loads(value)
+    return {}
+
+
+def _gguf_string(f: Any) -> str:
+    (length,) = struct.unpack("<Q", f.read(8))
+    return f.read(length).decode()
+
+
+def _gguf_value(f: Any, kind: int) -> Any:
+    if kind == 8:
+        return _gguf_string(f)
+    if kind == 9:
+        item, n = struct.unpack("<IQ", f.read(12))
+        return [_gguf_value(f, item) for _ in range(n)]
+    fmt = "<" + _GGUF_SCALARS[kind]
+    return struct.unpack(fmt, f.read(struct.calcsize(fmt)))[0]
 
 
 def packaged_gguf(distribution: str) -> Path:

@@ -40,6 +40,7 @@ from robocompose.hierarchical.goal.constraints import ConstraintSyntaxError, par
 from robocompose.hierarchical.goal.facts import Scene
 from robocompose.hierarchical.goal.grammar import gbnf
 from robocompose.hierarchical.goal.grounding import missing_names, ungrounded_blocks
+from robocompose.hierarchical.goal.lifting import Lifted, lift
 from robocompose.hierarchical.goal.prompt import (
     example_orders,
     messages,
@@ -66,7 +67,7 @@ SPOT_GRID_M = 0.03  # place_at spots are searched on this grid
 SPOT_RANGE_M = 0.15  # ... within [-range, range]^2
 SPOT_GAP_M = 0.10  # ... this far from every block, bin centre and spot already chosen
 MAX_REWRITES = 2  # LLM answers that do not parse (free decoding only) before giving up
-PROMPTS = ("examples", "adapted")
+PROMPTS = ("examples", "adapted", "lifted")
 ADAPTED_ORDERS = 2  # scene orders the adapted model's rewrites must agree across (measured)
 # the readings a local model with a shipped adapter plans with (`robocompose plan goal_readings=`):
 # the few-shot base model, the adapted model, or the adapted model checked by the few-shot one
@@ -78,9 +79,10 @@ class GoalPlannerConfig:
     """`constrain`: "grammar" (GBNF, local backends) or "none" (free text, checked after).
     `orders`: rewrites with the few-shot examples in that many orders (1-4); a goal stands only
     when they all solve to it, else the planner asks which reading was meant.
-    `prompt`: "examples" (few-shot, any model) or "adapted" (the short prompt without examples,
+    `prompt`: "examples" (few-shot, any model), "adapted" (the short prompt without examples,
     for a model adapted to the constraint language, `hierarchical.adapter`; its orders list the
-    scene's blocks in other orders).
+    scene's blocks in other orders) or "lifted" (the adapted prompt over placeholders,
+    `goal.lifting`, for an adapter trained on lifted requests).
     `second_prompt`: a second reader's prompt (None: none): once the first readings agree, the
     second reader (`GoalPlanner(second=...)`, another model or the same one) rewrites the
     request under it in `second_orders` orders, and the goal stands only if those solve to it
@@ -169,16 +171,22 @@ def readers(llm: LLMConfig, readings: str = "both") -> tuple[LLMBackend, LLMBack
 
 def reading_config(llm: LLMBackend, second: LLMBackend | None = None) -> GoalPlannerConfig:
     """How these backends read (`readers`): under the scene's grammar where the model is local;
-    an adapted model with the short prompt across `ADAPTED_ORDERS` scene orders, checked by the
-    second reader's few-shot prompt; any other model with the examples in three orders."""
+    an adapted model with the short prompt (over placeholders where its adapter was trained on
+    lifted requests) across `ADAPTED_ORDERS` scene orders, checked by the second reader's
+    few-shot prompt; any other model with the examples in three orders."""
     from robocompose.hierarchical.llm import LocalLLM
+    from robocompose.hierarchical.llm.models import adapter_settings
 
     backend = getattr(llm, "backend", llm)  # behind the cache or not
     local = isinstance(backend, LocalLLM)
     adapted = local and backend.lora is not None
+    prompt = "examples"
+    if adapted:
+        lifted = adapter_settings(backend.lora).get("data") == "corpus"
+        prompt = "lifted" if lifted else "adapted"
     return GoalPlannerConfig(
         constrain="grammar" if local else "none",
-        prompt="adapted" if adapted else "examples",
+        prompt=prompt,
         orders=ADAPTED_ORDERS if adapted else GoalPlannerConfig.orders,
         second_prompt="examples" if adapted and second is not None else None,
     )
@@ -248,8 +256,8 @@ class GoalPlanner:
             return GoalPlan(refusal=Refusal(reason, "absent"))
         readings: list[tuple[str, Outcome]] = []
         completions: tuple[Completion, ...] = ()
-        for llm, chat in self._readers(instruction, facts):
-            text, done, problem = self.rewrite(chat, llm)
+        for llm, chat, lifted in self._readers(instruction, facts):
+            text, done, problem = self.rewrite(chat, llm, lifted)
             completions += done
             if problem is not None:
                 return GoalPlan(constraints=text, completions=completions, problems=(problem,))
@@ -288,6 +296,13 @@ class GoalPlanner:
         `facts` say."""
         prompt = prompt or self.config.prompt
         orders = orders or self.config.orders
+        if prompt == "lifted":
+            lifted = lift(instruction, self.scene)
+            now = lifted.lift_facts(facts)
+            return [
+                short_messages(scene, lifted.request, now)
+                for scene in scene_orders(lifted.scene, orders)
+            ]
         if prompt == "adapted":
             return [
                 short_messages(scene, instruction, facts)
@@ -298,29 +313,43 @@ class GoalPlanner:
             for examples in example_orders(orders)
         ]
 
-    def _readers(self, instruction: str, facts: State) -> list[tuple[LLMBackend, list[Message]]]:
-        """Every rewrite a goal needs, in order: the first reader's, then the second's."""
-        readers = [(self.llm, chat) for chat in self.prompts(instruction, facts)]
+    def _readers(
+        self, instruction: str, facts: State
+    ) -> list[tuple[LLMBackend, list[Message], Lifted | None]]:
+        """Every rewrite a goal needs, in order: the first reader's, then the second's, each
+        with the lifting its text is lowered by (None: the text names the scene itself)."""
+        lifted = lift(instruction, self.scene)
+
+        def reader(prompt: str) -> Lifted | None:
+            return lifted if prompt == "lifted" else None
+
+        first = reader(self.config.prompt)
+        readers = [(self.llm, chat, first) for chat in self.prompts(instruction, facts)]
         if self.config.second_prompt is not None:
-            second = self.prompts(
-                instruction, facts, self.config.second_prompt, self.config.second_orders
-            )
-            readers += [(self.second, chat) for chat in second]
+            prompt = self.config.second_prompt
+            second = self.prompts(instruction, facts, prompt, self.config.second_orders)
+            readers += [(self.second, chat, reader(prompt)) for chat in second]
         return readers
 
     def rewrite(
-        self, chat: Sequence[Message], llm: LLMBackend | None = None
+        self, chat: Sequence[Message], llm: LLMBackend | None = None, lifted: Lifted | None = None
     ) -> tuple[str, tuple[Completion, ...], str | None]:
         """The LLM's (default: the first reader's) constraint text for one prompt, its
         completions, and a parse problem if it has one (free decoding: the parser's message
-        goes back once)."""
+        goes back once). `lifted`: the prompt was over placeholders; the grammar is too, and
+        the text comes back in the scene's words."""
         llm = llm or self.llm
         chat = list(chat)
+        grammar = self.grammar
+        if lifted is not None and grammar is not None:
+            grammar = gbnf(lifted.scene)
         completions: list[Completion] = []
         for _ in range(MAX_REWRITES):
-            completion = llm.chat(chat, max_tokens=self.config.max_tokens, grammar=self.grammar)
+            completion = llm.chat(chat, max_tokens=self.config.max_tokens, grammar=grammar)
             completions.append(completion)
             text = completion.text.strip().splitlines()[0] if completion.text.strip() else ""
+            if lifted is not None:
+                text = lifted.lower(text)
             try:
                 parse(text, self.scene)
                 return text, tuple(completions), None
