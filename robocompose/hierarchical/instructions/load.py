@@ -152,9 +152,9 @@ def _templated(
         for k, template in enumerate(templates):
             field = f"instructions[{k}]"
             order = orders[k % len(orders)]
+            placed = make_scene(f"orders[{k % len(orders)}]", **{**_fields(scene), "order": order})
             needs(template, STACK_SLOTS, field)
             text = render(template, order, STACK_SLOTS, words, field)
-            placed = make_scene(f"orders[{k % len(orders)}]", **{**_fields(scene), "order": order})
             out.append(InstructionItem(collection, category, k, text, placed, spec["seed"] + k,
                                        tower_facts(order)))  # fmt: skip
         return out
