@@ -41,8 +41,6 @@ def instruction_items(
 ) -> list[InstructionItem]:
     """Every item of `collection` ("dev", "test" or "long_horizon") in the named categories
     (None: all), in the file's order; seeds are fixed per item."""
-    if collection not in COLLECTIONS:
-        raise ValueError(f"`collection` must be one of {COLLECTIONS}. Got {collection!r}.")
     items = _collection(collection)
     if categories is None:
         return list(items)
@@ -70,11 +68,11 @@ def with_order(
     scene = make_scene("order", **{**_fields(item.scene), "order": order})
     instruction = item.instruction
     if reword:
-        path = DATA / f"{item.collection}.yaml"
-        spec = _read(path)["categories"][item.category]
+        data = _read(DATA / f"{item.collection}.yaml")
+        template = data["categories"][item.category]["instructions"][item.index]
         field = f"categories.{item.category}.instructions[{item.index}]"
-        words = _read(path).get("other_words", {})
-        instruction = render(spec["instructions"][item.index], order, STACK_SLOTS, words, field)
+        words = data.get("other_words", {})
+        instruction = render(template, order, STACK_SLOTS, words, field)
     return dataclasses.replace(item, scene=scene, goal=tower_facts(order), instruction=instruction)
 
 
@@ -84,6 +82,8 @@ def _fields(scene: Scene) -> dict[str, Any]:
 
 @functools.cache
 def _collection(collection: str) -> tuple[InstructionItem, ...]:
+    if collection not in COLLECTIONS:
+        raise ValueError(f"`collection` must be one of {COLLECTIONS}. Got {collection!r}.")
     return read_items(DATA / f"{collection}.yaml", collection)
 
 
