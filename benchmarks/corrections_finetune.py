@@ -2,10 +2,10 @@
 built from a simulated person's corrections, on the same evaluation items and seeds.
 
 1. train: the skill planner (no repair) plans every training item, the long-horizon items as
-   `tasks.py` ships them; a `SimulatedUser` who knows the item's goal watches each run and says
-   the right call in words whenever the announced one is wrong ("no, put the red block on the
-   green block"). The corrections go through the ordinary queue, parser, executor and
-   `CorrectionLog` (one log per item under --out-dir).
+   `hierarchical/instructions/data/long_horizon.yaml` ships them; a `SimulatedUser` who knows
+   the item's goal watches each run and says the right call in words whenever the announced
+   one is wrong ("no, put the red block on the green block"). The corrections go through the
+   ordinary queue, parser, executor and `CorrectionLog` (one log per item under --out-dir).
 2. before / after: the evaluation items, disjoint from the training ones (stack_three: each
    phrasing with another order, order k+3, and another scene, seed 3000+k; sort_by_colour: each
    phrasing on another scene seed, 4000+k), planned without corrections by the plain planner
@@ -14,7 +14,7 @@ built from a simulated person's corrections, on the same evaluation items and se
    from the even phrasings only, evaluated on the odd ones (instructions worded as no
    correction was).
 
-Success is the task's own check after the single plan ran (no repair, nobody correcting).
+Success is the env's own check after the single plan ran (no repair, nobody correcting).
 Rates come with Wilson 95% intervals, the after-minus-before difference with Newcombe's paired
 interval. Episodes are appended to JSONL under --out-dir as they end; a rerun resumes, and the
 LLM disk cache makes repeated planning calls free.
@@ -31,6 +31,7 @@ the others).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import shutil
 import time
@@ -40,16 +41,15 @@ from typing import Any
 from common import RUNS_DIR, ResultsFile, read_jsonl
 
 from robocompose.hierarchical.api import PlanConfig, Runner
+from robocompose.hierarchical.instructions import (
+    STACK_THREE,
+    InstructionItem,
+    category_names,
+    instruction_items,
+    with_order,
+)
 from robocompose.hierarchical.llm import LLMConfig, make_backend
 from robocompose.hierarchical.run.correction_bank import SimulatedUser, corrected_plans, read_pairs
-from robocompose.hierarchical.tasks import (
-    STACK_ORDERS,
-    STACK_PHRASINGS,
-    STACK_TASK,
-    TASK_ENVS,
-    LongHorizonItem,
-    long_horizon_tasks,
-)
 from robocompose.stats import paired_outcomes, success_rate
 
 RESULTS = ResultsFile("skills.json", writer="corrections_finetune.py")
@@ -63,33 +63,32 @@ SPLITS = {
 }
 
 
-def training_items(tasks: list[str], per_task: int) -> list[tuple[str, int, LongHorizonItem]]:
-    """(name, phrasing, item) of the first `per_task` phrasings of each task as shipped: its
-    own order (stacking), scene and seed."""
-    return [
-        (f"{task}/{k}", k, item)
-        for task in tasks
-        for k, item in enumerate(long_horizon_tasks([task])[:per_task])
-    ]
+def training_items(
+    categories: list[str], per_category: int
+) -> list[tuple[str, int, InstructionItem]]:
+    """(name, phrasing, item) of the first `per_category` long-horizon items of each category as
+    shipped: its own order (stacking), scene and seed."""
+    items = instruction_items("long_horizon", categories)
+    return [(f"{i.category}/{i.index}", i.index, i) for i in items if i.index < per_category]
 
 
-def evaluation_item(k: int, item: LongHorizonItem) -> LongHorizonItem:
-    """The phrasing `k` on another scene: stacking in order k+3 (so other colours where the
-    wording names them), sorting on a fresh seed of its scene."""
-    if item.task == STACK_TASK:
-        order = STACK_ORDERS[(k + 3) % len(STACK_ORDERS)]
-        kwargs = {**item.env_kwargs, "order": order}
-        return LongHorizonItem(item.task, STACK_PHRASINGS[k](*order), kwargs, 3000 + k)
-    return item._replace(seed=4000 + k)
+def evaluation_item(k: int, item: InstructionItem) -> InstructionItem:
+    """The phrasing `k` on another scene: stacking in order k+3 of the shipped orders, worded
+    for it (so other colours where the wording names them), sorting on a fresh seed."""
+    if item.category == STACK_THREE:
+        stacks = instruction_items("long_horizon", [STACK_THREE])
+        orders = list(dict.fromkeys(i.scene.order for i in stacks))
+        reworded = with_order(item, orders[(k + 3) % len(orders)], reword=True)
+        return dataclasses.replace(reworded, seed=3000 + k)
+    return dataclasses.replace(item, seed=4000 + k)
 
 
-def _config(k: int, item: LongHorizonItem, out: Path, args: argparse.Namespace, **more) -> Any:
-    order = list(item.env_kwargs["order"]) if item.task == STACK_TASK else []
+def _config(k: int, item: InstructionItem, out: Path, args: argparse.Namespace, **more) -> Any:
     return PlanConfig(
         instruction=item.instruction,
-        task=TASK_ENVS[item.task],
+        task=item.scene.env,
         phrasing=k,
-        order=order,
+        order=list(item.scene.order),
         seed=item.seed,
         planner="skills",
         llm=LLMConfig(model=args.model, n_threads=args.n_threads),
@@ -167,13 +166,13 @@ def _compare(before: list[bool], after: list[bool]) -> dict[str, Any]:
 
 
 def _summary(keys: list[str], before: dict, after: dict) -> dict[str, Any]:
-    """Overall and per task, paired on the same evaluation items and seeds."""
+    """Overall and per category, paired on the same evaluation items and seeds."""
     out = {
         "all": _compare([before[k]["success"] for k in keys], [after[k]["success"] for k in keys])
     }
-    for task in sorted({k.split("/")[0] for k in keys}):
-        mine = [k for k in keys if k.startswith(f"{task}/")]
-        out[task] = _compare(
+    for category in sorted({k.split("/")[0] for k in keys}):
+        mine = [k for k in keys if k.startswith(f"{category}/")]
+        out[category] = _compare(
             [before[k]["success"] for k in mine], [after[k]["success"] for k in mine]
         )
     return out
@@ -188,10 +187,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--model", default="qwen2.5-coder-1.5b")
     parser.add_argument("--k", type=int, default=3, help="corrected plans per prompt")
-    parser.add_argument("--tasks", default=",".join(TASK_ENVS))
-    parser.add_argument("--items-per-task", type=int, default=24, help="phrasings per task")
+    # the flags and the JSON keep "tasks": the long-horizon categories
+    parser.add_argument("--tasks", default=",".join(category_names("long_horizon")))
+    parser.add_argument("--items-per-task", type=int, default=24, help="phrasings per category")
     parser.add_argument(
-        "--unseen-tasks", default="", help="tasks the unseen_phrasings split runs ('' -> --tasks)"
+        "--unseen-tasks",
+        default="",
+        help="categories the unseen_phrasings split runs ('' -> --tasks)",
     )
     parser.add_argument("--n-threads", type=int, default=1)
     parser.add_argument("--out-dir", type=Path, default=EPISODES)

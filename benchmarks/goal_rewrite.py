@@ -1,6 +1,6 @@
 """What makes the small model's constraint rewrite right: the goal planner's LLM step alone.
 
-For each family item the request is rewritten into constraints (the goal prompt, the scene's
+For each dev or test item the request is rewritten into constraints (the goal prompt, the scene's
 grammar, greedy), solved against the scene's facts, and the outcome judged against the gold
 before anything moves: right (a feasible item's gold facts hold in the solved goal; an
 infeasible item asked back or refused), wrong (another goal; an infeasible item got a goal), or
@@ -25,7 +25,7 @@ asked (a feasible item asked back or refused). Variants:
 Rows go to benchmarks/results/goal_rewrite/<split>_<model>_<prompt version>.jsonl as items
 end (a rerun resumes); the summary to benchmarks/results/goal_rewrite.json.
 
-    python benchmarks/goal_rewrite.py --split dev [--model qwen2.5-coder-1.5b] [--families ...]
+    python benchmarks/goal_rewrite.py --split dev [--model qwen2.5-coder-1.5b] [--categories ...]
     python benchmarks/goal_rewrite.py --summarize
 """
 
@@ -40,10 +40,16 @@ from typing import Any
 
 from common import RESULTS_DIR, ResultsFile, read_jsonl
 
-from robocompose.hierarchical.families import FAMILIES, FactView, family_items, make_world, unmet
 from robocompose.hierarchical.goal import prompt as goal_prompt
 from robocompose.hierarchical.goal.constraints import ConstraintSyntaxError, parse
 from robocompose.hierarchical.goal.solver import Goal, Question, Refusal, goal_facts, solve
+from robocompose.hierarchical.instructions import (
+    FactView,
+    category_names,
+    instruction_items,
+    make_world,
+    unmet,
+)
 from robocompose.hierarchical.llm import make_backend
 from robocompose.hierarchical.llm.cache import CachedLLM
 from robocompose.hierarchical.planners.goal import GoalPlanner, GoalPlannerConfig
@@ -137,7 +143,7 @@ def agreement(first: Path, second: Path, split: str) -> dict[str, Any]:
     stopped."""
     rows_a, rows_b = _done(first, complete=False), _done(second, complete=False)
     verdicts: list[tuple[bool, str]] = []
-    for item in family_items(split):
+    for item in instruction_items(split):
         a, b = rows_a.get(item.key), rows_b.get(item.key)
         if a is None or b is None or "planner" not in a:
             continue
@@ -195,9 +201,9 @@ def summarize() -> dict[str, Any]:
                 "asked_feasible": _rate([r[variant] == "asked" for r in feasible]),
                 "refused_or_asked_infeasible": _rate([r[variant] == "right" for r in infeasible]),
                 "right_all": _rate([r[variant] == "right" for r in rows]),
-                "per_family_right": {
-                    f: sum(r[variant] == "right" for r in rows if r["family"] == f)
-                    for f in FAMILIES
+                "per_family_right": {  # per category; rows and JSON keep "family"
+                    c: sum(r[variant] == "right" for r in rows if r["family"] == c)
+                    for c in category_names("dev")
                 },
             }
         out[path.stem] = entry
@@ -211,8 +217,8 @@ def main() -> None:
     parser.add_argument("--n-threads", type=int, default=2)
     parser.add_argument("--orders", type=int, default=3)
     parser.add_argument("--lora", default="", help="a LoRA adapter (.gguf): the adapted prompt")
-    parser.add_argument("--families", default=",".join(FAMILIES))
-    parser.add_argument("--per-family", type=int, default=0, help="first N of each (0: all)")
+    parser.add_argument("--categories", default=",".join(category_names("dev")))
+    parser.add_argument("--per-category", type=int, default=0, help="first N of each (0: all)")
     parser.add_argument("--summarize", action="store_true")
     args = parser.parse_args()
     if not args.summarize:
@@ -226,10 +232,10 @@ def main() -> None:
         path = OUT_DIR / f"{slug}.jsonl"
         path.parent.mkdir(parents=True, exist_ok=True)
         done = _done(path)
-        for item in family_items(args.split, args.families.split(",")):
-            if item.key in done or (args.per_family and item.index >= args.per_family):
+        for item in instruction_items(args.split, args.categories.split(",")):
+            if item.key in done or (args.per_category and item.index >= args.per_category):
                 continue
-            row = {"key": item.key, "family": item.family, "feasible": item.feasible,
+            row = {"key": item.key, "family": item.category, "feasible": item.feasible,
                    "instruction": item.instruction, **item_row(llm, item, args)}  # fmt: skip
             with path.open("a") as f:
                 f.write(json.dumps(row) + "\n")

@@ -1,4 +1,4 @@
-"""Hierarchical planning: LLM planners on the long-horizon tasks, and repair after injected faults.
+"""Hierarchical planning: LLM planners on the long-horizon items, and repair after injected faults.
 
 Parts (each episode appended to a JSONL under --out-dir as it ends; a rerun skips what is there,
 and the LLM disk cache makes repeated planning calls free):
@@ -41,29 +41,24 @@ import robocompose.hierarchical.planners.code  # noqa: F401 (loaded up front)
 import robocompose.hierarchical.planners.skills  # noqa: F401
 from robocompose.hierarchical.api import make_planner
 from robocompose.hierarchical.base import LLMBackend
-from robocompose.hierarchical.families import (
-    FEASIBLE_FAMILIES,
+from robocompose.hierarchical.instructions import (
     GOAL,
     OUTCOMES,
-    FamilyItem,
+    InstructionItem,
+    category_names,
     fact_text,
-    family_items,
+    instruction_items,
+    make_world,
     outcome,
+    reference_plan,
+    reference_program,
     unmet,
 )
-from robocompose.hierarchical.families import make_world as make_family_world
 from robocompose.hierarchical.llm import make_backend
 from robocompose.hierarchical.llm.models import goal_adapter
 from robocompose.hierarchical.run.plan_executor import PlanExecutor
 from robocompose.hierarchical.run.repair import RepairRecord, run_with_repair
 from robocompose.hierarchical.skills.scripted import build_registry
-from robocompose.hierarchical.tasks import (
-    LongHorizonItem,
-    long_horizon_tasks,
-    make_world,
-    reference_plan,
-    reference_program,
-)
 from robocompose.hierarchical.world import FaultHook
 from robocompose.stats import success_rate
 
@@ -81,12 +76,9 @@ def _rate(flags: list[bool]) -> dict[str, Any]:
             "text": str(rate)}  # fmt: skip
 
 
-def _items(per_task: int) -> list[tuple[int, LongHorizonItem]]:
-    """The first `per_task` phrasings of each task, with their index within the task."""
-    out = []
-    for task in ("stack_three", "sort_by_colour"):
-        out += list(enumerate(long_horizon_tasks([task])))[:per_task]
-    return out
+def _items(per_category: int) -> list[InstructionItem]:
+    """The first `per_category` long-horizon items of each category."""
+    return [i for i in instruction_items("long_horizon") if i.index < per_category]
 
 
 def _done(path: Path) -> dict[str, dict[str, Any]]:
@@ -103,7 +95,7 @@ def _calls(record: RepairRecord) -> list[dict[str, Any]]:
     return [r.planning for r in record.rounds if r.planning.get("llm_calls")]
 
 
-def plan_episode(llm: Any, item: LongHorizonItem, planner: str, rounds: int) -> dict[str, Any]:
+def plan_episode(llm: Any, item: InstructionItem, planner: str, rounds: int) -> dict[str, Any]:
     """One phrasing planned and run, with up to `rounds` repairs."""
     world = make_world(item, step_budget=STEP_BUDGET)
     registry = build_registry(world)
@@ -125,7 +117,7 @@ def plan_episode(llm: Any, item: LongHorizonItem, planner: str, rounds: int) -> 
     }
 
 
-def fault_episode(llm: Any, item: LongHorizonItem, fault: str, rounds: int) -> dict[str, Any]:
+def fault_episode(llm: Any, item: InstructionItem, fault: str, rounds: int) -> dict[str, Any]:
     """The item's reference program with `fault` injected, repaired by the code planner."""
     world = make_world(item, step_budget=STEP_BUDGET)
     first = reference_plan(item)[1]["args"]["obj"]  # the block the first place puts down
@@ -178,10 +170,10 @@ def summarize(out_dir: Path, settings: dict[str, Any]) -> dict[str, Any]:
         rows = list(_done(path).values())
         model, planner = rows[0]["model"], rows[0]["planner"]
         entry: dict[str, Any] = {}
-        for task in ("stack_three", "sort_by_colour", "all"):
-            sel = [r for r in rows if task in ("all", r["task"])]
+        for category in ("stack_three", "sort_by_colour", "all"):
+            sel = [r for r in rows if category in ("all", r["task"])]  # rows say "task"
             if sel:
-                entry[task] = {
+                entry[category] = {
                     "valid_plan": _rate([r["valid_plan"] for r in sel]),
                     "success_no_repair": _rate([r["success_no_repair"] for r in sel]),
                     "success_with_repair": _rate([r["success"] for r in sel]),
@@ -206,11 +198,12 @@ def summarize(out_dir: Path, settings: dict[str, Any]) -> dict[str, Any]:
         entry["per_call"] = _call_stats(rows)
         entry["repair_rounds"] = sorted({r["repair_rounds"] for r in rows})
         summary["faults"][model] = entry
-    return summary | summarize_families(out_dir)
+    return summary | summarize_categories(out_dir)
 
 
-# -- families: the goal planner and the others on the task families ----------------------------
-FAMILY_PLANNERS = ("goal", "code", "skills", "saycan")
+# -- families: the goal planner and the others on the test collection's categories -------------
+# (the part, its episode files and its JSON keys keep the name "families": results on disk)
+CATEGORY_PLANNERS = ("goal", "code", "skills", "saycan")
 
 
 class RecordingLLM(LLMBackend):
@@ -259,20 +252,20 @@ def _caught(record: RepairRecord) -> int:
 CAUGHT_OUTCOMES = ("precondition_failed", "caught", "check_failed")
 
 
-def family_episode(
+def category_episode(
     llm: RecordingLLM,
-    item: FamilyItem,
+    item: InstructionItem,
     planner: str,
     rounds: int,
     second: RecordingLLM | None = None,
 ) -> dict:
-    """One family item planned and run; the gold is checked on the world as the run left it.
+    """One dev or test item planned and run; the gold is checked on the world as the run left it.
     `second`: the goal planner's second reader (its calls are recorded with the first's).
 
     No planner is told the gold. The executor's task check is the planner's own: the goal
     planner's solved goal holds (as `robocompose plan` runs it), for the others "every call
     ran", so their repair rounds follow failed calls only."""
-    world = make_family_world(item, step_budget=STEP_BUDGET)
+    world = make_world(item, step_budget=STEP_BUDGET)
     registry = build_registry(world)
     chosen = make_planner(planner, llm, registry, world, second)
     reached = getattr(chosen, "reached", None)
@@ -315,7 +308,7 @@ def _quantile(values: list[float], q: float) -> float | None:
     return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 2)
 
 
-def _family_entry(rows: list[dict[str, Any]]) -> dict[str, Any]:
+def _category_entry(rows: list[dict[str, Any]]) -> dict[str, Any]:
     seconds = [r["plan_seconds"] for r in rows if r["plan_seconds"] is not None]
     evaluated = [r["plan_prompt_tokens_evaluated"] for r in rows]
     return {
@@ -330,8 +323,9 @@ def _family_entry(rows: list[dict[str, Any]]) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def summarize_families(out_dir: Path) -> dict[str, Any]:
-    """Per model and planner: families, refusals, outcomes; and test_split_success."""
+def summarize_categories(out_dir: Path) -> dict[str, Any]:
+    """Per model and planner: per category ("families"), refusals, outcomes, and
+    test_split_success."""
     out: dict[str, Any] = {"families": {}, "refusals": {}, "outcomes": {},
                            "test_split_success": {}, "items": {}}  # fmt: skip
     for path in sorted(out_dir.glob("families_*.jsonl")):
@@ -341,9 +335,10 @@ def summarize_families(out_dir: Path) -> dict[str, Any]:
             continue
         feasible = [r for r in rows if r["expect"] == GOAL]
         infeasible = [r for r in rows if r["expect"] != GOAL]
-        fams = {f: _family_entry([r for r in feasible if r["family"] == f])
-                for f in FEASIBLE_FAMILIES if any(r["family"] == f for r in feasible)}  # fmt: skip
-        out["families"].setdefault(model, {})[planner] = fams
+        per = {c: _category_entry([r for r in feasible if r["family"] == c])
+               for c in category_names("test", feasible_only=True)
+               if any(r["family"] == c for r in feasible)}  # fmt: skip
+        out["families"].setdefault(model, {})[planner] = per
         out["refusals"].setdefault(model, {})[planner] = {
             "refused_or_asked": _rate([r["robot_calls"] == 0 for r in infeasible]),
             "robot_calls": sum(r["robot_calls"] for r in infeasible),
@@ -366,25 +361,17 @@ def summarize_families(out_dir: Path) -> dict[str, Any]:
     return out
 
 
-def family_subset(items: list[FamilyItem], per_family: int) -> list[FamilyItem]:
-    """The first `per_family` items of every family (0: all): the same stratified subset for
-    every slow planner."""
-    if per_family <= 0:
-        return items
-    taken: Counter[str] = Counter()
-    out = []
-    for item in items:
-        if taken[item.family] < per_family:
-            out.append(item)
-            taken[item.family] += 1
-    return out
+def category_subset(items: list[InstructionItem], per_category: int) -> list[InstructionItem]:
+    """The first `per_category` items of every category (0: all): the same stratified subset
+    for every slow planner."""
+    return [i for i in items if per_category <= 0 or i.index < per_category]
 
 
 # the goal planner's rows by its readers (`plan goal_readings=`): "goal" is the plan verb's default
 READING_LABELS = {"both": "goal", "adapted": "goal-adapted", "examples": "goal-examples"}
 
 
-def run_families(model: str, args: argparse.Namespace, out_dir: Path) -> None:
+def run_categories(model: str, args: argparse.Namespace, out_dir: Path) -> None:
     slug = model.replace(".", "_")
     for planner in args.family_planners.split(","):
         # the goal planner as `robocompose plan` builds it: the model's shipped adapter, if any,
@@ -398,9 +385,9 @@ def run_families(model: str, args: argparse.Namespace, out_dir: Path) -> None:
         if adapter is not None and readings == "both":
             second = RecordingLLM(make_backend("local", model=model, n_threads=args.n_threads,
                                                cache=False))  # fmt: skip
-        items = family_items(args.split)
-        per_family = 0 if planner == "goal" else args.slow_per_family
-        subset = family_subset(items, per_family)
+        items = instruction_items(args.split)
+        per_category = 0 if planner == "goal" else args.slow_per_family
+        subset = category_subset(items, per_category)
         label = (
             READING_LABELS[readings if adapter else "examples"] if planner == "goal" else planner
         )
@@ -409,11 +396,11 @@ def run_families(model: str, args: argparse.Namespace, out_dir: Path) -> None:
         for item in subset:
             if item.key in done:
                 continue
-            row = family_episode(llm, item, planner, args.repair_rounds, second)
+            row = category_episode(llm, item, planner, args.repair_rounds, second)
             _append(path, {"key": item.key, "model": model, "planner": label,
-                           "split": item.split, "family": item.family, "expect": item.expect,
-                           "why": item.why, "instruction": item.instruction,
-                           "subset": f"first {per_family} per family" if per_family else "all",
+                           "split": item.collection, "family": item.category,
+                           "expect": item.expect, "why": item.why, "instruction": item.instruction,
+                           "subset": f"first {per_category} per family" if per_category else "all",
                            "repair_rounds": args.repair_rounds, **row})  # fmt: skip
             print(f"families {model} {label} {item.key}: {row['outcome']} "
                   f"calls={row['robot_calls']} plan={row['plan_seconds']} s "
@@ -430,9 +417,9 @@ def main() -> None:
     parser.add_argument("--repair-rounds", type=int, default=2)
     parser.add_argument("--n-threads", type=int, default=1, help="1 holds up on a busy CPU")
     parser.add_argument("--split", default="test", choices=("dev", "test"), help="families")
-    parser.add_argument("--family-planners", default=",".join(FAMILY_PLANNERS))
+    parser.add_argument("--family-planners", default=",".join(CATEGORY_PLANNERS))
     parser.add_argument("--slow-per-family", type=int, default=3,
-                        help="families: items per family for the planners other than goal "
+                        help="families: items per category for the planners other than goal "
                         "(0: all)")  # fmt: skip
     parser.add_argument(
         "--goal-readings",
@@ -460,31 +447,31 @@ def main() -> None:
         if "faults" in parts:
             path = out_dir / f"faults_{slug}.jsonl"
             done = _done(path)
-            for index, item in _items(args.fault_items_per_task):
+            for item in _items(args.fault_items_per_task):
                 for fault in FAULTS:
-                    key = f"{item.task}/{index}/{fault}"
+                    key = f"{item.category}/{item.index}/{fault}"
                     if key in done:
                         continue
                     row = fault_episode(llm, item, fault, args.repair_rounds)
-                    _append(path, {"key": key, "model": model, "task": item.task,
-                                   "phrasing": index, "fault_kind": fault,
+                    _append(path, {"key": key, "model": model, "task": item.category,
+                                   "phrasing": item.index, "fault_kind": fault,
                                    "repair_rounds": args.repair_rounds, **row})  # fmt: skip
                     print(f"faults {model} {key}: {row['outcomes']}", flush=True)
                     results.write(summarize(out_dir, settings))
         if "families" in parts:
-            run_families(model, args, out_dir)
+            run_categories(model, args, out_dir)
             results.write(summarize(out_dir, settings))
         if "plans" in parts:
             for planner in args.planners.split(","):
                 path = out_dir / f"plans_{slug}_{planner}.jsonl"
                 done = _done(path)
-                for index, item in _items(args.items_per_task):
-                    key = f"{item.task}/{index}"
+                for item in _items(args.items_per_task):
+                    key = f"{item.category}/{item.index}"
                     if key in done:
                         continue
                     row = plan_episode(llm, item, planner, args.repair_rounds)
                     _append(path, {"key": key, "model": model, "planner": planner,
-                                   "task": item.task, "phrasing": index,
+                                   "task": item.category, "phrasing": item.index,
                                    "instruction": item.instruction,
                                    "repair_rounds": args.repair_rounds, **row})  # fmt: skip
                     print(f"plans {model} {planner} {key}: {row['outcomes']} "

@@ -45,17 +45,17 @@ MODEL = "qwen2.5-coder-1.5b"
 
 
 def _items(count: int, offset: int) -> list[Any]:
-    """Feasible dev-split items spread over the families (never the held-out split)."""
-    from robocompose.hierarchical.families import family_items
+    """Feasible dev items spread over the categories (never the test collection)."""
+    from robocompose.hierarchical.instructions import instruction_items
 
-    items = [i for i in family_items("dev") if i.feasible]
+    items = [i for i in instruction_items("dev") if i.feasible]
     return [items[(offset + 7 * k) % len(items)] for k in range(count)]
 
 
 def child(args: argparse.Namespace) -> None:
     """One process: load the model, plan `plans` items in turn, print one JSON row per plan."""
     from robocompose.hierarchical.api import make_planner
-    from robocompose.hierarchical.families import make_world
+    from robocompose.hierarchical.instructions import make_world
     from robocompose.hierarchical.llm import make_backend
     from robocompose.hierarchical.llm.models import goal_adapter
     from robocompose.hierarchical.skills.scripted import build_registry
@@ -182,10 +182,10 @@ def prompt_lookup(args: argparse.Namespace) -> dict[str, Any]:
     import llama_cpp
     from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
 
-    from robocompose.hierarchical.families import make_world
     from robocompose.hierarchical.goal import prompt as goal_prompt
     from robocompose.hierarchical.goal.facts import Scene
     from robocompose.hierarchical.goal.grammar import gbnf
+    from robocompose.hierarchical.instructions import make_world
     from robocompose.hierarchical.llm.models import resolve_model
 
     path = str(resolve_model(args.model))

@@ -63,17 +63,16 @@ from skill_policies import (
     skill_policies,
 )
 
-from robocompose.hierarchical.api import LONG_TASKS, plan_and_run
+from robocompose.hierarchical.api import ENV_CATEGORIES, plan_and_run
+from robocompose.hierarchical.instructions import (
+    InstructionItem,
+    instruction_items,
+    make_world,
+    reference_plan,
+)
 from robocompose.hierarchical.llm import LLMConfig
 from robocompose.hierarchical.skills.learned import registry_for
 from robocompose.hierarchical.skills.scripted import DIRECTIONS, build_registry
-from robocompose.hierarchical.tasks import (
-    LongHorizonItem,
-    long_horizon_tasks,
-    make_world,
-    reference_plan,
-    task_success,
-)
 from robocompose.hierarchical.world import SimWorld
 from robocompose.sim.tasks import get_task, make_env, make_expert
 from robocompose.stats import paired_outcomes
@@ -150,7 +149,7 @@ def primitives(seeds: list[int], out: Path) -> dict:
     }
 
 
-def _reference_plan_episode(item: LongHorizonItem, skills: dict[str, str]) -> dict:
+def _reference_plan_episode(item: InstructionItem, skills: dict[str, str]) -> dict:
     """The item's reference plan on its own seed, with `skills` (skill -> spec; the rest
     scripted); it stops at the first call whose success check fails."""
     world = make_world(item)
@@ -163,8 +162,8 @@ def _reference_plan_episode(item: LongHorizonItem, skills: dict[str, str]) -> di
             error = f"{call}: {trace.error}"
             break
     record = {
-        "task": item.task,
-        "success": task_success(world),
+        "task": item.category,  # the episode files' key
+        "success": world.success(),
         "error": error,
         "steps": world.steps,
         "seconds": time.perf_counter() - start,
@@ -174,7 +173,7 @@ def _reference_plan_episode(item: LongHorizonItem, skills: dict[str, str]) -> di
 
 
 def reference_plans(out: Path) -> dict:
-    items = long_horizon_tasks()
+    items = instruction_items("long_horizon")
 
     def run(key: str) -> dict:
         return _reference_plan_episode(items[int(key)], {})
@@ -205,7 +204,7 @@ def place_in(seeds: list[int], out: Path, implementation: str) -> dict:
             )
         return {
             "calls": calls,
-            "scene_success": task_success(world),
+            "scene_success": world.success(),
             "seconds": time.perf_counter() - start,
         }
 
@@ -230,7 +229,7 @@ def long_horizon_skills(out: Path, learned: str, searched: dict[str, str]) -> di
         "learned_composed": searched,
         "mixed": {"pick": learned},
     }
-    items = long_horizon_tasks()
+    items = instruction_items("long_horizon")
 
     def run(mode: str, key: str) -> dict:
         return _reference_plan_episode(items[int(key)], modes[mode])
@@ -259,18 +258,15 @@ def long_horizon_skills(out: Path, learned: str, searched: dict[str, str]) -> di
 def planner_learned_skills(out: Path, learned: str) -> dict:
     """Each long-horizon item planned by the LLM's skills planner and run on learned skills."""
     skills = {"pick": learned, "place": learned}
-    items = long_horizon_tasks()
-    envs = {task: env for env, task in LONG_TASKS.items()}
-    phrasing = {}  # item index -> its index within its task, as `plan phrasing=` counts
-    for i, item in enumerate(items):
-        phrasing[i] = sum(other.task == item.task for other in items[:i])
+    items = instruction_items("long_horizon")
+    envs = {category: env for env, category in ENV_CATEGORIES.items()}
 
     def run(key: str) -> dict:
         item = items[int(key)]
         start = time.perf_counter()
         found = plan_and_run(
-            task=envs[item.task],
-            phrasing=phrasing[int(key)],
+            task=envs[item.category],
+            phrasing=item.index,  # within its category, as `plan phrasing=` counts
             planner="skills",
             skills=skills,
             llm=LLMConfig(n_threads=1),
@@ -280,7 +276,7 @@ def planner_learned_skills(out: Path, learned: str) -> dict:
         )
         rounds = found.record.rounds
         return {
-            "task": item.task,
+            "task": item.category,
             "success": found.success,
             "rounds": len(rounds),
             "plan": rounds[0].plan if rounds else [],

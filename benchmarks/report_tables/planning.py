@@ -8,7 +8,7 @@ QWEN = "qwen2.5-coder-1.5b"
 
 
 def plans() -> str:
-    """Both long-horizon tasks, every phrasing, one repair round."""
+    """Both long-horizon categories, every phrasing, one repair round."""
     rows = []
     for model, by_planner in fmt.read("hierarchical.json")["plans"].items():
         for planner, tasks in by_planner.items():
@@ -45,8 +45,8 @@ def plan_faults() -> str:
     return fmt.table(("model", "fault", "recovered with repair", "reference program alone"), rows)
 
 
-def families() -> str:
-    """Per family and planner on the held-out split."""
+def categories() -> str:
+    """Per category (the JSON's "families") and planner on the test collection."""
     results = fmt.read("hierarchical.json")
     fam = results["families"][QWEN]
     order = ("goal", "goal-examples", "goal-adapted", "skills", "code", "saycan")
@@ -68,7 +68,7 @@ def families() -> str:
             *(f"{r['refused_or_asked']['text']}, {r['robot_calls']} robot calls" for r in stopped),
         ]
     )
-    return fmt.table(("family", *shown), rows)
+    return fmt.table(("category", *shown), rows)
 
 
 def goal_rewrite() -> str:
@@ -268,7 +268,7 @@ def long_horizon() -> str:
 TABLES = (
     plans,
     plan_faults,
-    families,
+    categories,
     goal_rewrite,
     plan_latency,
     goal_planning,

@@ -8,7 +8,7 @@
     threading.Timer(3.0, runner.correct, ["pick the blue one instead"]).start()
     result = runner.run()          # corrections may arrive from any thread while it runs
 
-The scene is one of the long-horizon tasks' items: task=Stack (stack three blocks in a named
+The scene is one of the long-horizon items: task=Stack (stack three blocks in a named
 order) or task=SortBins (blocks into the bins of their colour), and `phrasing` picks which item
 (its instruction, scene and seed); a typed `instruction` replaces the text, `order` the Stack
 order the success check wants. The planner (goal | code | skills | saycan) talks to a local GGUF
@@ -33,23 +33,23 @@ from typing import Any
 
 from robocompose.choices import check_choice, check_choices, one_of
 from robocompose.hierarchical.base import LLMBackend, Planner, StepwisePlan
+from robocompose.hierarchical.instructions import (
+    STACK_THREE,
+    InstructionItem,
+    instruction_items,
+    make_world,
+    with_order,
+)
 from robocompose.hierarchical.llm import LLMConfig
 from robocompose.hierarchical.planners.goal import READINGS
 from robocompose.hierarchical.run.corrections import CorrectionLog, CorrectionQueue, Corrections
 from robocompose.hierarchical.run.plan_executor import PlanExecutor
 from robocompose.hierarchical.run.repair import MAX_ROUNDS, RepairRecord, run_with_repair
-from robocompose.hierarchical.tasks import (
-    STACK_BLOCKS,
-    STACK_TASK,
-    TASK_ENVS,
-    LongHorizonItem,
-    long_horizon_tasks,
-    make_world,
-)
 from robocompose.sim.task_config import TaskConfig
 
 PLANNERS = ("goal", "code", "skills", "saycan")
-LONG_TASKS = {env: task for task, env in TASK_ENVS.items()}  # "Stack" -> "stack_three"
+# the long-horizon category on each env: "Stack" -> "stack_three"
+ENV_CATEGORIES = {i.scene.env: i.category for i in instruction_items("long_horizon")}
 
 
 @dataclass(kw_only=True)
@@ -86,17 +86,18 @@ class PlanConfig:
     out: str = "runs/plan"
 
     def __post_init__(self) -> None:
-        check_choice("task", self.env_name, tuple(LONG_TASKS))
+        check_choice("task", self.env_name, tuple(ENV_CATEGORIES))
         check_choices(self)
-        count = len(long_horizon_tasks([self.long_task]))
+        shipped = instruction_items("long_horizon", [self.category])
+        count = len(shipped)
         if not 0 <= self.phrasing < count:
             raise ValueError(
                 f"`phrasing` must be in [0, {count - 1}] for {self.env_name}. Got {self.phrasing}."
             )
-        stack = self.long_task == STACK_TASK
-        if self.order and (not stack or sorted(self.order) != sorted(STACK_BLOCKS)):
+        blocks = list(shipped[0].scene.blocks)
+        if self.order and (self.category != STACK_THREE or sorted(self.order) != sorted(blocks)):
             raise ValueError(
-                f"`order` applies to task=Stack and must list {list(STACK_BLOCKS)} bottom to "
+                f"`order` applies to task=Stack and must list {blocks} bottom to "
                 f"top. Got {self.order} for task={self.env_name}."
             )
         if not 0 <= self.repair_rounds <= MAX_ROUNDS:
@@ -117,21 +118,19 @@ class PlanConfig:
         return self.task if isinstance(self.task, str) else self.task.name
 
     @property
-    def long_task(self) -> str:
-        """The long-horizon task on this env (Stack: stack_three, SortBins: sort_by_colour)."""
-        return LONG_TASKS.get(self.env_name, "")
+    def category(self) -> str:
+        """The long-horizon category on this env (Stack: stack_three, SortBins: sort_by_colour)."""
+        return ENV_CATEGORIES.get(self.env_name, "")
 
-    def item(self) -> LongHorizonItem:
-        """The task item the run uses: scene, seed and instruction, with the overrides."""
-        item = long_horizon_tasks([self.long_task])[self.phrasing]
-        env_kwargs = dict(item.env_kwargs)
+    def item(self) -> InstructionItem:
+        """The long-horizon item the run uses: scene, seed and instruction, with the overrides."""
+        item = instruction_items("long_horizon", [self.category])[self.phrasing]
         if self.order:
-            env_kwargs["order"] = tuple(self.order)
-        return LongHorizonItem(
-            item.task,
-            self.instruction.strip() or item.instruction,
-            env_kwargs,
-            item.seed if self.seed is None else self.seed,
+            item = with_order(item, self.order)
+        return dataclasses.replace(
+            item,
+            instruction=self.instruction.strip() or item.instruction,
+            seed=item.seed if self.seed is None else self.seed,
         )
 
 
@@ -202,7 +201,7 @@ class RunResult:
     record_path: Path
     video: Path | None
     corrections_path: Path
-    item: LongHorizonItem
+    item: InstructionItem
 
     @property
     def success(self) -> bool:
@@ -254,7 +253,7 @@ class Runner:
             self.planner = CorrectedPlanner(self.planner, bank, config.correction_examples)
         self.out = Path(config.out)
         self.queue = CorrectionQueue()
-        context = {"instruction": self.item.instruction, "task": self.item.task}
+        context = {"instruction": self.item.instruction, "category": self.item.category}
         context |= {"seed": self.item.seed, "run": uuid.uuid4().hex[:12]}
         log = CorrectionLog(self.out / "corrections.jsonl", context)
         corrections = Corrections(self.queue, log, self.backend)
@@ -291,13 +290,13 @@ class Runner:
             max_rounds=self.config.repair_rounds,
             on_plan=on_plan,
         )
-        stem = f"{self.item.task}_{self.config.planner}_{time.strftime('%Y%m%d-%H%M%S')}"
+        stem = f"{self.item.category}_{self.config.planner}_{time.strftime('%Y%m%d-%H%M%S')}"
         video = self.executor.save_video(self.out / f"{stem}.mp4") if self.config.video else None
         path = self.out / f"{stem}.json"
         path.parent.mkdir(parents=True, exist_ok=True)
         payload = {
             "config": dataclasses.asdict(self.config),
-            "item": self.item._asdict(),
+            "item": dataclasses.asdict(self.item),
             "model": getattr(self.backend, "model", ""),
             "seconds": round(time.perf_counter() - start, 3),
             "video": str(video) if video else None,

@@ -159,9 +159,9 @@ def _deploy_option(path: str) -> str:
 
 
 def _plan_tasks() -> dict[str, Sequence[str]]:
-    from robocompose.hierarchical.api import LONG_TASKS
+    from robocompose.hierarchical.api import ENV_CATEGORIES
 
-    return {"task": sorted(LONG_TASKS)}
+    return {"task": sorted(ENV_CATEGORIES)}
 
 
 def _task_name(tree: dict[str, Any]) -> dict[str, Any]:

@@ -24,7 +24,7 @@ def run(config: PlanConfig) -> RunResult:
     from robocompose.hierarchical.run.corrections import read_lines_into
 
     runner = Runner(config)
-    print(f"{runner.item.task}: {runner.item.instruction!r} ({config.planner} planner)")
+    print(f"{runner.item.category}: {runner.item.instruction!r} ({config.planner} planner)")
     reader = None
     if config.corrections:
         reader = read_lines_into(sys.stdin, runner.queue)

@@ -56,7 +56,7 @@ def test_plan_verb_smoke_run(smollm2_path, tmp_path, monkeypatch, capsys):
 
 def test_plan_config_from_the_command_line(capsys):
     config = load_verb_config("plan", ["instruction='sort them'", "task=SortBins", "phrasing=3"])
-    assert config.env_name == "SortBins" and config.long_task == "sort_by_colour"
+    assert config.env_name == "SortBins" and config.category == "sort_by_colour"
     assert config.item().instruction == "sort them"
     main(["plan", "planner=saycan", "order=[blue,green,red]", "--cfg"])
     printed = capsys.readouterr().out

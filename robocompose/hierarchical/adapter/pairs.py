@@ -12,7 +12,7 @@ yields no goal).
 New pairs come from renaming colours: one bijection of the eight scene colours applied to the
 request, the scene, the start and the gold together, so the words stay the dev split's and the
 colours vary; each renamed pair lists the scene's blocks in a random order. The held-out
-split never enters (`families.heldout` is not read here).
+collection never enters (`data/test.yaml` is not read here).
 
     for pair in training_pairs(variants=8, seed=0):
         pair.messages          # the short prompt (`prompt.short_messages`), then pair.answer
@@ -26,14 +26,19 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
 from robocompose.hierarchical.base import Message
-from robocompose.hierarchical.families import FactView, FamilyItem, family_items, unmet
-from robocompose.hierarchical.families.base import Fact
-from robocompose.hierarchical.families.base import Scene as FamilyScene
 from robocompose.hierarchical.goal.constraints import ConstraintSyntaxError, parse
 from robocompose.hierarchical.goal.facts import Scene, colour_of, state_of
 from robocompose.hierarchical.goal.prompt import EXAMPLES, short_chat, short_messages
 from robocompose.hierarchical.goal.solver import Goal, goal_facts, solve
 from robocompose.hierarchical.goal.strips import State
+from robocompose.hierarchical.instructions import (
+    Fact,
+    FactView,
+    InstructionItem,
+    instruction_items,
+    unmet,
+)
+from robocompose.hierarchical.instructions import Scene as ItemScene
 from robocompose.hierarchical.skills.declarations import PICK, PLACE, PLACE_AT
 
 COLOURS = ("red", "green", "blue", "yellow", "purple", "orange", "cyan", "white")
@@ -96,7 +101,7 @@ WORDED: dict[str, str] = {
 }
 
 
-def label(item: FamilyItem) -> str | None:
+def label(item: InstructionItem) -> str | None:
     """The item's gold in the constraint language (None when no rule fits: the item is
     left out)."""
     goal = item.goal
@@ -108,16 +113,16 @@ def label(item: FamilyItem) -> str | None:
             missing = [w for w in named if w not in item.scene.blocks]
             return f"absent({missing[0]})" if missing else None
         return _WHY_LABEL.get(item.why)
-    if item.family == "sort_distractor":
+    if item.category == "sort_distractor":
         return "sort"
-    if item.family == "all_but_one":
+    if item.category == "all_but_one":
         out = [_short(f[1]) for f in goal if f[0] == "in_no_bin"]
         return f"sort except {out[0]}; not in({out[0]}, any_bin)" if len(out) == 1 else None
-    if item.family == "swap":
+    if item.category == "swap":
         moved = _swapped_pair(item)
         if moved is not None:
             return f"swap({moved[0]}, {moved[1]})"
-    if item.family == "rebuild" and _reversed(item):
+    if item.category == "rebuild" and _reversed(item):
         return "reverse"
     parts = []
     chains = _chains(goal)
@@ -138,14 +143,14 @@ def label(item: FamilyItem) -> str | None:
     return "; ".join(parts) or None
 
 
-def _reversed(item: FamilyItem) -> bool:
+def _reversed(item: InstructionItem) -> bool:
     """The gold tower is the start tower upside down."""
     before = _chains(item.scene.start)
     after = _chains(item.goal)
     return len(before) == len(after) == 1 and before[0] == after[0][::-1]
 
 
-def _swapped_pair(item: FamilyItem) -> tuple[str, str] | None:
+def _swapped_pair(item: InstructionItem) -> tuple[str, str] | None:
     """The two blocks whose places the gold exchanges, if it is one exchange."""
     start = {f[1]: f[2] if len(f) > 2 else "table" for f in item.scene.start}
     end = {f[1]: f[2] if len(f) > 2 else "table" for f in item.goal if f[0] != "in_no_bin"}
@@ -156,7 +161,7 @@ def _swapped_pair(item: FamilyItem) -> tuple[str, str] | None:
     return (_short(a), _short(b))
 
 
-def _goal_scene(item: FamilyItem) -> tuple[Scene, State]:
+def _goal_scene(item: InstructionItem) -> tuple[Scene, State]:
     scene = Scene(
         tuple(f"{c}_block" for c in item.scene.blocks), tuple(f"{c}_bin" for c in item.scene.bins)
     )
@@ -166,7 +171,7 @@ def _goal_scene(item: FamilyItem) -> tuple[Scene, State]:
     return scene, state_of(support, scene)
 
 
-def confirmed(item: FamilyItem, answer: str) -> bool:
+def confirmed(item: InstructionItem, answer: str) -> bool:
     """The answer, solved against the item's start, meets the gold (feasible) or gives no goal
     (infeasible)."""
     scene, facts = _goal_scene(item)
@@ -179,7 +184,7 @@ def confirmed(item: FamilyItem, answer: str) -> bool:
     return isinstance(outcome, Goal) and not unmet(FactView(goal_facts(outcome)), item.goal)
 
 
-def renamed(item: FamilyItem, mapping: dict[str, str]) -> FamilyItem:
+def renamed(item: InstructionItem, mapping: dict[str, str]) -> InstructionItem:
     """The item with every colour renamed by `mapping` (request, scene, start, gold)."""
 
     def word(match: re.Match[str]) -> str:
@@ -195,7 +200,7 @@ def renamed(item: FamilyItem, mapping: dict[str, str]) -> FamilyItem:
         return (f[0], *(name(a) for a in f[1:]))
 
     pattern = re.compile(r"\b(" + "|".join(COLOURS) + r")\b", re.IGNORECASE)
-    scene = FamilyScene(
+    scene = ItemScene(
         item.scene.env,
         tuple(mapping[c] for c in item.scene.blocks),
         tuple(mapping[c] for c in item.scene.bins),
@@ -213,7 +218,7 @@ def training_pairs(variants: int = 8, seed: int = 0) -> Iterator[Pair]:
     """Each dev item whose label is confirmed, as written and under `variants - 1` random
     colour renamings (each confirmed again)."""
     rng = random.Random(seed)
-    for item in family_items("dev"):
+    for item in instruction_items("dev"):
         answer = label(item)
         if answer is None or not confirmed(item, answer):
             continue

@@ -34,9 +34,9 @@ from pathlib import Path
 from typing import Any
 
 from robocompose.hierarchical.base import Plan, SkillCall
+from robocompose.hierarchical.instructions import STACK_THREE, InstructionItem
 from robocompose.hierarchical.planners.prompts import Example, scene_summary
 from robocompose.hierarchical.run.corrections import CorrectionQueue
-from robocompose.hierarchical.tasks import STACK_TASK, LongHorizonItem
 from robocompose.hierarchical.world import SimWorld
 
 APPLIED_KINDS = ("nudge", "substitute", "replace")  # edits that change a call
@@ -262,12 +262,12 @@ class CorrectedPlanner:
 
 
 # -- the simulated person -------------------------------------------------------------------------
-def goal_steps(item: LongHorizonItem, world: SimWorld) -> list[SkillCall] | None:
+def goal_steps(item: InstructionItem, world: SimWorld) -> list[SkillCall] | None:
     """The calls that make progress towards `item`'s goal from the world as it is: [] when the
     goal is met, None when the world is off the path the person knows (they stay quiet)."""
     held = world.holding()
-    if item.task == STACK_TASK:
-        order = [f"{c}_block" for c in item.env_kwargs["order"]]
+    if item.category == STACK_THREE:
+        order = [f"{c}_block" for c in item.scene.order]
         pending = [(up, low) for low, up in itertools.pairwise(order) if world.on_top_of(up) != low]
         if not pending:
             return []
@@ -300,7 +300,7 @@ class SimulatedUser:
     """The person watching a run: told each announced call (`PlanExecutor.on_call`), it corrects
     one the goal does not need next, and says "stop" when the goal is met and more comes."""
 
-    def __init__(self, item: LongHorizonItem, world: SimWorld, queue: CorrectionQueue) -> None:
+    def __init__(self, item: InstructionItem, world: SimWorld, queue: CorrectionQueue) -> None:
         self.item, self.world, self.queue = item, world, queue
         self.said: list[str] = []
 

@@ -13,7 +13,7 @@ from robocompose.hierarchical.adapter.pairs import (
     renamed,
     training_pairs,
 )
-from robocompose.hierarchical.families import family_items
+from robocompose.hierarchical.instructions import instruction_items
 
 
 def _norm(text: str) -> str:
@@ -21,20 +21,20 @@ def _norm(text: str) -> str:
 
 
 def test_every_feasible_dev_item_has_a_confirmed_label():
-    for item in family_items("dev"):
+    for item in instruction_items("dev"):
         answer = label(item)
         if item.feasible:
             assert answer is not None and confirmed(item, answer), (item.key, answer)
 
 
 def test_a_wrong_label_is_not_confirmed():
-    item = next(i for i in family_items("dev") if i.key == "dev/tower_three/0")
+    item = next(i for i in instruction_items("dev") if i.key == "dev/tower_three/0")
     assert label(item) == "bottom_up(red, green, blue)"
     assert not confirmed(item, "bottom_up(blue, green, red)")
 
 
 def test_a_renaming_moves_request_scene_and_gold_together():
-    item = next(i for i in family_items("dev") if i.key == "dev/tower_three/0")
+    item = next(i for i in instruction_items("dev") if i.key == "dev/tower_three/0")
     swap = {"red": "cyan", "cyan": "red"} | {c: c for c in ("green", "blue", "yellow", "purple",
                                                                "orange", "white")}  # fmt: skip
     new = renamed(item, swap)
@@ -46,7 +46,7 @@ def test_a_renaming_moves_request_scene_and_gold_together():
 def test_worded_labels_keep_the_words_and_the_solver_decides():
     """A conditional stays a conditional and a contradiction stays the relations asked for; the
     solver, not the model, turns each into the gold (or into no goal)."""
-    items = {i.key: i for i in family_items("dev")}
+    items = {i.key: i for i in instruction_items("dev")}
     assert all(confirmed(items[key], answer) for key, answer in WORDED.items())
     assert label(items["dev/conditional/0"]).startswith("if on(red, blue) then")
     assert label(items["dev/infeasible/2"]) == "on(blue, green); on(green, blue)"
@@ -64,7 +64,7 @@ def test_example_pairs_rename_bins_with_blocks_and_parse():
 
 
 def test_no_training_request_is_a_heldout_request():
-    heldout = {_norm(i.instruction) for i in family_items("test")}
+    heldout = {_norm(i.instruction) for i in instruction_items("test")}
     pairs = [*training_pairs(variants=8), *example_pairs(variants=8)]
     assert len(pairs) > 600
     requests = [p.messages[-1]["content"].split("Request: ")[1].split("\n")[0] for p in pairs]

@@ -9,14 +9,14 @@ import itertools
 
 import pytest
 
+from robocompose.hierarchical.instructions import instruction_items, make_world
 from robocompose.hierarchical.planners.goal import GoalPlan, GoalPlanner
 from robocompose.hierarchical.run.plan_executor import PlanExecutor
 from robocompose.hierarchical.run.repair import run_with_repair
 from robocompose.hierarchical.skills.scripted import build_registry
-from robocompose.hierarchical.tasks import long_horizon_tasks, make_world
 from robocompose.hierarchical.world import FaultHook, SimWorld
 
-STACK = long_horizon_tasks(["stack_three"])[0]
+STACK = instruction_items("long_horizon", ["stack_three"])[0]
 TOWER = [("on", "green_block", "red_block"), ("on", "blue_block", "green_block")]
 
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from robocompose.hierarchical.base import SkillCall, StepwisePlan
 from robocompose.hierarchical.goal.facts import Scene
+from robocompose.hierarchical.instructions import instruction_items, make_world, reference_plan
 from robocompose.hierarchical.run.check import check_calls, declared_operators, dry_run
 from robocompose.hierarchical.run.plan_executor import PlanExecutor
 from robocompose.hierarchical.skills.scripted import build_registry
-from robocompose.hierarchical.tasks import long_horizon_tasks, make_world, reference_plan
 
-STACK = long_horizon_tasks(["stack_three"])[0]
+STACK = instruction_items("long_horizon", ["stack_three"])[0]
 TOWER = [("on", "green_block", "red_block"), ("on", "blue_block", "green_block")]
 
 

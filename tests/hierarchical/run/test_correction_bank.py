@@ -10,6 +10,7 @@ import json
 import pytest
 
 from robocompose.hierarchical.base import SkillCall
+from robocompose.hierarchical.instructions import instruction_items, make_world, reference_plan
 from robocompose.hierarchical.planners.skills import SkillPlanner
 from robocompose.hierarchical.run.correction_bank import (
     CorrectedPlanner,
@@ -29,10 +30,10 @@ from robocompose.hierarchical.run.corrections import (
 )
 from robocompose.hierarchical.run.plan_executor import PlanExecutor
 from robocompose.hierarchical.skills.scripted import build_registry
-from robocompose.hierarchical.tasks import long_horizon_tasks, make_world, reference_plan
 
 OBJECTS = ["red_block", "green_block", "blue_block", "red_bin"]
-TOP_DOWN = long_horizon_tasks(["stack_three"])[6]  # "from top to bottom ...: blue, green, red"
+# "from top to bottom ...: blue, green, red"
+TOP_DOWN = instruction_items("long_horizon", ["stack_three"])[6]
 
 
 def _calls(plan: list[dict]) -> list[SkillCall]:
@@ -136,7 +137,7 @@ def test_a_log_without_the_instruction_is_refused(tmp_path):
 
 
 def test_the_bank_finds_a_phrasing_with_other_colours(tmp_path):
-    stack = long_horizon_tasks(["stack_three"])
+    stack = instruction_items("long_horizon", ["stack_three"])
     for k in (1, 6):  # "build a tower: ..." and "from top to bottom ..."
         wrong = [SkillCall("pick", {"obj": "red_block"}), SkillCall("pick", {"obj": "blue_block"})]
         _watched_run(stack[k], wrong, tmp_path / "c.jsonl", run=f"r{k}")

@@ -11,6 +11,7 @@ import json
 import pytest
 
 from robocompose.hierarchical.base import SkillCall
+from robocompose.hierarchical.instructions import instruction_items, make_world
 from robocompose.hierarchical.run.corrections import (
     CorrectionEdit,
     CorrectionLog,
@@ -24,10 +25,9 @@ from robocompose.hierarchical.run.corrections import (
 )
 from robocompose.hierarchical.run.plan_executor import PlanExecutor
 from robocompose.hierarchical.skills.scripted import build_registry
-from robocompose.hierarchical.tasks import long_horizon_tasks, make_world
 
 SCENE = ["red_block", "green_block", "blue_block"]
-STACK = long_horizon_tasks(["stack_three"])[0]
+STACK = instruction_items("long_horizon", ["stack_three"])[0]
 
 
 @pytest.mark.parametrize(

@@ -7,17 +7,18 @@ from __future__ import annotations
 import pytest
 
 from robocompose.hierarchical.base import SkillCall, as_calls
-from robocompose.hierarchical.llm.cache import CachedLLM
-from robocompose.hierarchical.run.plan_executor import PlanExecutor, StepwisePlan
-from robocompose.hierarchical.skills.scripted import build_registry
-from robocompose.hierarchical.tasks import (
-    long_horizon_tasks,
+from robocompose.hierarchical.instructions import (
+    instruction_items,
     make_world,
     reference_plan,
     reference_program,
 )
+from robocompose.hierarchical.llm.cache import CachedLLM
+from robocompose.hierarchical.run.plan_executor import PlanExecutor, StepwisePlan
+from robocompose.hierarchical.skills.scripted import build_registry
 
-STACK = long_horizon_tasks(["stack_three"])[0]  # "put green on red then blue on green"
+# "put green on red then blue on green"
+STACK = instruction_items("long_horizon", ["stack_three"])[0]
 
 
 @pytest.fixture
@@ -130,7 +131,8 @@ def test_skill_planner_end_to_end_with_smollm2(scene, smollm2, tmp_path):
 def test_code_planner_end_to_end_with_qwen(qwen, tmp_path):
     from robocompose.hierarchical.planners.code import CodePlanner
 
-    item = long_horizon_tasks(["stack_three"])[7]  # blue onto red, then green on blue
+    # blue onto red, then green on blue
+    item = instruction_items("long_horizon", ["stack_three"])[7]
     world = make_world(item)
     registry = build_registry(world)
     plan = CodePlanner(CachedLLM(qwen, tmp_path), registry).plan(item.instruction, world.snapshot())

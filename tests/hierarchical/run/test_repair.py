@@ -7,21 +7,22 @@ from __future__ import annotations
 import pytest
 
 from robocompose.hierarchical.base import SkillCall
+from robocompose.hierarchical.instructions import (
+    instruction_items,
+    make_world,
+    reference_plan,
+    reference_program,
+)
 from robocompose.hierarchical.llm.cache import CachedLLM
 from robocompose.hierarchical.planners.prompts import scene_summary
 from robocompose.hierarchical.planners.skills import SkillPlan, SkillPlanner, SkillPlannerConfig
 from robocompose.hierarchical.run.plan_executor import PlanExecutor
 from robocompose.hierarchical.run.repair import run_with_repair, summarize
 from robocompose.hierarchical.skills.scripted import build_registry
-from robocompose.hierarchical.tasks import (
-    long_horizon_tasks,
-    make_world,
-    reference_plan,
-    reference_program,
-)
 from robocompose.hierarchical.world import FaultHook
 
-STACK = long_horizon_tasks(["stack_three"])[0]  # "put green on red then blue on green"
+# "put green on red then blue on green"
+STACK = instruction_items("long_horizon", ["stack_three"])[0]
 
 
 def _slipping_world():

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Protocol
 
-from robocompose.hierarchical.families.base import Fact, fact_text
+from robocompose.hierarchical.instructions.items import Fact, fact_text
 
 OUTCOMES = ("right", "wrong", "asked_or_refused")
 

@@ -1,5 +1,6 @@
-"""The benchmark families: sizes, disjoint splits, well-formed gold that the start does not
-already satisfy, scenes every env accepts, and the gold check on a real world."""
+"""The dev and test collections' categories: sizes, disjoint wordings, well-formed gold that
+the start does not already satisfy, scenes every env accepts, and the gold check on a real
+world."""
 
 from __future__ import annotations
 
@@ -8,19 +9,17 @@ from collections import Counter
 
 import pytest
 
-from robocompose.hierarchical.families import (
-    FAMILIES,
-    FEASIBLE_FAMILIES,
-    family_items,
+from robocompose.hierarchical.instructions import (
+    category_names,
     holds,
+    instruction_items,
     outcome,
     unmet,
 )
-from robocompose.hierarchical.families.base import Scene, facts
-from robocompose.hierarchical.families.build import rebuild
+from robocompose.hierarchical.instructions.items import Scene, facts
 from robocompose.sim.stack import COLORS
 
-ALL = family_items("dev") + family_items("test")
+ALL = instruction_items("dev") + instruction_items("test")
 WORDS = re.compile(r"\b(" + "|".join(COLORS) + r"|block|blocks|cube|cubes|one|ones)\b")
 
 
@@ -48,26 +47,27 @@ def _shape(text: str) -> str:
     return WORDS.sub("_", text.lower()).strip(" .?!")
 
 
-def test_every_family_has_twelve_phrasings_per_split_and_thirty_infeasible():
-    for split in ("dev", "test"):
-        counts = Counter(item.family for item in family_items(split))
-        assert set(counts) == set(FAMILIES)
-        assert all(counts[f] >= 12 for f in FEASIBLE_FAMILIES), counts
-    assert len(family_items("test", ["infeasible"])) >= 30
+def test_every_category_has_twelve_phrasings_per_collection_and_thirty_infeasible():
+    assert category_names("dev") == category_names("test")
+    for collection in ("dev", "test"):
+        counts = Counter(item.category for item in instruction_items(collection))
+        assert set(counts) == set(category_names("dev"))
+        assert all(counts[c] >= 12 for c in category_names(collection, feasible_only=True))
+    assert len(instruction_items("test", ["infeasible"])) >= 30
 
 
-def test_splits_differ_in_wording_not_only_in_colours():
+def test_collections_differ_in_wording_not_only_in_colours():
     instructions = [item.instruction for item in ALL]
     assert len(set(instructions)) == len(instructions)
-    dev = {_shape(item.instruction) for item in family_items("dev")}
-    shared = [i.instruction for i in family_items("test") if _shape(i.instruction) in dev]
+    dev = {_shape(item.instruction) for item in instruction_items("dev")}
+    shared = [i.instruction for i in instruction_items("test") if _shape(i.instruction) in dev]
     assert not shared
 
 
 def test_keys_and_seeds_are_unique_and_stable():
     assert len({item.key for item in ALL}) == len(ALL)
     assert len({item.seed for item in ALL}) == len(ALL)
-    assert [i.seed for i in family_items("test")] == [i.seed for i in family_items("test")]
+    assert [i.seed for i in instruction_items("test")][:2] == [70_000, 70_001]
 
 
 def test_gold_is_consistent_and_not_already_true_at_the_start():
@@ -85,8 +85,8 @@ def test_gold_is_consistent_and_not_already_true_at_the_start():
 
 
 def test_conditionals_test_both_branches():
-    for split in ("dev", "test"):
-        starts = [bool(i.scene.start) for i in family_items(split, ["conditional"])]
+    for collection in ("dev", "test"):
+        starts = [bool(i.scene.start) for i in instruction_items(collection, ["conditional"])]
         assert 4 <= sum(starts) <= len(starts) - 4
 
 
@@ -103,12 +103,10 @@ def test_bad_specs_fail_naming_the_problem():
         facts("on(red)")
     with pytest.raises(ValueError, match="needs a bin of every"):
         Scene("SortBins", ("red",), ("blue",))
-    with pytest.raises(ValueError, match="wanted tower is the current one"):
-        rebuild("rebuild it", "red blue", "red blue")
-    with pytest.raises(ValueError, match="unknown family 'stack'"):
-        family_items("dev", ["stack"])
-    with pytest.raises(ValueError, match="`split` must be one of"):
-        family_items("train")
+    with pytest.raises(ValueError, match="unknown dev category 'stack'"):
+        instruction_items("dev", ["stack"])
+    with pytest.raises(ValueError, match="`collection` must be one of"):
+        instruction_items("train")
 
 
 def test_gold_check_reads_the_real_world():
@@ -129,7 +127,7 @@ def test_gold_check_reads_the_real_world():
 
 
 def test_start_arrangements_hold_in_the_real_world_and_the_gold_does_not():
-    from robocompose.hierarchical.families import make_world
+    from robocompose.hierarchical.instructions import make_world
 
     for item in ALL:
         if not item.scene.start:
@@ -141,7 +139,7 @@ def test_start_arrangements_hold_in_the_real_world_and_the_gold_does_not():
 
 
 def test_gold_is_checked_against_a_solved_goals_facts():
-    from robocompose.hierarchical.families import FactView
+    from robocompose.hierarchical.instructions import FactView
 
     goal = FactView([("on_table", "red_block"), ("on", "blue_block", "red_block"),
                      ("in", "green_block", "green_bin")])  # fmt: skip

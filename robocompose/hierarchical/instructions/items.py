@@ -1,4 +1,5 @@
-"""The shape of a benchmark item: a family, an instruction, a scene, a seed and the gold answer.
+"""The shape of a benchmark item: a collection, a category, an instruction, a scene, a seed and
+the gold answer.
 
 Facts are tuples over scene names, the same words the world reports:
 
@@ -20,7 +21,8 @@ from typing import Any
 
 Fact = tuple[str, ...]
 ENVS = ("Stack", "SortBins")
-SPLITS = ("dev", "test")
+# dev: prompts may be tuned on it; test: never enters a prompt; long_horizon: the planners' runs
+COLLECTIONS = ("dev", "test", "long_horizon")
 GOAL, REFUSE_OR_ASK = "goal", "refuse_or_ask"
 # why an infeasible item cannot be done as asked
 WHY = ("missing_object", "same_object", "contradiction", "ambiguous", "unreachable", "unsafe")
@@ -59,12 +61,14 @@ def fact_text(fact: Fact) -> str:
 
 @dataclass(frozen=True)
 class Scene:
-    """An env's blocks and bins, and the facts arranged before the instruction is given."""
+    """An env's blocks and bins, the facts arranged before the instruction is given, and for a
+    Stack the `order` (bottom to top) its own success check wants (empty: the env's default)."""
 
     env: str
     blocks: tuple[str, ...]
     bins: tuple[str, ...] = ()
     start: tuple[Fact, ...] = ()
+    order: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.env not in ENVS:
@@ -73,6 +77,8 @@ class Scene:
             raise ValueError(f"a Stack scene has no bins. Got bins={self.bins}.")
         if self.env == "SortBins" and not set(self.blocks) <= set(self.bins):
             raise ValueError(f"SortBins needs a bin of every block's colour. Got {self}.")
+        if self.order and (self.env != "Stack" or sorted(self.order) != sorted(self.blocks)):
+            raise ValueError(f"`order` is a Stack scene's blocks bottom to top. Got {self}.")
         names = {block(c) for c in self.blocks} | {bin_name(c) for c in self.bins}
         for fact in self.start:
             if not set(fact[1:]) <= names:
@@ -83,17 +89,19 @@ class Scene:
         kwargs: dict[str, Any] = {"blocks": self.blocks}
         if self.env == "SortBins":
             kwargs["bins"] = self.bins
+        if self.order:
+            kwargs["order"] = self.order
         return kwargs
 
 
 @dataclass(frozen=True)
-class FamilyItem:
+class InstructionItem:
     """One benchmark item. `expect` is GOAL (the final world must satisfy `goal`) or
     REFUSE_OR_ASK (nothing may move; `why` says what makes it infeasible)."""
 
-    family: str
-    split: str
-    index: int  # within its family and split
+    collection: str
+    category: str
+    index: int  # within its collection and category
     instruction: str
     scene: Scene
     seed: int
@@ -102,8 +110,8 @@ class FamilyItem:
     why: str = ""
 
     def __post_init__(self) -> None:
-        if self.split not in SPLITS:
-            raise ValueError(f"`split` must be one of {SPLITS}. Got {self.split!r}.")
+        if self.collection not in COLLECTIONS:
+            raise ValueError(f"`collection` must be one of {COLLECTIONS}. Got {self.collection!r}.")
         if self.expect == GOAL and not self.goal:
             raise ValueError(f"{self.key}: a feasible item needs goal facts.")
         if self.expect == REFUSE_OR_ASK and (self.goal or self.why not in WHY):
@@ -111,7 +119,7 @@ class FamilyItem:
 
     @property
     def key(self) -> str:
-        return f"{self.split}/{self.family}/{self.index}"
+        return f"{self.collection}/{self.category}/{self.index}"
 
     @property
     def feasible(self) -> bool:
