@@ -24,7 +24,7 @@ from pathlib import Path
 from common import ResultsFile
 
 from robocompose.hierarchical.goal.constraints import Program, Statement
-from robocompose.hierarchical.goal.facts import Scene, state_of
+from robocompose.hierarchical.goal.facts import SceneNames, state_of
 from robocompose.hierarchical.goal.search import ENGINES, find_plan
 from robocompose.hierarchical.goal.solver import configurations, distances, solve
 from robocompose.hierarchical.goal.strips import ground
@@ -35,11 +35,11 @@ RESULTS = ResultsFile("goal_planning.json", writer="goal_planning.py", indent=1)
 OPS = PICK + PLACE + PLACE_AT
 COLOURS = ("red", "green", "blue", "yellow", "purple")
 SCENES = {
-    "stack_2": Scene(tuple(f"{c}_block" for c in COLOURS[:2])),
-    "stack_3": Scene(tuple(f"{c}_block" for c in COLOURS[:3])),
-    "stack_4": Scene(tuple(f"{c}_block" for c in COLOURS[:4])),
-    "stack_5": Scene(tuple(f"{c}_block" for c in COLOURS[:5])),
-    "sort_3x3": Scene(
+    "stack_2": SceneNames(tuple(f"{c}_block" for c in COLOURS[:2])),
+    "stack_3": SceneNames(tuple(f"{c}_block" for c in COLOURS[:3])),
+    "stack_4": SceneNames(tuple(f"{c}_block" for c in COLOURS[:4])),
+    "stack_5": SceneNames(tuple(f"{c}_block" for c in COLOURS[:5])),
+    "sort_3x3": SceneNames(
         tuple(f"{c}_block" for c in COLOURS[:3]), tuple(f"{c}_bin" for c in COLOURS[:3])
     ),
 }
@@ -55,7 +55,7 @@ def _quantiles(values: list[float]) -> dict[str, float]:
     }
 
 
-def measure(name: str, scene: Scene, pairs: int, rng: random.Random) -> dict:
+def measure(name: str, scene: SceneNames, pairs: int, rng: random.Random) -> dict:
     configs = list(configurations(scene))
     drawn = [(rng.choice(configs), rng.choice(configs)) for _ in range(pairs)]
     out: dict = {"configurations": len(configs), "pairs": len(drawn), "engines": {}}

@@ -183,7 +183,7 @@ def prompt_lookup(args: argparse.Namespace) -> dict[str, Any]:
     from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
 
     from robocompose.hierarchical.goal import prompt as goal_prompt
-    from robocompose.hierarchical.goal.facts import Scene
+    from robocompose.hierarchical.goal.facts import SceneNames
     from robocompose.hierarchical.goal.grammar import gbnf
     from robocompose.hierarchical.instructions import make_world
     from robocompose.hierarchical.llm.models import resolve_model
@@ -201,7 +201,7 @@ def prompt_lookup(args: argparse.Namespace) -> dict[str, Any]:
     texts: dict[str, list[str]] = {name: [] for name in models}
     for k, item in enumerate(items):
         world = make_world(item)
-        scene = Scene.of(world)
+        scene = SceneNames.of(world)
         world.close()
         chat = goal_prompt.messages(scene, item.instruction)
         for name in list(models)[:: 1 if k % 2 else -1]:

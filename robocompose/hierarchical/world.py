@@ -273,9 +273,9 @@ class SimWorld:
         after. `facts` are ("on", a, b), ("in", a, bin) and ("on_table", a); blocks not named
         stay where they are (a named block's support that is not named itself stays too). No
         robot call and no step is counted: call it right after `reset`."""
-        from robocompose.hierarchical.goal.facts import Scene, arranged_facts, arrangement
+        from robocompose.hierarchical.goal.facts import SceneNames, arranged_facts, arrangement
 
-        scene = Scene.of(self)
+        scene = SceneNames.of(self)
         stacks = arrangement(facts, scene)
         moved = {b for stack in stacks for b in stack.blocks}
         if self.holding() is not None:

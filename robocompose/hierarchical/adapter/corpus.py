@@ -30,7 +30,7 @@ import yaml
 
 from robocompose.hierarchical.base import Message
 from robocompose.hierarchical.goal.constraints import ConstraintSyntaxError, parse
-from robocompose.hierarchical.goal.facts import TABLE, Scene, state_of
+from robocompose.hierarchical.goal.facts import TABLE, SceneNames, state_of
 from robocompose.hierarchical.goal.lifting import Lifted, lift
 from robocompose.hierarchical.goal.prompt import short_messages
 from robocompose.hierarchical.goal.solver import Goal, solve
@@ -60,7 +60,7 @@ class CorpusPair:
     template: str  # the sentence before its slots were filled
     request: str
     label: str  # over the scene's colour words
-    scene: Scene
+    scene: SceneNames
     support: Mapping[str, str] = field(default_factory=dict)  # what each block rests on
     feasible: bool = True
 
@@ -151,7 +151,9 @@ def _slots(text: str) -> tuple[set[str], set[str]]:
     return blocks, bins
 
 
-def _scene(wording: Wording, rng: random.Random) -> tuple[dict[str, str], Scene, dict[str, str]]:
+def _scene(
+    wording: Wording, rng: random.Random
+) -> tuple[dict[str, str], SceneNames, dict[str, str]]:
     """Colours for the slots, the scene, and what each block rests on at the start."""
     block_slots, bin_slots = _slots(wording.say + " " + wording.label)
     block_slots |= set(wording.start)
@@ -171,7 +173,7 @@ def _scene(wording: Wording, rng: random.Random) -> tuple[dict[str, str], Scene,
         bins = list(dict.fromkeys([*blocks, *(colour[s] for s in sorted(bin_slots))]))
         bins += rest[: rng.randint(0, 1)]
         rng.shuffle(bins)
-    scene = Scene(tuple(f"{c}_block" for c in blocks), tuple(f"{c}_bin" for c in bins))
+    scene = SceneNames(tuple(f"{c}_block" for c in blocks), tuple(f"{c}_bin" for c in bins))
     support = {b: TABLE for b in scene.blocks}
     if wording.scene == "tower":
         tower = [f"{colour[s]}_block" for s in wording.start]
@@ -291,7 +293,7 @@ class LeakCheck:
 
 
 def _lifted_item(item: Any) -> str:
-    scene = Scene(
+    scene = SceneNames(
         tuple(f"{c}_block" for c in item.scene.blocks), tuple(f"{c}_bin" for c in item.scene.bins)
     )
     return lift(item.instruction, scene).request

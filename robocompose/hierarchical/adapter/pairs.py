@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 
 from robocompose.hierarchical.base import Message
 from robocompose.hierarchical.goal.constraints import ConstraintSyntaxError, parse
-from robocompose.hierarchical.goal.facts import Scene, colour_of, state_of
+from robocompose.hierarchical.goal.facts import SceneNames, colour_of, state_of
 from robocompose.hierarchical.goal.prompt import EXAMPLES, short_chat, short_messages
 from robocompose.hierarchical.goal.solver import Goal, goal_facts, solve
 from robocompose.hierarchical.goal.strips import State
@@ -35,10 +35,10 @@ from robocompose.hierarchical.instructions import (
     Fact,
     FactView,
     InstructionItem,
+    Scene,
     instruction_items,
     unmet,
 )
-from robocompose.hierarchical.instructions import Scene as ItemScene
 from robocompose.hierarchical.skills.declarations import PICK, PLACE, PLACE_AT
 
 COLOURS = ("red", "green", "blue", "yellow", "purple", "orange", "cyan", "white")
@@ -161,8 +161,8 @@ def _swapped_pair(item: InstructionItem) -> tuple[str, str] | None:
     return (_short(a), _short(b))
 
 
-def _goal_scene(item: InstructionItem) -> tuple[Scene, State]:
-    scene = Scene(
+def _goal_scene(item: InstructionItem) -> tuple[SceneNames, State]:
+    scene = SceneNames(
         tuple(f"{c}_block" for c in item.scene.blocks), tuple(f"{c}_bin" for c in item.scene.bins)
     )
     support: dict[str, str] = {b: "table" for b in scene.blocks}
@@ -200,7 +200,7 @@ def renamed(item: InstructionItem, mapping: dict[str, str]) -> InstructionItem:
         return (f[0], *(name(a) for a in f[1:]))
 
     pattern = re.compile(r"\b(" + "|".join(COLOURS) + r")\b", re.IGNORECASE)
-    scene = ItemScene(
+    scene = Scene(
         item.scene.env,
         tuple(mapping[c] for c in item.scene.blocks),
         tuple(mapping[c] for c in item.scene.bins),
@@ -229,7 +229,7 @@ def training_pairs(variants: int = 8, seed: int = 0) -> Iterator[Pair]:
                 continue
             scene, facts = _goal_scene(new)
             if k:  # the listing in another order: the answer never follows it
-                scene = Scene(tuple(rng.sample(scene.blocks, len(scene.blocks))), scene.bins)
+                scene = SceneNames(tuple(rng.sample(scene.blocks, len(scene.blocks))), scene.bins)
             yield Pair(
                 f"{item.key}/{k}", tuple(short_messages(scene, new.instruction, facts)), text
             )
@@ -247,7 +247,7 @@ def example_pairs(variants: int = 8, seed: int = 1) -> Iterator[Pair]:
             blocks = new_line.split(";")[0].removeprefix("blocks: ").split(", ")
             bins = re.findall(r"[a-z]+_bin", new_line.split("now:")[0])
             try:
-                parse(new_answer, Scene(tuple(f"{b}_block" for b in blocks), tuple(bins)))
+                parse(new_answer, SceneNames(tuple(f"{b}_block" for b in blocks), tuple(bins)))
             except ConstraintSyntaxError:
                 continue
             yield Pair(f"example/{index}/{k}", tuple(short_chat(new_line, new_request)), new_answer)

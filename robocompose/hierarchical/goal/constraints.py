@@ -42,7 +42,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from robocompose.hierarchical.goal.facts import TABLE, Scene, block_name
+from robocompose.hierarchical.goal.facts import TABLE, SceneNames, block_name
 
 # relation -> argument kinds ("block", "support" = block or table, "bin")
 RELATIONS: dict[str, tuple[str, ...]] = {
@@ -130,7 +130,7 @@ def _short(name: str) -> str:
 
 # -- parsing --------------------------------------------------------------------------------------
 class _Reader:
-    def __init__(self, text: str, scene: Scene) -> None:
+    def __init__(self, text: str, scene: SceneNames) -> None:
         self.text, self.pos, self.scene = text, 0, scene
 
     def fail(self, expected: str) -> ConstraintSyntaxError:
@@ -246,7 +246,7 @@ class _Reader:
         return self.statement()
 
 
-def parse(text: str, scene: Scene) -> Program:
+def parse(text: str, scene: SceneNames) -> Program:
     """Constraint text -> Program; names are resolved to the scene's ("red" -> "red_block")."""
     reader = _Reader(text.strip(), scene)
     items = [reader.item()]
@@ -263,7 +263,7 @@ class Arrangement:
     """Where every block rests (block -> "table", a block or a bin), plus the held block."""
 
     support: Mapping[str, str]
-    scene: Scene
+    scene: SceneNames
     held: str | None = None
 
     def on_it(self, block: str) -> str | None:

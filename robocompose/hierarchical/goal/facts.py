@@ -40,14 +40,14 @@ def colour_of(name: str) -> str:
 
 
 @dataclass(frozen=True)
-class Scene:
+class SceneNames:
     """The names a goal may speak of: the blocks and bins of one scene."""
 
     blocks: tuple[str, ...]
     bins: tuple[str, ...] = ()
 
     @classmethod
-    def of(cls, world: Any) -> Scene:
+    def of(cls, world: Any) -> SceneNames:
         return cls(tuple(world.objects()), tuple(world.bins()))
 
     @property
@@ -96,7 +96,7 @@ def supports(state: Iterable[Fact]) -> Support:
     return out
 
 
-def state_of(support: Mapping[str, str], scene: Scene, held: str | None = None) -> State:
+def state_of(support: Mapping[str, str], scene: SceneNames, held: str | None = None) -> State:
     """The full facts of a configuration: `support` for every block but the held one."""
     facts: set[Fact] = {("holding", held)} if held else {("hand_empty",)}
     carrying = set(support.values())
@@ -141,7 +141,7 @@ class Stack:
     blocks: tuple[str, ...]
 
 
-def arrangement(facts: Iterable[Sequence[str]], scene: Scene) -> list[Stack]:
+def arrangement(facts: Iterable[Sequence[str]], scene: SceneNames) -> list[Stack]:
     """Start facts (("on", a, b), ("in", a, bin), ("on_table", a)) -> the stacks to build."""
     support: Support = {}
     for fact in facts:
@@ -186,7 +186,7 @@ def arrangement(facts: Iterable[Sequence[str]], scene: Scene) -> list[Stack]:
     return stacks
 
 
-def arranged_facts(stacks: Sequence[Stack], scene: Scene) -> list[Fact]:
+def arranged_facts(stacks: Sequence[Stack], scene: SceneNames) -> list[Fact]:
     """The location facts the stacks make true."""
     out: list[Fact] = []
     for stack in stacks:

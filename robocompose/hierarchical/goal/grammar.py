@@ -19,7 +19,7 @@ from robocompose.hierarchical.goal.constraints import (
     RELATIONS,
     STATEMENTS,
 )
-from robocompose.hierarchical.goal.facts import Scene
+from robocompose.hierarchical.goal.facts import SceneNames
 
 MAX_ITEMS = 6  # statements joined by "; " (conditionals count one)
 MAX_LIST = 6  # blocks in a bottom_up / top_down list or an except list
@@ -72,7 +72,7 @@ def _word_rules(excluded: set[str]) -> list[str]:
     return rules
 
 
-def gbnf(scene: Scene) -> str:
+def gbnf(scene: SceneNames) -> str:
     """The grammar of constraint text over `scene`'s blocks and bins."""
     words = [b.removesuffix("_block") for b in scene.blocks]
     kinds = {

@@ -12,7 +12,7 @@ requests. Two word-level checks stand around the rewrite:
   neither names nor points at (by position, "the others", "all", ...). The planner asks back
   which block is meant instead of choosing one for the person.
 
-    scene = Scene(("red_block",), ("red_bin",))
+    scene = SceneNames(("red_block",), ("red_bin",))
     missing_names("put red in the yellow bin", scene)      # ["yellow bin"]
 """
 
@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from robocompose.hierarchical.goal.facts import Scene, colour_of
+from robocompose.hierarchical.goal.facts import SceneNames, colour_of
 
 # colour words a person may use for a block or a bin (the scenes use the first eight)
 COLOUR_WORDS = (
@@ -65,7 +65,7 @@ def mentions(request: str) -> Mentions:
     return Mentions(frozenset(blocks), frozenset(bins))
 
 
-def missing_names(request: str, scene: Scene) -> list[str]:
+def missing_names(request: str, scene: SceneNames) -> list[str]:
     """What the request names that the scene lacks, e.g. ["yellow bin", "purple"]; a colour said
     of a block may name a bin of that colour ("put green into red")."""
     block_colours = {colour_of(b) for b in scene.blocks}
@@ -81,7 +81,7 @@ def points_at_unnamed(request: str) -> bool:
     return _REFERENCE.search(request.lower()) is not None
 
 
-def ungrounded_blocks(request: str, constraints: str, scene: Scene) -> list[str]:
+def ungrounded_blocks(request: str, constraints: str, scene: SceneNames) -> list[str]:
     """Blocks the constraint text names (colour words, not bins) that the request does not name,
     when it does not point at unnamed blocks either: the model chose them itself."""
     if points_at_unnamed(request):

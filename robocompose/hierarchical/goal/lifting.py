@@ -10,7 +10,7 @@ scene is listed over the same placeholders (a block and a bin of one colour shar
 scene lacks are left as they are: the planner refuses those before any model reads
 (`grounding.missing_names`).
 
-    lifted = lift("put the scarlet cube on blue", Scene(("red_block", "blue_block")))
+    lifted = lift("put the scarlet cube on blue", SceneNames(("red_block", "blue_block")))
     lifted.request                     "put the X cube on Y"
     lifted.scene                       blocks X_block, Y_block
     lifted.lower("on(X, Y)")           "on(red, blue)"
@@ -22,7 +22,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from robocompose.hierarchical.goal.facts import Scene, colour_of
+from robocompose.hierarchical.goal.facts import SceneNames, colour_of
 from robocompose.hierarchical.goal.strips import Fact
 
 # placeholders in the order they are handed out: capitals that are not English words
@@ -55,7 +55,7 @@ class Lifted:
     """A request and its scene over placeholders, and the binding back to the scene's words."""
 
     request: str
-    scene: Scene
+    scene: SceneNames
     binding: Mapping[str, str]  # placeholder -> the scene's word ("X" -> "red")
 
     def lower(self, constraints: str) -> str:
@@ -83,7 +83,7 @@ class Lifted:
         return tuple((f[0], *(name(a) for a in f[1:])) for f in facts)
 
 
-def _words(scene: Scene) -> list[str]:
+def _words(scene: SceneNames) -> list[str]:
     """The scene's object words, blocks first then bins, each once ("red", "small_box")."""
     return list(dict.fromkeys(colour_of(n) for n in (*scene.blocks, *scene.bins)))
 
@@ -95,7 +95,7 @@ def _pattern(phrases: Iterable[str]) -> re.Pattern[str]:
     return re.compile(rf"(?<![\w-])({body})(?![\w-])", re.IGNORECASE)
 
 
-def lift(request: str, scene: Scene) -> Lifted:
+def lift(request: str, scene: SceneNames) -> Lifted:
     """Replace every word naming one of `scene`'s objects by its placeholder; placeholders go
     to the objects in the order the request first names them, then in the scene's order."""
     words = _words(scene)
@@ -119,7 +119,7 @@ def lift(request: str, scene: Scene) -> Lifted:
         word, _, kind = n.rpartition("_")
         return f"{placeholder[word]}_{kind}"
 
-    lifted = Scene(tuple(name(b) for b in scene.blocks), tuple(name(b) for b in scene.bins))
+    lifted = SceneNames(tuple(name(b) for b in scene.blocks), tuple(name(b) for b in scene.bins))
     return Lifted(text, lifted, binding)
 
 

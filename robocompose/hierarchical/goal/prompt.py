@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from robocompose.hierarchical.base import Message
-from robocompose.hierarchical.goal.facts import TABLE, Scene, stacks_of, supports
+from robocompose.hierarchical.goal.facts import TABLE, SceneNames, stacks_of, supports
 from robocompose.hierarchical.goal.strips import Fact
 
 PROMPT_VERSION = "goal-v3"
@@ -196,7 +196,7 @@ EXAMPLES: tuple[tuple[str, str, str], ...] = (
 )
 
 
-def scene_line(scene: Scene, now: Iterable[Fact] = ()) -> str:
+def scene_line(scene: SceneNames, now: Iterable[Fact] = ()) -> str:
     """ "blocks: red, green; bins: red_bin; now: green on red, red in red_bin" (`now`: the
     facts, listed stack by stack from the bottom; left out when not given)."""
     blocks = ", ".join(b.removesuffix("_block") for b in scene.blocks)
@@ -224,7 +224,7 @@ SHORT_INSTRUCTIONS = (
 )
 
 
-def short_messages(scene: Scene, request: str, now: Iterable[Fact] = ()) -> list[Message]:
+def short_messages(scene: SceneNames, request: str, now: Iterable[Fact] = ()) -> list[Message]:
     """The prompt of a model adapted to the language (`adapter.pairs`): no examples, ~60 tokens."""
     return short_chat(scene_line(scene, now), request)
 
@@ -247,7 +247,7 @@ def example_orders(count: int) -> list[tuple[tuple[str, str, str], ...]]:
     return [EXAMPLES, EXAMPLES[::-1], rotated, rotated[::-1]][:count]
 
 
-def scene_orders(scene: Scene, count: int) -> list[Scene]:
+def scene_orders(scene: SceneNames, count: int) -> list[SceneNames]:
     """The scene with its blocks and bins listed as given, reversed, rotated by one, rotated and
     reversed (the first `count`, 1 to 4): prompts that say the same in another order."""
     if not 1 <= count <= 4:
@@ -258,15 +258,15 @@ def scene_orders(scene: Scene, count: int) -> list[Scene]:
 
     orders = [
         scene,
-        Scene(scene.blocks[::-1], scene.bins[::-1]),
-        Scene(rotated(scene.blocks), rotated(scene.bins)),
-        Scene(rotated(scene.blocks)[::-1], rotated(scene.bins)[::-1]),
+        SceneNames(scene.blocks[::-1], scene.bins[::-1]),
+        SceneNames(rotated(scene.blocks), rotated(scene.bins)),
+        SceneNames(rotated(scene.blocks)[::-1], rotated(scene.bins)[::-1]),
     ]
     return orders[:count]
 
 
 def messages(
-    scene: Scene,
+    scene: SceneNames,
     request: str,
     now: Iterable[Fact] = (),
     examples: Sequence[tuple[str, str, str]] = EXAMPLES,

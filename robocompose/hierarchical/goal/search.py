@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from robocompose.hierarchical.goal.facts import Scene
+from robocompose.hierarchical.goal.facts import SceneNames
 from robocompose.hierarchical.goal.strips import Fact, GroundOperator, State, StripsOperator, ground
 
 ENGINES = ("pyperplan", "fast-downward")
@@ -29,7 +29,7 @@ def find_plan(
     start: State,
     goal: frozenset[Fact],
     operators: Sequence[StripsOperator],
-    scene: Scene,
+    scene: SceneNames,
     engine: str = "pyperplan",
 ) -> list[GroundOperator] | None:
     """A shortest sequence of ground operators from `start` to a state holding `goal`."""
@@ -68,7 +68,7 @@ def _pyperplan(
 
 
 def _fast_downward(
-    start: State, goal: frozenset[Fact], operators: Sequence[StripsOperator], scene: Scene
+    start: State, goal: frozenset[Fact], operators: Sequence[StripsOperator], scene: SceneNames
 ) -> list[GroundOperator] | None:
     import unified_planning.shortcuts as up
     from unified_planning.engines import PlanGenerationResultStatus
@@ -139,7 +139,7 @@ def _fast_downward(
     return plan
 
 
-def _kind_of(name: str, scene: Scene) -> str:
+def _kind_of(name: str, scene: SceneNames) -> str:
     for kind, names in scene.objects.items():
         if name in names:
             return kind

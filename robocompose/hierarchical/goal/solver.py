@@ -30,7 +30,7 @@ from robocompose.hierarchical.goal.constraints import (
     reversed_stacks,
     swapped,
 )
-from robocompose.hierarchical.goal.facts import TABLE, Scene, state_of, supports
+from robocompose.hierarchical.goal.facts import TABLE, SceneNames, state_of, supports
 from robocompose.hierarchical.goal.strips import Fact, GroundOperator, State, StripsOperator, ground
 
 MAX_OPTIONS = 4  # configurations a question lists
@@ -84,7 +84,7 @@ def describe_config(support: dict[str, str] | object, blocks: Sequence[str] | No
 
 
 # -- configurations -------------------------------------------------------------------------------
-def configurations(scene: Scene) -> Iterator[dict[str, str]]:
+def configurations(scene: SceneNames) -> Iterator[dict[str, str]]:
     """Every way to rest all blocks: on the table, in a bin (one block each) or on one block
     (one block each), without cycles."""
     blocks = scene.blocks
@@ -134,19 +134,19 @@ def distances(start: State, operators: Sequence[GroundOperator]) -> dict[State, 
 
 
 # -- checks before solving ------------------------------------------------------------------------
-def scene_names(scene: Scene) -> str:
+def scene_names(scene: SceneNames) -> str:
     words = [b.removesuffix("_block") for b in scene.blocks]
     text = f"blocks {', '.join(words)}"
     return text + (f" and bins {', '.join(scene.bins)}" if scene.bins else "")
 
 
-def _in_scene(word: str, scene: Scene) -> bool:
+def _in_scene(word: str, scene: SceneNames) -> bool:
     """`word` names a block of the scene ("red" or "red_block")."""
     return word in {*scene.blocks, *(b.rsplit("_", 1)[0] for b in scene.blocks)}
 
 
 def _refuse_early(
-    statements: Sequence[Statement], scene: Scene, now: Arrangement
+    statements: Sequence[Statement], scene: SceneNames, now: Arrangement
 ) -> Outcome | None:
     for s in statements:
         if s.kind == "absent" and _in_scene(s.args[0], scene):  # the model slipped: ask
@@ -269,7 +269,7 @@ def _conflict(statements: Sequence[Statement], configs: list[Arrangement], now: 
 
 # -- solve ----------------------------------------------------------------------------------------
 def solve(
-    program: Program, now: State, scene: Scene, operators: Sequence[StripsOperator]
+    program: Program, now: State, scene: SceneNames, operators: Sequence[StripsOperator]
 ) -> Outcome:
     """The goal the constraints pin down from the facts `now`, or why there is none."""
     held = next((f[1] for f in now if f[0] == "holding"), None)
@@ -315,7 +315,7 @@ def solve(
     return _question(goals[:MAX_OPTIONS], len(goals))
 
 
-def _named(statements: Sequence[Statement], scene: Scene) -> set[str]:
+def _named(statements: Sequence[Statement], scene: SceneNames) -> set[str]:
     """Blocks the statements place: the arguments of positive ones, or for sort and
     all-on-table every block but the excepted ones (a negated statement places nothing)."""
     named: set[str] = set()

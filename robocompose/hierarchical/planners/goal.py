@@ -37,7 +37,7 @@ import numpy as np
 from robocompose.choices import check_choice
 from robocompose.hierarchical.base import Completion, LLMBackend, Message, Plan, SkillCall
 from robocompose.hierarchical.goal.constraints import ConstraintSyntaxError, parse
-from robocompose.hierarchical.goal.facts import Scene
+from robocompose.hierarchical.goal.facts import SceneNames
 from robocompose.hierarchical.goal.grammar import gbnf
 from robocompose.hierarchical.goal.grounding import missing_names, ungrounded_blocks
 from robocompose.hierarchical.goal.lifting import Lifted, lift
@@ -208,7 +208,7 @@ class GoalPlanner:
         self.llm, self.registry, self.world = llm, registry, world
         self.second = second if second is not None else llm
         self.config = config or GoalPlannerConfig()
-        self.scene = Scene.of(world)
+        self.scene = SceneNames.of(world)
         self.operators = planning_operators(registry)
         missing = [s for s in ("pick", "place", "place_at") if s not in registry]
         if missing:

@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from robocompose.hierarchical.goal.facts import TABLE, Scene, supports
+from robocompose.hierarchical.goal.facts import TABLE, SceneNames, supports
 from robocompose.hierarchical.goal.strips import Opaque, State, StripsOperator, Violation, step
 
 SYMBOLIC_QUERIES = ("holding", "on_top_of", "in_bin", "clear")
@@ -61,7 +61,7 @@ def declared_operators(registry: Mapping[str, Any]) -> tuple[StripsOperator, ...
 
 
 def check_calls(
-    calls: Sequence[Any], facts: State, operators: Sequence[StripsOperator], scene: Scene
+    calls: Sequence[Any], facts: State, operators: Sequence[StripsOperator], scene: SceneNames
 ) -> CheckResult:
     """Follow `calls` (SkillCall-likes with .skill and .args) from `facts`."""
     state = facts
@@ -114,7 +114,7 @@ def dry_run(code: str, facts: State, registry: Any, world: Any, limits: Any = No
     from robocompose.hierarchical.sandbox import ApiFunction, SandboxAPI, run_program
 
     operators = declared_operators(registry)
-    scene = Scene.of(world)
+    scene = SceneNames.of(world)
     symbolic = SymbolicScene(facts, world)
     found: list[CheckResult] = []
     count = [0, None]  # calls seen, first undeclared call

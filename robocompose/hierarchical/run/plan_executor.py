@@ -32,7 +32,7 @@ from robocompose.hierarchical.base import (
     StepwisePlan,
     as_calls,
 )
-from robocompose.hierarchical.goal.facts import Scene
+from robocompose.hierarchical.goal.facts import SceneNames
 from robocompose.hierarchical.run.check import (
     CheckResult,
     check_calls,
@@ -189,7 +189,7 @@ class PlanExecutor:
             found = dry_run(plan, facts, self.registry, self.world, self.limits)
         else:
             operators = declared_operators(self.registry)
-            found = check_calls(as_calls(plan), facts, operators, Scene.of(self.world))
+            found = check_calls(as_calls(plan), facts, operators, SceneNames.of(self.world))
         self.last_check = found
         return found
 

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from robocompose.hierarchical.base import Param, Skill, SkillResult
-from robocompose.hierarchical.goal.facts import Scene
+from robocompose.hierarchical.goal.facts import SceneNames
 from robocompose.hierarchical.goal.strips import Fact, StripsOperator, Violation, show, step
 from robocompose.hierarchical.skills.declarations import PICK, PLACE, PLACE_AT, PLACE_IN
 from robocompose.hierarchical.skills.registry import Query, SkillRegistry
@@ -149,7 +149,7 @@ def declared(name: str, operators: tuple[StripsOperator, ...], extra: Check | No
     """The blocker of a declared skill: its operators on the world's facts, then `extra`."""
 
     def blocker(world: SimWorld, **args: Any) -> str | None:
-        found = step(world.facts(), name, args, operators, Scene.of(world).objects)
+        found = step(world.facts(), name, args, operators, SceneNames.of(world).objects)
         if isinstance(found, Violation):
             return _why(world, found.fact, args)
         return extra(world, **args) if extra is not None else None

@@ -10,13 +10,13 @@ import re
 import pytest
 
 from robocompose.hierarchical.goal.constraints import Conditional, ConstraintSyntaxError, parse
-from robocompose.hierarchical.goal.facts import Scene
+from robocompose.hierarchical.goal.facts import SceneNames
 from robocompose.hierarchical.goal.grammar import gbnf
 
 SCENES = [
-    Scene(("red_block", "green_block", "blue_block")),
-    Scene(("red_block", "blue_block"), ("red_bin", "green_bin", "blue_bin")),
-    Scene(("yellow_block", "white_block", "cyan_block", "orange_block", "purple_block")),
+    SceneNames(("red_block", "green_block", "blue_block")),
+    SceneNames(("red_block", "blue_block"), ("red_bin", "green_bin", "blue_bin")),
+    SceneNames(("yellow_block", "white_block", "cyan_block", "orange_block", "purple_block")),
 ]
 TOKEN = re.compile(r'\s*("(?:[^"\\]|\\.)*"|\[[^\]]*\]|[A-Za-z_][\w-]*|[()|?])')
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from robocompose.hierarchical.goal.constraints import parse
-from robocompose.hierarchical.goal.facts import Scene
+from robocompose.hierarchical.goal.facts import SceneNames
 from robocompose.hierarchical.goal.grounding import mentions, missing_names, ungrounded_blocks
 from robocompose.hierarchical.goal.prompt import EXAMPLES, example_orders
 from robocompose.hierarchical.goal.solver import solve
@@ -15,8 +15,8 @@ from robocompose.hierarchical.planners.goal import GoalPlanner, _same_goal, _whi
 from robocompose.hierarchical.skills.scripted import build_registry
 from robocompose.hierarchical.world import SimWorld
 
-STACK = Scene(("red_block", "green_block", "blue_block"))
-BINS = Scene(("red_block", "blue_block"), ("red_bin", "green_bin", "blue_bin"))
+STACK = SceneNames(("red_block", "green_block", "blue_block"))
+BINS = SceneNames(("red_block", "blue_block"), ("red_bin", "green_bin", "blue_bin"))
 
 
 @pytest.mark.parametrize(

@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 
 from robocompose.hierarchical.goal.constraints import parse
-from robocompose.hierarchical.goal.facts import Scene
+from robocompose.hierarchical.goal.facts import SceneNames
 from robocompose.hierarchical.goal.grammar import gbnf
 from robocompose.hierarchical.goal.lifting import PLACEHOLDERS, lift
 
-SCENE = Scene(("red_block", "green_block", "blue_block"), ("red_bin", "blue_bin"))
+SCENE = SceneNames(("red_block", "green_block", "blue_block"), ("red_bin", "blue_bin"))
 
 
 @pytest.mark.parametrize(
@@ -36,7 +36,7 @@ def test_object_words_become_placeholders_in_the_order_they_are_named(request_, 
 
 def test_a_block_and_the_bin_of_its_colour_share_a_placeholder():
     result = lift("put blue in its own bin", SCENE)
-    assert result.scene == Scene(("Y_block", "Z_block", "X_block"), ("Y_bin", "X_bin"))
+    assert result.scene == SceneNames(("Y_block", "Z_block", "X_block"), ("Y_bin", "X_bin"))
     assert result.lower("in(X, X_bin); on(Y, Z)") == "in(blue, blue_bin); on(red, green)"
 
 
@@ -47,7 +47,7 @@ def test_a_word_the_scene_lacks_stays_visible():
 
 
 def test_unseen_names_lift_like_colours():
-    scene = Scene(("small_box_block", "teal_block"))
+    scene = SceneNames(("small_box_block", "teal_block"))
     result = lift("put the small box on the Teal one", scene)
     assert result.request == "put the X on the Y one"
     lowered = result.lower("on(X, Y)")
@@ -57,7 +57,7 @@ def test_unseen_names_lift_like_colours():
 
 def test_a_scene_name_wins_over_a_synonym():
     """A scene with a violet block: "violet" is that block, not purple's other word."""
-    scene = Scene(("violet_block", "purple_block"))
+    scene = SceneNames(("violet_block", "purple_block"))
     result = lift("violet on purple", scene)
     assert result.lower(f"on({result.request.split()[0]}, {result.request.split()[2]})") == (
         "on(violet, purple)"

@@ -10,7 +10,7 @@ import itertools
 import pytest
 
 from robocompose.hierarchical.goal.constraints import parse
-from robocompose.hierarchical.goal.facts import TABLE, Scene, state_of
+from robocompose.hierarchical.goal.facts import TABLE, SceneNames, state_of
 from robocompose.hierarchical.goal.search import find_plan
 from robocompose.hierarchical.goal.solver import (
     Goal,
@@ -27,13 +27,13 @@ from robocompose.hierarchical.skills.declarations import PICK, PLACE, PLACE_AT
 
 OPS = PICK + PLACE + PLACE_AT
 RGB = ("red_block", "green_block", "blue_block")
-STACK = Scene(RGB)
-BINS = Scene(RGB, ("red_bin", "green_bin", "blue_bin"))
+STACK = SceneNames(RGB)
+BINS = SceneNames(RGB, ("red_bin", "green_bin", "blue_bin"))
 FLAT = {b: TABLE for b in RGB}
 TOWER = {"red_block": TABLE, "green_block": "red_block", "blue_block": "green_block"}
 
 
-def _solve(text: str, support: dict[str, str], scene: Scene = STACK):
+def _solve(text: str, support: dict[str, str], scene: SceneNames = STACK):
     return solve(parse(text, scene), state_of(support, scene), scene, OPS)
 
 
@@ -109,7 +109,7 @@ def test_swaps_follow_the_scene_now():
 
 
 def test_sorting_with_a_distractor_bin_and_all_but_one():
-    scene = Scene(("red_block", "blue_block"), ("red_bin", "green_bin", "blue_bin"))
+    scene = SceneNames(("red_block", "blue_block"), ("red_bin", "green_bin", "blue_bin"))
     flat = {"red_block": TABLE, "blue_block": TABLE}
     goal = _solve("sort", flat, scene)
     assert isinstance(goal, Goal) and goal.calls == 4
@@ -148,7 +148,7 @@ def test_impossible_requests_are_refused_with_the_reason(text, kind, words):
 def test_a_full_bin_and_a_missing_bin_are_refused():
     refusal = _solve("in(red, blue_bin); in(green, blue_bin)", FLAT, BINS)
     assert isinstance(refusal, Refusal) and "a bin holds one block" in refusal.reason
-    scene = Scene(RGB, ("red_bin", "blue_bin"))
+    scene = SceneNames(RGB, ("red_bin", "blue_bin"))
     refusal = _solve("sort", FLAT, scene)
     assert isinstance(refusal, Refusal) and "no bin of green" in refusal.reason
 
@@ -166,7 +166,7 @@ def test_ties_ask_back_and_an_answer_picks_an_option():
 
 def test_configurations_and_distances_cover_the_scene():
     assert len(list(configurations(STACK))) == 13  # Lah numbers: 6 + 6 + 1
-    two = Scene(("red_block", "blue_block"), ("red_bin",))
+    two = SceneNames(("red_block", "blue_block"), ("red_bin",))
     # each block: table, the bin, or the other block; not both in the bin, not on each other
     assert len(list(configurations(two))) == 3 * 3 - 2
     dist = distances(state_of(FLAT, STACK), ground(OPS, STACK.objects))

@@ -106,9 +106,9 @@ def test_no_heldout_phrasing_or_goal_in_the_planners_prompts():
         for ex in prompts.EXAMPLES
     ]  # fmt: skip
     from robocompose.hierarchical.goal import prompt as goal_prompt
-    from robocompose.hierarchical.goal.facts import Scene
+    from robocompose.hierarchical.goal.facts import SceneNames
 
-    texts["goal"] = goal_prompt.messages(Scene.of(world), DEV_REQUEST)
+    texts["goal"] = goal_prompt.messages(SceneNames.of(world), DEV_REQUEST)
     answers += [answer for _, _, answer in goal_prompt.EXAMPLES]
     world.close()
     for planner, messages in texts.items():

@@ -5,7 +5,7 @@ call and the fact, and the robot does not move (0 env steps)."""
 from __future__ import annotations
 
 from robocompose.hierarchical.base import SkillCall, StepwisePlan
-from robocompose.hierarchical.goal.facts import Scene
+from robocompose.hierarchical.goal.facts import SceneNames
 from robocompose.hierarchical.instructions import instruction_items, make_world, reference_plan
 from robocompose.hierarchical.run.check import check_calls, declared_operators, dry_run
 from robocompose.hierarchical.run.plan_executor import PlanExecutor
@@ -23,7 +23,7 @@ def test_a_correct_plan_passes_and_its_facts_follow():
     world = make_world(STACK)
     registry = build_registry(world)
     calls = _calls(*((c["skill"], c["args"]) for c in reference_plan(STACK)))
-    found = check_calls(calls, world.facts(), declared_operators(registry), Scene.of(world))
+    found = check_calls(calls, world.facts(), declared_operators(registry), SceneNames.of(world))
     assert found.ok and found.checked == len(calls) and found.unchecked_from is None
     assert ("on", "blue_block", "green_block") in found.final
 
@@ -50,7 +50,7 @@ def test_undeclared_skills_end_what_the_facts_can_follow():
         ("move_to", {"x": 0.0, "y": 0.0, "z": 0.2}),
         ("place", {"obj": "red_block", "target": "blue_block"}),
     )
-    found = check_calls(plan, world.facts(), declared_operators(registry), Scene.of(world))
+    found = check_calls(plan, world.facts(), declared_operators(registry), SceneNames.of(world))
     assert found.ok and found.unchecked_from == 0  # not checked, not refused
 
 
