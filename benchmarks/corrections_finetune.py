@@ -48,8 +48,9 @@ from robocompose.hierarchical.instructions import (
     instruction_items,
     with_order,
 )
+from robocompose.hierarchical.instructions.simulated_user import SimulatedUser
 from robocompose.hierarchical.llm import LLMConfig, make_backend
-from robocompose.hierarchical.run.correction_bank import SimulatedUser, corrected_plans, read_pairs
+from robocompose.hierarchical.run.correction_bank import corrected_plans, read_pairs
 from robocompose.stats import paired_outcomes, success_rate
 
 RESULTS = ResultsFile("skills.json", writer="corrections_finetune.py")

@@ -225,3 +225,33 @@ def test_an_import_up_a_layer_fails_wherever_it_stands(tmp_path: Path) -> None:
         "pkg/mid.py:4: pkg.mid (mid) -> pkg.top (top)",
     ]
     assert unlayered(graph, (("low", "mid", "top"),)) == ["__init__"]
+
+
+def reachable(graph: Graph, start: str) -> dict[str, str]:
+    """Every module `start` imports, directly or through others -> the module that imports it."""
+    seen: dict[str, str] = {}
+    pending = [start]
+    while pending:
+        module = pending.pop()
+        for target in graph.get(module, {}):
+            if target not in seen and target != start:
+                seen[target] = module
+                pending.append(target)
+    return seen
+
+
+PLANNING = ("goal", "planners", "llm", "skills", "run", "sandbox")
+BENCHMARK_DATA = ("robocompose.hierarchical.instructions", "robocompose.hierarchical.adapter")
+
+
+def test_planning_code_never_imports_benchmark_data_or_adapter_training() -> None:
+    """The planners read requests, not the benchmark's sentences; the adapter is a file to them."""
+    graph = import_graph(ROOT, PACKAGE)
+    found = []
+    for module in graph:
+        parts = module.split(".")
+        if parts[1:2] == ["hierarchical"] and parts[2:3] and parts[2] in PLANNING:
+            for target, via in reachable(graph, module).items():
+                if target.startswith(BENCHMARK_DATA):
+                    found.append(f"{module} reaches {target} (imported by {via})")
+    assert not found, "\n".join(found)

@@ -11,16 +11,14 @@ import pytest
 
 from robocompose.hierarchical.base import SkillCall
 from robocompose.hierarchical.instructions import instruction_items, make_world, reference_plan
+from robocompose.hierarchical.instructions.simulated_user import SimulatedUser, goal_steps, say
 from robocompose.hierarchical.planners.skills import SkillPlanner
 from robocompose.hierarchical.run.correction_bank import (
     CorrectedPlanner,
     CorrectionBank,
-    SimulatedUser,
     corrected_plans,
-    goal_steps,
     parse_call,
     read_pairs,
-    say,
 )
 from robocompose.hierarchical.run.corrections import (
     CorrectionLog,
