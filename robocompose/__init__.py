@@ -33,8 +33,11 @@ os.environ.setdefault("PYOPENGL_PLATFORM", os.environ["MUJOCO_GL"])
 # EPYC computed different actions, closed-loop episodes drifted apart, and the demo's table
 # differed between them. Read when torch first runs a kernel; a user's own setting wins.
 CPU_KERNEL_PINS = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
+CPU_KERNEL_PINNED: list[str] = []  # the pins set here (`devices.unpin_cpu_kernels` undoes them)
 if platform.machine().lower() in ("x86_64", "amd64"):
     for _name, _value in CPU_KERNEL_PINS.items():
-        os.environ.setdefault(_name, _value)
+        if _name not in os.environ:
+            os.environ[_name] = _value
+            CPU_KERNEL_PINNED.append(_name)
 
 __version__ = "0.1.0"

@@ -63,3 +63,17 @@ def torch_threads_set(threads: int | None) -> Iterator[None]:
         yield
     finally:
         torch.set_num_threads(before)
+
+
+def unpin_cpu_kernels() -> None:
+    """Undo the package's AVX2 pins of torch, MKL and oneDNN (`robocompose.CPU_KERNEL_PINS`; a
+    user's own settings stay) for work that needs the widest kernels and not the same bits on
+    every CPU: LoRA training in bfloat16, which under the pins falls back to a one-thread
+    reference matmul. Call it before torch runs its first kernel in the process."""
+    import os
+
+    import robocompose
+
+    for name in robocompose.CPU_KERNEL_PINNED:
+        os.environ.pop(name, None)
+    robocompose.CPU_KERNEL_PINNED.clear()

@@ -128,6 +128,9 @@ def training_data(config: LoRAConfig) -> list[tuple[Any, str]]:
 
 def train(config: LoRAConfig, out: Path) -> Path:
     """Train (resuming from `<out>.ckpt.pt`), then write the GGUF adapter to `out`."""
+    from robocompose.devices import unpin_cpu_kernels
+
+    unpin_cpu_kernels()  # bfloat16 needs oneDNN's widest kernels
     import torch
     from peft import LoraConfig, get_peft_model
 
