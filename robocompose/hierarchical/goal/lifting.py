@@ -18,6 +18,7 @@ scene lacks are left as they are: the planner refuses those before any model rea
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -68,8 +69,7 @@ class Lifted:
         placeholder = {word: p for p, word in self.binding.items()}
         if not placeholder:
             return constraints
-        names = "|".join(re.escape(w) for w in sorted(placeholder, key=len, reverse=True))
-        pattern = re.compile(rf"(?<!\w)({names})(_bin)?(?!\w)")
+        pattern = _names_pattern(tuple(placeholder))
         return pattern.sub(lambda m: placeholder[m[1]] + (m[2] or ""), constraints)
 
     def lift_facts(self, facts: Iterable[Fact]) -> tuple[Fact, ...]:
@@ -83,12 +83,20 @@ class Lifted:
         return tuple((f[0], *(name(a) for a in f[1:])) for f in facts)
 
 
+@functools.lru_cache(maxsize=256)
+def _names_pattern(words: tuple[str, ...]) -> re.Pattern[str]:
+    """The scene's words as constraint names (`red`, `red_bin`)."""
+    names = "|".join(re.escape(w) for w in sorted(words, key=len, reverse=True))
+    return re.compile(rf"(?<!\w)({names})(_bin)?(?!\w)")
+
+
 def _words(scene: SceneNames) -> list[str]:
     """The scene's object words, blocks first then bins, each once ("red", "small_box")."""
     return list(dict.fromkeys(colour_of(n) for n in (*scene.blocks, *scene.bins)))
 
 
-def _pattern(phrases: Iterable[str]) -> re.Pattern[str]:
+@functools.lru_cache(maxsize=256)
+def _pattern(phrases: tuple[str, ...]) -> re.Pattern[str]:
     """Any of the phrases as whole words, longest first; "_" in a name matches a space or "-"."""
     alts = sorted(phrases, key=len, reverse=True)
     body = "|".join(re.escape(p).replace("_", r"[\s_-]") for p in alts)
@@ -108,7 +116,7 @@ def lift(request: str, scene: SceneNames) -> Lifted:
         for other in OTHER_WORDS.get(word, ()):
             if other not in phrase_of and other not in words:
                 phrase_of[other] = word
-    pattern = _pattern(phrase_of)
+    pattern = _pattern(tuple(phrase_of))
     named = [phrase_of[_key(m[1], phrase_of)] for m in pattern.finditer(request)]
     order = list(dict.fromkeys([*named, *words]))
     binding = dict(zip(PLACEHOLDERS, order, strict=False))
