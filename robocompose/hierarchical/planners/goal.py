@@ -72,6 +72,8 @@ ADAPTED_ORDERS = 2  # scene orders the adapted model's rewrites must agree acros
 # the readings a local model with a shipped adapter plans with (`robocompose plan goal_readings=`):
 # the few-shot base model, the adapted model, or the adapted model checked by the few-shot one
 READINGS = ("examples", "adapted", "both")
+CHANNEL_MARGIN = 2.0  # nats the likeliest goal must lead the next by (noisy channel)
+CHANNEL_PROMPT = "The robot's goal: {goal}.\nWhat the person said to ask for it:"
 
 
 @dataclass(frozen=True)
@@ -86,7 +88,14 @@ class GoalPlannerConfig:
     `second_prompt`: a second reader's prompt (None: none): once the first readings agree, the
     second reader (`GoalPlanner(second=...)`, another model or the same one) rewrites the
     request under it in `second_orders` orders, and the goal stands only if those solve to it
-    too. Two models that err differently rarely agree on the same wrong goal."""
+    too. Two models that err differently rarely agree on the same wrong goal.
+    `revise`: when the readings disagree, or the first one's constraints give no single goal
+    (a contradiction, several goals), the first reader sees what went wrong (each reading said
+    back in plain words, or the solver's message) and writes once more.
+    `noisy_channel`: among the goals still in the running, the one under which the request is
+    likeliest (the second reader's, else the first's, log-probability of the request's words
+    after the goal said in plain words) stands when it leads the next by `channel_margin` nats
+    and more readings gave it than gave no goal; else the planner asks, naming every reading."""
 
     engine: str = "pyperplan"
     constrain: str = "grammar"
@@ -95,6 +104,9 @@ class GoalPlannerConfig:
     prompt: str = "examples"
     second_prompt: str | None = None
     second_orders: int = 1
+    revise: bool = True
+    noisy_channel: bool = True
+    channel_margin: float = CHANNEL_MARGIN
 
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
@@ -263,6 +275,12 @@ class GoalPlanner:
                 return GoalPlan(constraints=text, completions=completions, problems=(problem,))
             outcome = solve(parse(text, self.scene), facts, self.scene, self.operators)
             if not readings:
+                if not isinstance(outcome, Goal) and self.config.revise and _revisable(outcome):
+                    message = _solver_message(outcome)
+                    revised, done = self._revise(chat, llm, lifted, text, message, facts)
+                    completions += done
+                    if revised is not None and isinstance(revised[1], Goal):
+                        text, outcome = revised
                 if not isinstance(outcome, Goal):
                     return self._settle(instruction, text, outcome, facts, completions)
                 unnamed = ungrounded_blocks(instruction, text, self.scene)
@@ -275,13 +293,91 @@ class GoalPlanner:
                     return GoalPlan(constraints=text, question=question, completions=completions)
             readings.append((text, outcome))
             if not _same_goal(readings[0][1], outcome):
-                return GoalPlan(
-                    constraints=" | ".join(t for t, _ in readings),
-                    question=_which_reading(readings),
-                    completions=completions,
-                )
-        text, outcome = readings[0]
-        return self._settle(instruction, text, outcome, facts, completions)
+                break
+        if all(_same_goal(readings[0][1], o) for _, o in readings):
+            text, outcome = readings[0]
+            return self._settle(instruction, text, outcome, facts, completions)
+        if self.config.revise:
+            first_llm, first_chat, first_lifted = self._readers(instruction, facts)[0]
+            said = "; ".join(
+                f"({k + 1}) {t} means {_meaning(o)}" for k, (t, o) in enumerate(readings)
+            )
+            message = f"The request was read more than one way: {said}"
+            revised, done = self._revise(first_chat, first_llm, first_lifted, "", message, facts)
+            completions += done
+            if revised is not None:
+                readings.append(revised)
+        return self._resolve(instruction, readings, facts, completions)
+
+    def _revise(
+        self,
+        chat: Sequence[Message],
+        llm: LLMBackend,
+        lifted: Lifted | None,
+        text: str,
+        message: str,
+        facts: State,
+    ) -> tuple[tuple[str, Outcome] | None, tuple[Completion, ...]]:
+        """The reader's rewrite once more, told what went wrong (`message`, in the scene's
+        words; lifted again where the reader reads placeholders); None if it does not parse."""
+        if lifted is not None:
+            text, message = lifted.raise_text(text), lifted.raise_text(message)
+        follow = [*chat]
+        if text:
+            follow.append({"role": "assistant", "content": text})
+        follow.append(
+            {"role": "user", "content": f"{message}. Read the request again and write the "
+             "constraints it asks for."}
+        )  # fmt: skip
+        revised, done, problem = self.rewrite(follow, llm, lifted)
+        if problem is not None:
+            return None, done
+        outcome = solve(parse(revised, self.scene), facts, self.scene, self.operators)
+        return (revised, outcome), done
+
+    def _resolve(
+        self,
+        instruction: str,
+        readings: list[tuple[str, Outcome]],
+        facts: State,
+        completions: tuple[Completion, ...],
+    ) -> GoalPlan:
+        """Readings that disagree: the goal the noisy channel clearly prefers, or a question."""
+        goals = _distinct_goals(readings)
+        votes = [sum(_same_goal(g, o) for _, o in readings) for g in goals]
+        none = sum(not isinstance(o, Goal) for _, o in readings)
+        scores = self._channel_scores(instruction, goals) if self.config.noisy_channel else None
+        if scores is not None and goals:
+            ranked = sorted(range(len(goals)), key=lambda k: -scores[k])
+            best = ranked[0]
+            lead = scores[best] - scores[ranked[1]] if len(goals) > 1 else float("inf")
+            if lead >= self.config.channel_margin and votes[best] > none:
+                text = next(t for t, o in readings if _same_goal(goals[best], o))
+                return self._settle(instruction, text, goals[best], facts, completions)
+            goals = [goals[k] for k in ranked]
+        return GoalPlan(
+            constraints=" | ".join(t for t, _ in readings),
+            question=_which_reading(goals, readings),
+            completions=completions,
+        )
+
+    def _channel_scores(self, instruction: str, goals: Sequence[Goal]) -> list[float] | None:
+        """log p(request | goal said in plain words) per goal, by the second reader (the model
+        without an adapter) where there is one; None if the backend cannot score."""
+        if not goals:
+            return None
+        scorer = self.second if self.config.second_prompt is not None else self.llm
+        score = getattr(scorer, "score", None)
+        if score is None:
+            return None
+        differ = _differing_blocks(goals)
+        try:
+            return [
+                score(CHANNEL_PROMPT.format(goal=say_goal(g, differ)), [f" {instruction}"])[0]
+                for g in goals
+            ]
+        except NotImplementedError:
+            return None
 
     def prompts(
         self,
@@ -443,11 +539,72 @@ def _same_goal(a: Outcome, b: Outcome) -> bool:
     return not isinstance(a, Goal) and not isinstance(b, Goal)
 
 
-def _which_reading(readings: Sequence[tuple[str, Outcome]]) -> Question:
-    """Ask which of the differing readings was meant (goals become the question's options)."""
+def _distinct_goals(readings: Sequence[tuple[str, Outcome]]) -> list[Goal]:
     goals: list[Goal] = []
     for _, outcome in readings:
         if isinstance(outcome, Goal) and all(not _same_goal(outcome, g) for g in goals):
             goals.append(outcome)
-    said = "; or ".join(g.described() for g in goals) or "nothing I can do"
-    return Question(f"I can read that more than one way: {said}. Which do you mean?", tuple(goals))
+    return goals
+
+
+def _differing_blocks(goals: Sequence[Goal]) -> list[str]:
+    """The blocks whose place the goals do not agree on (all of them for a single goal)."""
+    blocks = sorted(goals[0].config.support)
+    differ = [b for b in blocks if len({g.config.support.get(b) for g in goals}) > 1]
+    return differ or blocks
+
+
+def say_goal(goal: Goal, blocks: Sequence[str] | None = None) -> str:
+    """A goal in plain words: "the red block on the blue block, the green block in the green
+    bin, the white block on the table" (for `blocks`, default all)."""
+
+    def thing(name: str) -> str:
+        word, _, kind = name.rpartition("_")
+        return f"the {word.replace('_', ' ')} {kind}"
+
+    parts = []
+    for block, below in sorted(goal.config.support.items()):
+        if blocks is not None and block not in blocks:
+            continue
+        where = (
+            "on the table"
+            if below == "table"
+            else f"{'in' if below.endswith('_bin') else 'on'} {thing(below)}"
+        )
+        parts.append(f"{thing(block)} {where}")
+    return ", ".join(parts)
+
+
+def _meaning(outcome: Outcome) -> str:
+    """What a reading asks for, in plain words, or why it gives no goal."""
+    if isinstance(outcome, Goal):
+        return say_goal(outcome)
+    return f"no goal ({_solver_message(outcome)})"
+
+
+def _solver_message(outcome: Outcome) -> str:
+    return outcome.text if isinstance(outcome, Question) else outcome.reason
+
+
+def _revisable(outcome: Outcome) -> bool:
+    """No single goal because the constraints contradict or leave several goals: a misreading
+    can cause both, so the reader may try once more."""
+    if isinstance(outcome, Question):
+        return outcome.kind == "ambiguous"
+    return isinstance(outcome, Refusal) and outcome.kind == "contradiction"
+
+
+def _which_reading(goals: Sequence[Goal], readings: Sequence[tuple[str, Outcome]]) -> Question:
+    """Ask which reading was meant: every goal numbered in plain words (the answer can be its
+    number), and what the readings that gave no goal said."""
+    differ = _differing_blocks(goals) if goals else None
+    options = [f"({k + 1}) {say_goal(g, differ)}" for k, g in enumerate(goals)]
+    refusals = list(
+        dict.fromkeys(_solver_message(o) for _, o in readings if not isinstance(o, Goal))
+    )
+    text = "I can read that more than one way: " + "; ".join(options)
+    if refusals:
+        lead = "; or" if options else ""
+        text += f"{lead} that it cannot be done as said ({'; '.join(refusals)})"
+    ask = " Which do you mean? Answer with its number." if options else " What do you mean?"
+    return Question(text.rstrip() + "." + ask, tuple(goals))

@@ -10,8 +10,13 @@ from robocompose.hierarchical.goal.constraints import parse
 from robocompose.hierarchical.goal.facts import SceneNames
 from robocompose.hierarchical.goal.grounding import mentions, missing_names, ungrounded_blocks
 from robocompose.hierarchical.goal.prompt import EXAMPLES, example_orders
-from robocompose.hierarchical.goal.solver import solve
-from robocompose.hierarchical.planners.goal import GoalPlanner, _same_goal, _which_reading
+from robocompose.hierarchical.goal.solver import choose, solve
+from robocompose.hierarchical.planners.goal import (
+    GoalPlanner,
+    _distinct_goals,
+    _same_goal,
+    _which_reading,
+)
 from robocompose.hierarchical.skills.scripted import build_registry
 from robocompose.hierarchical.world import SimWorld
 
@@ -83,8 +88,14 @@ def test_readings_that_differ_become_a_question_with_both_goals():
         other = solve(parse("in(red, green_bin)", planner.scene), facts, planner.scene,
                       planner.operators)  # fmt: skip
         assert _same_goal(one, one) and not _same_goal(one, other)
-        question = _which_reading([("a", one), ("b", other), ("c", one)])
-        assert len(question.options) == 2 and "red in blue_bin" in question.text
+        readings = [("a", one), ("b", other), ("c", one)]
+        question = _which_reading(_distinct_goals(readings), readings)
+        assert len(question.options) == 2
+        assert "(1) the red block in the blue bin; (2) the red block in the green bin" in (
+            question.text
+        )
+        assert question.text.endswith("Answer with its number.")
+        assert choose(question, "2") is question.options[1]
     finally:
         world.close()
 

@@ -284,3 +284,39 @@ def test_the_adapted_prompt_is_short_and_its_orders_list_the_scene_differently()
     first, second = (c[-1]["content"].split("\n")[0] for c in chats)
     assert first != second and sorted(first.split(";")[0]) == sorted(second.split(";")[0])
     assert len(GoalPlanner(None, build_registry(world), world).prompts("x")[0]) > 20
+
+
+@pytest.mark.smollm2
+def test_the_noisy_channel_keeps_the_goal_the_request_is_likeliest_under_or_asks(smollm2):
+    """Two readings that disagree: with no margin the goal under which the real model finds the
+    request likeliest stands; with a margin no lead reaches, the planner asks, every reading
+    numbered in plain words, the likeliest first."""
+    from dataclasses import replace
+
+    from robocompose.hierarchical.goal.constraints import parse
+    from robocompose.hierarchical.goal.solver import solve
+    from robocompose.hierarchical.planners.goal import GoalPlannerConfig
+
+    world = make_world(STACK)
+    try:
+        config = GoalPlannerConfig(channel_margin=0.0)
+        planner = GoalPlanner(smollm2, build_registry(world), world, config)
+        facts = world.facts()
+        goals = [
+            solve(parse(t, planner.scene), facts, planner.scene, planner.operators)
+            for t in ("on(red, green)", "on(green, red)")
+        ]
+        readings = list(zip(("on(red, green)", "on(green, red)"), goals, strict=True))
+        request = "put the red block on top of the green block"
+        scores = planner._channel_scores(request, goals)
+        likeliest = goals[scores.index(max(scores))]
+        plan = planner._resolve(request, readings, facts, ())
+        assert plan.kind == "calls" and plan.goal == likeliest
+        planner.config = replace(config, channel_margin=1e9)
+        plan = planner._resolve(request, readings, facts, ())
+        assert plan.kind == "ask" and not plan.calls
+        assert plan.question.options[0] == likeliest
+        assert "(1) the " in plan.message and "(2) the " in plan.message
+        assert plan.message.endswith("Answer with its number.")
+    finally:
+        world.close()
