@@ -180,6 +180,21 @@ def corrections() -> str:
     return intro + fmt.table(("split", "before", "after", "after - before"), rows)
 
 
+def goal_corpus() -> str:
+    d = fmt.read("goal_corpus.json")
+    leak = d["leak_check"]
+    intro = (
+        f"{d['pairs']} pairs ({d['feasible']} feasible), {d['distinct_3grams']} distinct 3-grams "
+        f"of the lifted requests, built in {d['seconds']:.0f} s; shared with the test split "
+        f"({leak['test_sentences']} sentences, {leak['test_5grams']} lifted 5-grams): "
+        f"{leak['shared_sentences']} sentences, {leak['shared_5grams']} 5-grams. Languages: "
+        + ", ".join(f"{k} {v}" for k, v in d["languages"].items())
+        + ".\n\n"
+    )
+    rows = [[kind, n] for kind, n in d["wordings_per_relation"].items()]
+    return intro + fmt.table(("kind of goal", "sentences"), rows)
+
+
 def language_to_rewards() -> str:
     d = fmt.read("skills.json")["language_to_rewards"]
     rows = []
@@ -270,6 +285,7 @@ TABLES = (
     plan_faults,
     categories,
     goal_rewrite,
+    goal_corpus,
     plan_latency,
     goal_planning,
     sandbox,

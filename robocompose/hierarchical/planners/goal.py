@@ -28,7 +28,8 @@ instruction, or `reset_goal()`, asks the LLM again.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -72,6 +73,7 @@ ADAPTED_ORDERS = 2  # scene orders the adapted model's rewrites must agree acros
 # the readings a local model with a shipped adapter plans with (`robocompose plan goal_readings=`):
 # the few-shot base model, the adapted model, or the adapted model checked by the few-shot one
 READINGS = ("examples", "adapted", "both")
+Rewrite = tuple[str, tuple[Completion, ...], str | None]  # text, completions, parse problem
 CHANNEL_MARGIN = 2.0  # nats the likeliest goal must lead the next by (noisy channel)
 CHANNEL_PROMPT = "The robot's goal: {goal}.\nWhat the person said to ask for it:"
 
@@ -165,8 +167,9 @@ def planning_operators(registry: Mapping[str, Any]) -> tuple[StripsOperator, ...
 def readers(llm: LLMConfig, readings: str = "both") -> tuple[LLMBackend, LLMBackend | None]:
     """The backends that read a request under `readings` (one of READINGS): the first reads with
     an adapter (`llm.lora`, else the model's shipped one) unless `readings` is "examples"; under
-    "both" the plain model, prompted with examples, is the second. A remote model, or one
-    without an adapter, reads with the examples alone (no second)."""
+    "both" the plain model, prompted with examples, is the second, and the two share
+    `llm.n_threads` (they read at the same time). A remote model, or one without an adapter,
+    reads with the examples alone (no second)."""
     from robocompose.hierarchical.llm import backend_from_config
     from robocompose.hierarchical.llm.models import goal_adapter
 
@@ -176,9 +179,12 @@ def readers(llm: LLMConfig, readings: str = "both") -> tuple[LLMBackend, LLMBack
         adapter = llm.lora or goal_adapter(llm.model)
     if not adapter:
         return backend_from_config(dataclasses.replace(llm, lora="")), None
-    first = backend_from_config(dataclasses.replace(llm, lora=str(adapter)))
-    plain = dataclasses.replace(llm, lora="")
-    return first, backend_from_config(plain) if readings == "both" else None
+    if readings != "both":
+        return backend_from_config(dataclasses.replace(llm, lora=str(adapter))), None
+    # the two read at the same time (`GoalPlanner._rewrites`): the threads are shared out
+    threads = max(1, llm.n_threads // 2)
+    first = backend_from_config(dataclasses.replace(llm, lora=str(adapter), n_threads=threads))
+    return first, backend_from_config(dataclasses.replace(llm, lora="", n_threads=threads))
 
 
 def reading_config(llm: LLMBackend, second: LLMBackend | None = None) -> GoalPlannerConfig:
@@ -268,8 +274,7 @@ class GoalPlanner:
             return GoalPlan(refusal=Refusal(reason, "absent"))
         readings: list[tuple[str, Outcome]] = []
         completions: tuple[Completion, ...] = ()
-        for llm, chat, lifted in self._readers(instruction, facts):
-            text, done, problem = self.rewrite(chat, llm, lifted)
+        for (llm, chat, lifted), (text, done, problem) in self._rewrites(instruction, facts):
             completions += done
             if problem is not None:
                 return GoalPlan(constraints=text, completions=completions, problems=(problem,))
@@ -308,6 +313,34 @@ class GoalPlanner:
             if revised is not None:
                 readings.append(revised)
         return self._resolve(instruction, readings, facts, completions)
+
+    def _rewrites(
+        self, instruction: str, facts: State
+    ) -> Iterator[tuple[tuple[LLMBackend, list[Message], Lifted | None], Rewrite]]:
+        """Each reader's rewrite, in order. A second backend's rewrites start at once on their
+        own thread (llama.cpp releases the interpreter lock while it computes), so the second
+        reader reads while the first does; the first's come one by one, so a first reading
+        that settles the request costs no more of them."""
+        readers = self._readers(instruction, facts)
+        first = readers[0][0]
+        others = [r for r in readers if r[0] is not first]
+        pool = ThreadPoolExecutor(max_workers=1) if others else None
+        ahead = (
+            pool.submit(lambda: [self.rewrite(chat, llm, lifted) for llm, chat, lifted in others])
+            if pool is not None
+            else None
+        )
+        try:
+            k = 0
+            for reader in readers:
+                if reader[0] is first:
+                    yield reader, self.rewrite(reader[1], reader[0], reader[2])
+                else:
+                    yield reader, ahead.result()[k]  # type: ignore[union-attr]
+                    k += 1
+        finally:
+            if pool is not None:
+                pool.shutdown(wait=True)
 
     def _revise(
         self,
