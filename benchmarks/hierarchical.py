@@ -28,6 +28,7 @@ final --summarize writes the JSON from every episode file.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import statistics
 import time
@@ -54,8 +55,8 @@ from robocompose.hierarchical.instructions import (
     reference_program,
     unmet,
 )
-from robocompose.hierarchical.llm import make_backend
-from robocompose.hierarchical.llm.models import goal_adapter
+from robocompose.hierarchical.llm import LLMConfig, make_backend
+from robocompose.hierarchical.planners.goal import GoalPlanner, readers
 from robocompose.hierarchical.run.plan_executor import PlanExecutor
 from robocompose.hierarchical.run.repair import RepairRecord, run_with_repair
 from robocompose.hierarchical.skills.scripted import build_registry
@@ -258,9 +259,11 @@ def category_episode(
     planner: str,
     rounds: int,
     second: RecordingLLM | None = None,
+    goal_options: dict[str, Any] | None = None,
 ) -> dict:
     """One dev or test item planned and run; the gold is checked on the world as the run left it.
-    `second`: the goal planner's second reader (its calls are recorded with the first's).
+    `second`: the goal planner's second reader (its calls are recorded with the first's);
+    `goal_options`: `GoalPlannerConfig` fields set on the goal planner (revise, noisy_channel).
 
     No planner is told the gold. The executor's task check is the planner's own: the goal
     planner's solved goal holds (as `robocompose plan` runs it), for the others "every call
@@ -268,6 +271,8 @@ def category_episode(
     world = make_world(item, step_budget=STEP_BUDGET)
     registry = build_registry(world)
     chosen = make_planner(planner, llm, registry, world, second)
+    if goal_options and isinstance(chosen, GoalPlanner):
+        chosen.config = dataclasses.replace(chosen.config, **goal_options)
     reached = getattr(chosen, "reached", None)
     check = (lambda w: reached(w)) if reached is not None else (lambda w: True)
     executor = PlanExecutor(world, registry, task_check=check)
@@ -371,32 +376,37 @@ def category_subset(items: list[InstructionItem], per_category: int) -> list[Ins
 READING_LABELS = {"both": "goal", "adapted": "goal-adapted", "examples": "goal-examples"}
 
 
+def goal_setting_label(args: argparse.Namespace) -> str:
+    """What sets a goal-planner run apart from the default, for its file and row names."""
+    parts = [f"lora-{Path(args.lora).stem}"] if args.lora else []
+    parts += ["revise"] * args.revise + ["channel"] * args.noisy_channel
+    return "".join(f"+{p}" for p in parts)
+
+
 def run_categories(model: str, args: argparse.Namespace, out_dir: Path) -> None:
     slug = model.replace(".", "_")
     for planner in args.family_planners.split(","):
         # the goal planner as `robocompose plan` builds it: the model's shipped adapter, if any,
         # and for "both" the plain model as the second reader
         readings = args.goal_readings if planner == "goal" else "examples"
-        adapter = goal_adapter(model) if readings != "examples" else None
-        backend = make_backend("local", model=model, n_threads=args.n_threads, cache=False,
-                               lora=str(adapter or ""))  # fmt: skip
-        llm = RecordingLLM(backend)
-        second = None
-        if adapter is not None and readings == "both":
-            second = RecordingLLM(make_backend("local", model=model, n_threads=args.n_threads,
-                                               cache=False))  # fmt: skip
+        config = LLMConfig(model=model, n_threads=args.n_threads, cache=False, lora=args.lora)
+        first, second_backend = readers(config, readings)
+        llm = RecordingLLM(first)
+        second = RecordingLLM(second_backend) if second_backend is not None else None
+        adapter = getattr(first, "lora", None)
+        goal_options = {"revise": args.revise, "noisy_channel": args.noisy_channel}
         items = instruction_items(args.split)
         per_category = 0 if planner == "goal" else args.slow_per_family
         subset = category_subset(items, per_category)
-        label = (
-            READING_LABELS[readings if adapter else "examples"] if planner == "goal" else planner
-        )
+        label = planner
+        if planner == "goal":
+            label = READING_LABELS[readings if adapter else "examples"] + goal_setting_label(args)
         path = out_dir / f"families_{slug}_{label}_{args.split}.jsonl"
         done = _done(path)
         for item in subset:
             if item.key in done:
                 continue
-            row = category_episode(llm, item, planner, args.repair_rounds, second)
+            row = category_episode(llm, item, planner, args.repair_rounds, second, goal_options)
             _append(path, {"key": item.key, "model": model, "planner": label,
                            "split": item.collection, "family": item.category,
                            "expect": item.expect, "why": item.why, "instruction": item.instruction,
@@ -427,6 +437,12 @@ def main() -> None:
         choices=tuple(READING_LABELS),
         help="families: the goal planner's readers (plan goal_readings=)",
     )
+    parser.add_argument("--lora", default="", help="families: an adapter file for the goal "
+                        "planner's first reader (default: the model's shipped one)")  # fmt: skip
+    parser.add_argument("--revise", action="store_true", help="families: the goal planner's "
+                        "revision round before a question")  # fmt: skip
+    parser.add_argument("--noisy-channel", action="store_true", help="families: the goal "
+                        "planner keeps the goal the request is likeliest under")  # fmt: skip
     parser.add_argument("--out-dir", default="benchmarks/results/hierarchical")
     parser.add_argument("--cache-dir", default="", help="LLM cache (default: the user cache)")
     parser.add_argument("--results", default=str(RESULTS.path))

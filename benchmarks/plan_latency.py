@@ -56,17 +56,16 @@ def child(args: argparse.Namespace) -> None:
     """One process: load the model, plan `plans` items in turn, print one JSON row per plan."""
     from robocompose.hierarchical.api import make_planner
     from robocompose.hierarchical.instructions import make_world
-    from robocompose.hierarchical.llm import make_backend
-    from robocompose.hierarchical.llm.models import goal_adapter
+    from robocompose.hierarchical.llm import LLMConfig
+    from robocompose.hierarchical.planners.goal import readers
     from robocompose.hierarchical.skills.scripted import build_registry
 
     readings = args.goal_readings if args.planner == "goal" else "examples"
-    adapter = goal_adapter(args.model) if readings != "examples" else None
     load = time.perf_counter()
-    settings = {"model": args.model, "n_threads": args.n_threads, "cache": False,
-                "prefix_state": args.state != "none", "state_dir": args.state_dir}  # fmt: skip
-    llm = make_backend("local", **settings, lora=str(adapter or ""))
-    second = make_backend("local", **settings) if adapter and readings == "both" else None
+    config = LLMConfig(model=args.model, n_threads=args.n_threads, cache=False,
+                       prefix_state=args.state != "none", state_dir=args.state_dir)  # fmt: skip
+    llm, second = readers(config, readings)  # as `robocompose plan` makes them
+    adapter = getattr(llm, "lora", None)
     load = time.perf_counter() - load
     for index, item in enumerate(_items(args.plans_per_process, args.offset)):
         world = make_world(item)

@@ -106,8 +106,8 @@ class GoalPlannerConfig:
     prompt: str = "examples"
     second_prompt: str | None = None
     second_orders: int = 1
-    revise: bool = True
-    noisy_channel: bool = True
+    revise: bool = False  # off until measured on the dev split with the corpus-trained adapter
+    noisy_channel: bool = False
     channel_margin: float = CHANNEL_MARGIN
 
     def __post_init__(self) -> None:

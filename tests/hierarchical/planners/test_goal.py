@@ -299,7 +299,7 @@ def test_the_noisy_channel_keeps_the_goal_the_request_is_likeliest_under_or_asks
 
     world = make_world(STACK)
     try:
-        config = GoalPlannerConfig(channel_margin=0.0)
+        config = GoalPlannerConfig(noisy_channel=True, channel_margin=0.0)
         planner = GoalPlanner(smollm2, build_registry(world), world, config)
         facts = world.facts()
         goals = [
