@@ -11,6 +11,9 @@ and the LLM disk cache makes repeated planning calls free):
   first place, that block is moved elsewhere while the next block is picked); the code planner
   repairs from the state the fault left. Recovery = task success after repair, over the
   episodes where the reference program failed.
+- unseen/<model>: the goal planner on the test split under names it never saw
+  (`unseen_names.py`: teal, magenta, "the mug", ...), judged on the goal it solves; the
+  `unseen_names` key, shaped like `outcomes`.
 - Per planning call: prompt and completion tokens and seconds (calls answered by the cache
   are counted for tokens only).
 
@@ -37,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from common import ResultsFile, add_parts, read_jsonl
+from unseen_names import NamedView, judged, names_for, reworded
 
 import robocompose.hierarchical.planners.code  # noqa: F401 (loaded up front)
 import robocompose.hierarchical.planners.skills  # noqa: F401
@@ -66,7 +70,7 @@ from robocompose.stats import success_rate
 RESULTS = ResultsFile("hierarchical.json", writer="hierarchical.py", indent=1)
 MODELS = ("smollm2", "qwen2.5-coder-1.5b")
 PLANNERS = ("skills", "code")
-PARTS = ("plans", "faults", "families")
+PARTS = ("plans", "faults", "families", "unseen")
 FAULTS = ("slip", "move")
 STEP_BUDGET = 2000
 
@@ -199,7 +203,8 @@ def summarize(out_dir: Path, settings: dict[str, Any]) -> dict[str, Any]:
         entry["per_call"] = _call_stats(rows)
         entry["repair_rounds"] = sorted({r["repair_rounds"] for r in rows})
         summary["faults"][model] = entry
-    return summary | summarize_categories(out_dir)
+    unseen = summarize_unseen(out_dir)
+    return summary | summarize_categories(out_dir) | ({"unseen_names": unseen} if unseen else {})
 
 
 # -- families: the goal planner and the others on the test collection's categories -------------
@@ -376,6 +381,56 @@ def category_subset(items: list[InstructionItem], per_category: int) -> list[Ins
 READING_LABELS = {"both": "goal", "adapted": "goal-adapted", "examples": "goal-examples"}
 
 
+def run_unseen(model: str, args: argparse.Namespace, out_dir: Path) -> None:
+    """The goal planner on every test item under unseen names, judged on its solved goal."""
+    config = LLMConfig(model=model, n_threads=args.n_threads, cache=False, lora=args.lora)
+    first, second = readers(config, args.goal_readings)
+    adapted = getattr(first, "lora", None) is not None
+    label = READING_LABELS[args.goal_readings if adapted else "examples"]
+    label += goal_setting_label(args)
+    path = out_dir / f"unseen_{model.replace('.', '_')}_{label}.jsonl"
+    done = _done(path)
+    for item in instruction_items("test"):
+        if item.key in done:
+            continue
+        names = names_for(item)
+        request = reworded(item.instruction, names)
+        world = make_world(item)
+        view = NamedView(world, names)
+        planner = make_planner("goal", first, build_registry(world), view, second)
+        planner.config = dataclasses.replace(
+            planner.config, revise=args.revise, noisy_channel=args.noisy_channel
+        )
+        start = time.perf_counter()
+        plan = planner.plan(request)
+        row = judged(item, view, plan) | {"seconds": round(time.perf_counter() - start, 2)}
+        world.close()
+        _append(path, {"key": item.key, "model": model, "planner": label, "family": item.category,
+                       "expect": item.expect, "instruction": request,
+                       "constraints": plan.constraints, **row})  # fmt: skip
+        print(f"unseen {model} {label} {item.key}: {row['outcome']} {request!r}", flush=True)
+
+
+def summarize_unseen(out_dir: Path) -> dict[str, Any]:
+    """`unseen_names`: per model and goal-planner setting, shaped like `outcomes` (feasible
+    items), with the infeasible items' robot calls beside it."""
+    out: dict[str, Any] = {}
+    for path in sorted(out_dir.glob("unseen_*.jsonl")):
+        rows = list(_done(path).values())
+        feasible = [r for r in rows if r["expect"] == GOAL]
+        infeasible = [r for r in rows if r["expect"] != GOAL]
+        counts = Counter(r["outcome"] for r in feasible)
+        out.setdefault(rows[0]["model"], {})[rows[0]["planner"]] = {
+            name: _rate([r["outcome"] == name for r in feasible]) for name in OUTCOMES
+        } | {
+            "n": len(feasible),
+            "counts": dict(counts),
+            "infeasible_moved": sum(r["robot_calls"] > 0 for r in infeasible),
+            "infeasible_n": len(infeasible),
+        }
+    return out
+
+
 def goal_setting_label(args: argparse.Namespace) -> str:
     """What sets a goal-planner run apart from the default, for its file and row names."""
     parts = [f"lora-{Path(args.lora).stem}"] if args.lora else []
@@ -476,6 +531,9 @@ def main() -> None:
                     results.write(summarize(out_dir, settings))
         if "families" in parts:
             run_categories(model, args, out_dir)
+            results.write(summarize(out_dir, settings))
+        if "unseen" in parts:
+            run_unseen(model, args, out_dir)
             results.write(summarize(out_dir, settings))
         if "plans" in parts:
             for planner in args.planners.split(","):

@@ -106,7 +106,8 @@ def gbnf(scene: SceneNames) -> str:
         'support ::= block | "table"',
         f"blocks ::= {_repeat('block', ', ', 2, MAX_LIST)}",
         f"except ::= {_repeat('block', ', ', 1, MAX_LIST - 1)}",
-        *_word_rules({b.rsplit("_", 1)[0] for b in scene.blocks}),
+        # a word is letters only: a name with a space or "_" ("small_box") cannot be one
+        *_word_rules({w for b in scene.blocks if (w := b.rsplit("_", 1)[0]).isalpha()}),
     ]
     if scene.bins:
         lines.append(f"bin ::= {_alts([*scene.bins, ANY_BIN])}")

@@ -42,7 +42,7 @@ _REFERENCE = re.compile(
     r"|underneath|beneath|below|above|under)\b"
 )
 _WORD = re.compile(r"[a-z]+")
-_CONSTRAINT_WORD = re.compile(r"\b[a-z]+(?:_bin)?\b")
+_CONSTRAINT_WORD = re.compile(r"\b[a-z][a-z_]*?(?:_bin)?\b")
 
 
 @dataclass(frozen=True)
@@ -88,4 +88,6 @@ def ungrounded_blocks(request: str, constraints: str, scene: SceneNames) -> list
         return []
     block_colours = {colour_of(b) for b in scene.blocks}
     named = {w for w in _CONSTRAINT_WORD.findall(constraints) if w in block_colours}
-    return sorted(named - mentions(request).blocks)
+    said = request.lower()
+    spoken = {w for w in block_colours if re.search(rf"\b{w.replace('_', '[ _-]')}\b", said)}
+    return sorted(named - mentions(request).blocks - spoken)

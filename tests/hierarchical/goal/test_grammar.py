@@ -136,3 +136,10 @@ def test_text_outside_the_language_is_refused_with_where_and_what(text, words):
     with pytest.raises(ConstraintSyntaxError, match="character") as error:
         parse(text, SCENES[0])
     assert words in str(error.value)
+
+
+def test_a_scene_name_of_two_words_makes_a_valid_grammar():
+    llama_cpp = pytest.importorskip("llama_cpp", reason="llama-cpp-python checks the grammar")
+    text = gbnf(SceneNames(("small_box_block", "teal_block")))
+    assert '"small_box"' in text
+    llama_cpp.LlamaGrammar.from_string(text, verbose=False)  # raises on invalid GBNF
