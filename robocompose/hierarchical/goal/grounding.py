@@ -88,6 +88,10 @@ def ungrounded_blocks(request: str, constraints: str, scene: SceneNames) -> list
         return []
     block_colours = {colour_of(b) for b in scene.blocks}
     named = {w for w in _CONSTRAINT_WORD.findall(constraints) if w in block_colours}
-    said = request.lower()
-    spoken = {w for w in block_colours if re.search(rf"\b{w.replace('_', '[ _-]')}\b", said)}
+    said = request.lower()  # a name that is no colour word ("mug", "small_box"): said at all
+    spoken = {
+        w
+        for w in block_colours - set(COLOUR_WORDS)
+        if re.search(rf"\b{w.replace('_', '[ _-]')}\b", said)
+    }
     return sorted(named - mentions(request).blocks - spoken)

@@ -106,3 +106,10 @@ def test_example_orders_put_a_different_example_next_to_the_request():
     assert len({o[-1] for o in orders}) == 3  # the example nearest the request differs
     with pytest.raises(ValueError, match="example orders"):
         example_orders(5)
+
+
+def test_names_that_are_no_colour_words_count_as_said():
+    scene = SceneNames(("mug_block", "small_box_block", "teal_block"))
+    request = "put the mug on the small box"
+    assert ungrounded_blocks(request, "on(mug, small_box)", scene) == []
+    assert ungrounded_blocks(request, "on(teal, small_box)", scene) == ["teal"]
