@@ -6,7 +6,8 @@ one", "the mug"), because it never sees a name at all. Each word that names a sc
 own name, a synonym, the colour in French, German or Spanish) is replaced by a placeholder; the
 scene is listed over the same placeholders (a block and a bin of one colour share one: "X" and
 "X_bin", so "into its own bin" still reads); the model writes constraints over placeholders, and
-`lower` puts the scene's words back before the solver reads them. Words that name an object the
+`lower` puts the scene's words back before the solver reads them. "The other one" becomes the
+one block the request does not name, where only one is left. Words that name an object the
 scene lacks are left as they are: the planner refuses those before any model reads
 (`grounding.missing_names`).
 
@@ -48,6 +49,8 @@ OTHER_WORDS: Mapping[str, tuple[str, ...]] = {
               "weisse", "weissen", "blanco", "blanca", "blancos", "blancas"),
 }  # fmt: skip
 _BIN = re.compile(r"\b([A-Z])_bin\b")
+_BIN_AFTER = re.compile(r"(?:'s)?\s+(?:bin|zone|area|box|basket|tray)\b", re.IGNORECASE)
+_OTHER_ONE = re.compile(r"\bthe other (?:one|block|cube)\b", re.IGNORECASE)
 _BLOCK = re.compile(r"\b([A-Z])\b")
 
 
@@ -122,6 +125,14 @@ def lift(request: str, scene: SceneNames) -> Lifted:
     binding = dict(zip(PLACEHOLDERS, order, strict=False))
     placeholder = {word: p for p, word in binding.items()}
     text = pattern.sub(lambda m: placeholder[phrase_of[_key(m[1], phrase_of)]], request)
+    said_blocks = {
+        phrase_of[_key(m[1], phrase_of)]
+        for m in pattern.finditer(request)
+        if not _BIN_AFTER.match(request, m.end())
+    }
+    unnamed = [colour_of(b) for b in scene.blocks if colour_of(b) not in said_blocks]
+    if len(unnamed) == 1 and said_blocks:  # "the other one" can be one block only
+        text = _OTHER_ONE.sub(f"the {placeholder[unnamed[0]]} block", text)
 
     def name(n: str) -> str:
         word, _, kind = n.rpartition("_")

@@ -73,3 +73,11 @@ def test_facts_lift_with_the_same_binding():
     result = lift("green on red", SCENE)
     facts = (("on", "green_block", "red_block"), ("in", "blue_block", "blue_bin"))
     assert result.lift_facts(facts) == (("on", "X_block", "Y_block"), ("in", "Z_block", "Z_bin"))
+
+
+def test_the_other_one_is_the_one_block_left_unnamed():
+    two = SceneNames(("red_block", "blue_block"), ("red_bin", "blue_bin"))
+    result = lift("put red in the blue bin and the other one in the red bin", two)
+    assert result.request == "put X in the Y bin and the Y block in the X bin"
+    three = lift("put red on the other one", SCENE)  # two blocks left: stays as written
+    assert three.request == "put X on the other one"
