@@ -14,6 +14,8 @@ and the LLM disk cache makes repeated planning calls free):
 - unseen/<model>: the goal planner on the test split under names it never saw
   (`unseen_names.py`: teal, magenta, "the mug", ...), judged on the goal it solves; the
   `unseen_names` key, shaped like `outcomes`.
+- reading/<model>: the goal planner on --split under its own names, judged the same way (no
+  motion: minutes, not an hour, to compare settings on the dev split); the `reading` key.
 - Per planning call: prompt and completion tokens and seconds (calls answered by the cache
   are counted for tokens only).
 
@@ -70,7 +72,7 @@ from robocompose.stats import success_rate
 RESULTS = ResultsFile("hierarchical.json", writer="hierarchical.py", indent=1)
 MODELS = ("smollm2", "qwen2.5-coder-1.5b")
 PLANNERS = ("skills", "code")
-PARTS = ("plans", "faults", "families", "unseen")
+PARTS = ("plans", "faults", "families", "unseen", "reading")
 FAULTS = ("slip", "move")
 STEP_BUDGET = 2000
 
@@ -203,8 +205,11 @@ def summarize(out_dir: Path, settings: dict[str, Any]) -> dict[str, Any]:
         entry["per_call"] = _call_stats(rows)
         entry["repair_rounds"] = sorted({r["repair_rounds"] for r in rows})
         summary["faults"][model] = entry
-    unseen = summarize_unseen(out_dir)
-    return summary | summarize_categories(out_dir) | ({"unseen_names": unseen} if unseen else {})
+    more = {
+        "unseen_names": summarize_reading(out_dir, "unseen_*.jsonl"),
+        "reading": summarize_reading(out_dir, "reading_*.jsonl"),
+    }
+    return summary | summarize_categories(out_dir) | {k: v for k, v in more.items() if v}
 
 
 # -- families: the goal planner and the others on the test collection's categories -------------
@@ -381,19 +386,23 @@ def category_subset(items: list[InstructionItem], per_category: int) -> list[Ins
 READING_LABELS = {"both": "goal", "adapted": "goal-adapted", "examples": "goal-examples"}
 
 
-def run_unseen(model: str, args: argparse.Namespace, out_dir: Path) -> None:
-    """The goal planner on every test item under unseen names, judged on its solved goal."""
+def run_reading(
+    model: str, args: argparse.Namespace, out_dir: Path, split: str, unseen: bool
+) -> None:
+    """The goal planner on every item of `split` (under unseen names: `unseen`), judged on its
+    solved goal."""
     config = LLMConfig(model=model, n_threads=args.n_threads, cache=False, lora=args.lora)
     first, second = readers(config, args.goal_readings)
     adapted = getattr(first, "lora", None) is not None
     label = READING_LABELS[args.goal_readings if adapted else "examples"]
     label += goal_setting_label(args)
-    path = out_dir / f"unseen_{model.replace('.', '_')}_{label}.jsonl"
+    prefix = "unseen" if unseen else f"reading_{split}"
+    path = out_dir / f"{prefix}_{model.replace('.', '_')}_{label}.jsonl"
     done = _done(path)
-    for item in instruction_items("test"):
+    for item in instruction_items(split):
         if item.key in done:
             continue
-        names = names_for(item)
+        names = names_for(item) if unseen else {}
         request = reworded(item.instruction, names)
         world = make_world(item)
         view = NamedView(world, names)
@@ -406,21 +415,24 @@ def run_unseen(model: str, args: argparse.Namespace, out_dir: Path) -> None:
         row = judged(item, view, plan) | {"seconds": round(time.perf_counter() - start, 2)}
         world.close()
         _append(path, {"key": item.key, "model": model, "planner": label, "family": item.category,
-                       "expect": item.expect, "instruction": request,
+                       "split": split, "expect": item.expect, "instruction": request,
                        "constraints": plan.constraints, **row})  # fmt: skip
-        print(f"unseen {model} {label} {item.key}: {row['outcome']} {request!r}", flush=True)
+        print(f"{prefix} {model} {label} {item.key}: {row['outcome']} {request!r}", flush=True)
 
 
-def summarize_unseen(out_dir: Path) -> dict[str, Any]:
-    """`unseen_names`: per model and goal-planner setting, shaped like `outcomes` (feasible
-    items), with the infeasible items' robot calls beside it."""
+def summarize_reading(out_dir: Path, pattern: str) -> dict[str, Any]:
+    """Per model and goal-planner setting (and split, for `reading_*`), shaped like `outcomes`
+    (feasible items), with the infeasible items' robot calls beside it."""
     out: dict[str, Any] = {}
-    for path in sorted(out_dir.glob("unseen_*.jsonl")):
+    for path in sorted(out_dir.glob(pattern)):
         rows = list(_done(path).values())
         feasible = [r for r in rows if r["expect"] == GOAL]
         infeasible = [r for r in rows if r["expect"] != GOAL]
         counts = Counter(r["outcome"] for r in feasible)
-        out.setdefault(rows[0]["model"], {})[rows[0]["planner"]] = {
+        node = out.setdefault(rows[0]["model"], {})
+        if pattern.startswith("reading"):
+            node = node.setdefault(rows[0]["split"], {})
+        node[rows[0]["planner"]] = {
             name: _rate([r["outcome"] == name for r in feasible]) for name in OUTCOMES
         } | {
             "n": len(feasible),
@@ -533,7 +545,10 @@ def main() -> None:
             run_categories(model, args, out_dir)
             results.write(summarize(out_dir, settings))
         if "unseen" in parts:
-            run_unseen(model, args, out_dir)
+            run_reading(model, args, out_dir, "test", unseen=True)
+            results.write(summarize(out_dir, settings))
+        if "reading" in parts:
+            run_reading(model, args, out_dir, args.split, unseen=False)
             results.write(summarize(out_dir, settings))
         if "plans" in parts:
             for planner in args.planners.split(","):
