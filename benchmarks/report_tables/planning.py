@@ -180,6 +180,27 @@ def corrections() -> str:
     return intro + fmt.table(("split", "before", "after", "after - before"), rows)
 
 
+def goal_reading() -> str:
+    d = fmt.read("hierarchical.json")
+    rows = []
+    for model, splits in d.get("reading", {}).items():
+        for split, settings in splits.items():
+            for setting, r in settings.items():
+                rows.append(_reading_row(model, split, setting, r))
+    for model, settings in d.get("unseen_names", {}).items():
+        for setting, r in settings.items():
+            rows.append(_reading_row(model, "test, unseen names", setting, r))
+    header = ("model", "items", "goal planner", "right", "wrong", "asked / refused",
+              "infeasible items it moved on")  # fmt: skip
+    return fmt.table(header, rows)
+
+
+def _reading_row(model: str, split: str, setting: str, r: dict) -> list[object]:
+    moved = f"{r['infeasible_moved']} of {r['infeasible_n']}"
+    return [model, split, setting, r["right"]["text"], r["wrong"]["text"],
+            r["asked_or_refused"]["text"], moved]  # fmt: skip
+
+
 def goal_corpus() -> str:
     d = fmt.read("goal_corpus.json")
     leak = d["leak_check"]
@@ -285,6 +306,7 @@ TABLES = (
     plan_faults,
     categories,
     goal_rewrite,
+    goal_reading,
     goal_corpus,
     plan_latency,
     goal_planning,
