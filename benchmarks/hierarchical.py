@@ -408,7 +408,10 @@ def run_reading(
         view = NamedView(world, names)
         planner = make_planner("goal", first, build_registry(world), view, second)
         planner.config = dataclasses.replace(
-            planner.config, revise=args.revise, noisy_channel=args.noisy_channel
+            planner.config,
+            revise=args.revise,
+            revise_solver=args.revise_solver,
+            noisy_channel=args.noisy_channel,
         )
         start = time.perf_counter()
         plan = planner.plan(request)
@@ -446,7 +449,8 @@ def summarize_reading(out_dir: Path, pattern: str) -> dict[str, Any]:
 def goal_setting_label(args: argparse.Namespace) -> str:
     """What sets a goal-planner run apart from the default, for its file and row names."""
     parts = [f"lora-{Path(args.lora).stem}"] if args.lora else []
-    parts += ["revise"] * args.revise + ["channel"] * args.noisy_channel
+    parts += ["revise"] * args.revise + ["revise-solver"] * args.revise_solver
+    parts += ["channel"] * args.noisy_channel
     return "".join(f"+{p}" for p in parts)
 
 
@@ -461,7 +465,8 @@ def run_categories(model: str, args: argparse.Namespace, out_dir: Path) -> None:
         llm = RecordingLLM(first)
         second = RecordingLLM(second_backend) if second_backend is not None else None
         adapter = getattr(first, "lora", None)
-        goal_options = {"revise": args.revise, "noisy_channel": args.noisy_channel}
+        goal_options = {"revise": args.revise, "revise_solver": args.revise_solver,
+                        "noisy_channel": args.noisy_channel}  # fmt: skip
         items = instruction_items(args.split)
         per_category = 0 if planner == "goal" else args.slow_per_family
         subset = category_subset(items, per_category)
@@ -508,6 +513,8 @@ def main() -> None:
                         "planner's first reader (default: the model's shipped one)")  # fmt: skip
     parser.add_argument("--revise", action="store_true", help="families: the goal planner's "
                         "revision round before a question")  # fmt: skip
+    parser.add_argument("--revise-solver", action="store_true", help="families: revise also "
+                        "after the solver's contradiction or several goals")  # fmt: skip
     parser.add_argument("--noisy-channel", action="store_true", help="families: the goal "
                         "planner keeps the goal the request is likeliest under")  # fmt: skip
     parser.add_argument("--out-dir", default="benchmarks/results/hierarchical")

@@ -91,9 +91,9 @@ class GoalPlannerConfig:
     second reader (`GoalPlanner(second=...)`, another model or the same one) rewrites the
     request under it in `second_orders` orders, and the goal stands only if those solve to it
     too. Two models that err differently rarely agree on the same wrong goal.
-    `revise`: when the readings disagree, or the first one's constraints give no single goal
-    (a contradiction, several goals), the first reader sees what went wrong (each reading said
-    back in plain words, or the solver's message) and writes once more.
+    `revise`: when the readings disagree, the first reader sees each reading said back in plain
+    words and writes once more; `revise_solver`: also when the first reading's constraints give
+    no single goal (a contradiction, several goals), told the solver's message.
     `noisy_channel`: among the goals still in the running, the one under which the request is
     likeliest (the second reader's, else the first's, log-probability of the request's words
     after the goal said in plain words) stands when it leads the next by `channel_margin` nats
@@ -107,6 +107,7 @@ class GoalPlannerConfig:
     second_prompt: str | None = None
     second_orders: int = 1
     revise: bool = False  # off until measured on the dev split with the corpus-trained adapter
+    revise_solver: bool = False  # measured: it turned infeasible requests into moves
     noisy_channel: bool = False
     channel_margin: float = CHANNEL_MARGIN
 
@@ -280,7 +281,8 @@ class GoalPlanner:
                 return GoalPlan(constraints=text, completions=completions, problems=(problem,))
             outcome = solve(parse(text, self.scene), facts, self.scene, self.operators)
             if not readings:
-                if not isinstance(outcome, Goal) and self.config.revise and _revisable(outcome):
+                solver_revises = self.config.revise_solver and _revisable(outcome)
+                if not isinstance(outcome, Goal) and solver_revises:
                     message = _solver_message(outcome)
                     revised, done = self._revise(chat, llm, lifted, text, message, facts)
                     completions += done
