@@ -19,7 +19,6 @@ from common import RUNS_DIR, ResultsFile
 
 from robocompose.hierarchical.adapter.corpus import build_corpus, diversity, ngrams, write_corpus
 from robocompose.hierarchical.adapter.train import LoRAConfig
-from robocompose.hierarchical.goal.facts import SceneNames
 from robocompose.hierarchical.goal.lifting import lift
 from robocompose.hierarchical.instructions import instruction_items
 
@@ -30,12 +29,8 @@ def test_split_text() -> tuple[set[str], set[tuple[str, ...]]]:
     """The test split's sentences (as written, lower case) and its lifted five-word runs."""
     sentences, grams = set(), set()
     for item in instruction_items("test"):
-        scene = SceneNames(
-            tuple(f"{c}_block" for c in item.scene.blocks),
-            tuple(f"{c}_bin" for c in item.scene.bins),
-        )
         sentences.add(item.instruction.lower())
-        grams |= ngrams(lift(item.instruction, scene).request, 5)
+        grams |= ngrams(lift(item.instruction, item.scene.names()).request, 5)
     return sentences, grams
 
 

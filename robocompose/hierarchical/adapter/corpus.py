@@ -293,10 +293,7 @@ class LeakCheck:
 
 
 def _lifted_item(item: Any) -> str:
-    scene = SceneNames(
-        tuple(f"{c}_block" for c in item.scene.blocks), tuple(f"{c}_bin" for c in item.scene.bins)
-    )
-    return lift(item.instruction, scene).request
+    return lift(item.instruction, item.scene.names()).request
 
 
 def build_corpus(

@@ -162,9 +162,7 @@ def _swapped_pair(item: InstructionItem) -> tuple[str, str] | None:
 
 
 def _goal_scene(item: InstructionItem) -> tuple[SceneNames, State]:
-    scene = SceneNames(
-        tuple(f"{c}_block" for c in item.scene.blocks), tuple(f"{c}_bin" for c in item.scene.bins)
-    )
+    scene = item.scene.names()
     support: dict[str, str] = {b: "table" for b in scene.blocks}
     for fact in item.scene.start:
         support[fact[1]] = fact[2] if len(fact) > 2 else "table"

@@ -19,6 +19,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from robocompose.hierarchical.goal.facts import SceneNames
+
 Fact = tuple[str, ...]
 ENVS = ("Stack", "SortBins")
 # dev: prompts may be tuned on it; test: never enters a prompt; long_horizon: the planners' runs
@@ -83,6 +85,12 @@ class Scene:
         for fact in self.start:
             if not set(fact[1:]) <= names:
                 raise ValueError(f"start fact {fact_text(fact)} names what the scene lacks.")
+
+    def names(self) -> SceneNames:
+        """The scene as the goal planner names it: its blocks and bins."""
+        return SceneNames(
+            tuple(block(c) for c in self.blocks), tuple(bin_name(c) for c in self.bins)
+        )
 
     def env_kwargs(self) -> dict[str, Any]:
         """What the env takes (`SimWorld(env, env_kwargs)`)."""

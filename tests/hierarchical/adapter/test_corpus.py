@@ -16,7 +16,6 @@ from robocompose.hierarchical.adapter.corpus import (
     ngrams,
     wordings,
 )
-from robocompose.hierarchical.goal.facts import SceneNames
 from robocompose.hierarchical.goal.lifting import PLACEHOLDERS, lift
 from robocompose.hierarchical.instructions import instruction_items
 
@@ -54,12 +53,8 @@ def test_nothing_of_the_test_split_leaks(corpus):
     """Recounted from the test items, not with the builder's own check."""
     sentences, grams = set(), set()
     for item in instruction_items("test"):
-        scene = SceneNames(
-            tuple(f"{c}_block" for c in item.scene.blocks),
-            tuple(f"{c}_bin" for c in item.scene.bins),
-        )
         sentences.add(item.instruction.lower())
-        grams |= ngrams(lift(item.instruction, scene).request, 5)
+        grams |= ngrams(lift(item.instruction, item.scene.names()).request, 5)
     assert not [p.request for p in corpus if p.request.lower() in sentences]
     assert not [p.request for p in corpus if ngrams(p.lifted().request, 5) & grams]
 
@@ -68,10 +63,7 @@ def test_the_leak_check_drops_a_test_template():
     """A corpus pair worded like a test item (other colours, same words) leaks."""
     check = LeakCheck.of_test_split()
     item = instruction_items("test")[0]
-    scene = SceneNames(
-        tuple(f"{c}_block" for c in item.scene.blocks), tuple(f"{c}_bin" for c in item.scene.bins)
-    )
-    lifted = lift(item.instruction, scene).request
+    lifted = lift(item.instruction, item.scene.names()).request
     assert any(p in lifted for p in PLACEHOLDERS)
     assert ngrams(lifted, 5) <= check.fivegrams
 
