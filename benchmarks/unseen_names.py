@@ -37,7 +37,7 @@ def names_for(item: InstructionItem) -> dict[str, str]:
     """Colour -> the name the planner sees instead."""
     names = {c: COLOURS[c] for c in (*item.scene.blocks, *item.scene.bins)}
     if item.scene.env == "Stack":
-        said = [c for c in _in_order(item.instruction, item.scene.blocks)][: len(OBJECTS)]
+        said = _in_order(item.instruction, item.scene.blocks)[: len(OBJECTS)]
         names |= dict(zip(said, OBJECTS, strict=False))
     return names
 

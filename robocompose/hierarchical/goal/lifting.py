@@ -77,13 +77,8 @@ class Lifted:
 
     def lift_facts(self, facts: Iterable[Fact]) -> tuple[Fact, ...]:
         """Scene facts (`("on", "red_block", "blue_block")`) over placeholders."""
-        name_of = {v: k for k, v in self.binding.items()}
-
-        def name(n: str) -> str:
-            word, _, kind = n.rpartition("_")
-            return f"{name_of[word]}_{kind}" if kind in ("block", "bin") and word in name_of else n
-
-        return tuple((f[0], *(name(a) for a in f[1:])) for f in facts)
+        placeholder = {word: p for p, word in self.binding.items()}
+        return tuple((f[0], *(_placeheld(a, placeholder) for a in f[1:])) for f in facts)
 
 
 @functools.lru_cache(maxsize=256)
@@ -134,12 +129,19 @@ def lift(request: str, scene: SceneNames) -> Lifted:
     if len(unnamed) == 1 and said_blocks:  # "the other one" can be one block only
         text = _OTHER_ONE.sub(f"the {placeholder[unnamed[0]]} block", text)
 
-    def name(n: str) -> str:
-        word, _, kind = n.rpartition("_")
-        return f"{placeholder[word]}_{kind}"
-
-    lifted = SceneNames(tuple(name(b) for b in scene.blocks), tuple(name(b) for b in scene.bins))
+    lifted = SceneNames(
+        tuple(_placeheld(b, placeholder) for b in scene.blocks),
+        tuple(_placeheld(b, placeholder) for b in scene.bins),
+    )
     return Lifted(text, lifted, binding)
+
+
+def _placeheld(name: str, placeholder: Mapping[str, str]) -> str:
+    """A scene name over its placeholder ("red_block" -> "X_block"); other words as they are."""
+    word, _, kind = name.rpartition("_")
+    if kind in ("block", "bin") and word in placeholder:
+        return f"{placeholder[word]}_{kind}"
+    return name
 
 
 def _key(said: str, phrase_of: Mapping[str, str]) -> str:
