@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import statistics
 import time
@@ -425,25 +426,71 @@ def run_reading(
 
 def summarize_reading(out_dir: Path, pattern: str) -> dict[str, Any]:
     """Per model and goal-planner setting (and split, for `reading_*`), shaped like `outcomes`
-    (feasible items), with the infeasible items' robot calls beside it."""
+    (feasible items), with the infeasible items' robot calls beside it, the outcomes per
+    category and per wording kind, and what the questions asked were for."""
     out: dict[str, Any] = {}
     for path in sorted(out_dir.glob(pattern)):
         rows = list(_done(path).values())
         feasible = [r for r in rows if r["expect"] == GOAL]
         infeasible = [r for r in rows if r["expect"] != GOAL]
-        counts = Counter(r["outcome"] for r in feasible)
         node = out.setdefault(rows[0]["model"], {})
         if pattern.startswith("reading"):
             node = node.setdefault(rows[0]["split"], {})
-        node[rows[0]["planner"]] = {
-            name: _rate([r["outcome"] == name for r in feasible]) for name in OUTCOMES
-        } | {
-            "n": len(feasible),
-            "counts": dict(counts),
+        kinds = Counter(wording_kind(r) for r in feasible)
+        node[rows[0]["planner"]] = _outcome_counts(feasible) | {
             "infeasible_moved": sum(r["robot_calls"] > 0 for r in infeasible),
             "infeasible_n": len(infeasible),
-        }
+            "per_family": {c: _counts([r for r in feasible if r["family"] == c])
+                           for c in dict.fromkeys(r["family"] for r in feasible)},
+            "per_wording": {k: _counts([r for r in feasible if wording_kind(r) == k])
+                            for k in sorted(kinds)},
+            "questions": _questions(rows),
+        }  # fmt: skip
     return out
+
+
+def _outcome_counts(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    counts = Counter(r["outcome"] for r in rows)
+    return {name: _rate([r["outcome"] == name for r in rows]) for name in OUTCOMES} | {
+        "n": len(rows),
+        "counts": dict(counts),
+    }
+
+
+def _counts(rows: list[dict[str, Any]]) -> dict[str, int]:
+    """Items and how many were right, wrong, asked or refused (a part too small for rates)."""
+    counts = Counter(r["outcome"] for r in rows)
+    return {"n": len(rows)} | {name: counts[name] for name in OUTCOMES}
+
+
+@functools.cache
+def _item(key: str) -> InstructionItem:
+    collection = key.split("/")[0]
+    return {i.key: i for i in instruction_items(collection)}[key]
+
+
+def wording_kind(row: dict[str, Any]) -> str:
+    """The wordings collection's category (typo, other_language, self_correction); in the other
+    collections "start_tower" (the request changes a tower already standing) or "plain"."""
+    item = _item(row["key"])
+    if item.collection == "wordings":
+        return item.category
+    return "start_tower" if any(f[0] == "on" for f in item.scene.start) else "plain"
+
+
+def _questions(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """Questions the person needed (the request cannot be done as said: ambiguous, contradicting
+    itself, ...) against those the planner should have answered itself (a feasible request)."""
+    if not all("asked" in r for r in rows if r["outcome"] == "asked_or_refused"):
+        return None  # rows from before questions and refusals were told apart
+    asked = [r for r in rows if r.get("asked")]
+    needed = sum(r["expect"] != GOAL for r in asked)
+    return {
+        "asked": len(asked),
+        "needed": needed,
+        "should_have_answered": len(asked) - needed,
+        "share_needed": round(needed / len(asked), 3) if asked else None,
+    }
 
 
 def goal_setting_label(args: argparse.Namespace) -> str:
@@ -498,7 +545,8 @@ def main() -> None:
     parser.add_argument("--fault-items-per-task", type=int, default=6)
     parser.add_argument("--repair-rounds", type=int, default=2)
     parser.add_argument("--n-threads", type=int, default=1, help="1 holds up on a busy CPU")
-    parser.add_argument("--split", default="test", choices=("dev", "test"), help="families")
+    parser.add_argument("--split", default="test", choices=("dev", "test", "wordings"),
+                        help="families and reading")  # fmt: skip
     parser.add_argument("--family-planners", default=",".join(CATEGORY_PLANNERS))
     parser.add_argument("--slow-per-family", type=int, default=3,
                         help="families: items per category for the planners other than goal "

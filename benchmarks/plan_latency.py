@@ -63,7 +63,8 @@ def child(args: argparse.Namespace) -> None:
     readings = args.goal_readings if args.planner == "goal" else "examples"
     load = time.perf_counter()
     config = LLMConfig(model=args.model, n_threads=args.n_threads, cache=False,
-                       prefix_state=args.state != "none", state_dir=args.state_dir)  # fmt: skip
+                       prefix_state=args.state != "none", state_dir=args.state_dir,
+                       lora=args.lora)  # fmt: skip
     llm, second = readers(config, readings)  # as `robocompose plan` makes them
     adapter = getattr(llm, "lora", None)
     load = time.perf_counter() - load
@@ -104,7 +105,7 @@ def _spawn(planner: str, threads: int, state: str, args: argparse.Namespace,
                str(threads), "--state", state, "--state-dir", args.state_dir, "--model",
                args.model, "--plans-per-process", str(args.plans_per_process),
                "--offset", str(offset), "--goal-orders", str(args.goal_orders),
-               "--goal-readings", args.goal_readings]  # fmt: skip
+               "--goal-readings", args.goal_readings, "--lora", args.lora]  # fmt: skip
     spawned = time.time()
     out = subprocess.run(command, capture_output=True, text=True, timeout=1800)
     if out.returncode != 0:
@@ -126,10 +127,12 @@ def _goal_fields(planner: str, args: argparse.Namespace) -> dict[str, Any]:
     number of example orders (rows with neither: one rewrite per plan)."""
     if planner != "goal":
         return {}
-    if args.goal_readings == "both":
-        return {"adapter": True, "second_reader": True}
-    if args.goal_readings == "adapted":
-        return {"adapter": True}
+    if args.goal_readings in ("both", "adapted"):
+        from robocompose.hierarchical.llm.models import goal_adapter
+
+        adapter = Path(args.lora) if args.lora else goal_adapter(args.model)
+        fields = {"adapter": True, "adapter_file": adapter.stem if adapter else None}
+        return fields | ({"second_reader": True} if args.goal_readings == "both" else {})
     return {"orders": args.goal_orders} if args.goal_orders != 1 else {}
 
 
@@ -156,7 +159,8 @@ def run_processes(args: argparse.Namespace) -> None:
         states = args.states.split(",") if planner == "goal" else ("disk",)
         fields = _goal_fields(planner, args)
         if "adapter" in fields:
-            prefix = "lora_both_" if "second_reader" in fields else "lora_"
+            prefix = f"lora-{fields['adapter_file']}_".replace(".", "_")
+            prefix += "both_" * ("second_reader" in fields)
         else:
             prefix = "".join(f"o{n}_" for n in fields.values())
         if args.machine:  # rows of another machine go to their own files
@@ -266,8 +270,8 @@ def summarize() -> dict[str, Any]:
         config = f"n_threads={procs[0]['n_threads']},state={procs[0]['state']}"
         if "orders" in procs[0]:
             config += f",orders={procs[0]['orders']}"
-        if procs[0].get("adapter"):
-            config += ",adapter"
+        if procs[0].get("adapter"):  # rows from before adapters were named: the first one's
+            config += f",adapter={procs[0].get('adapter_file', 'goal-qwen2.5-coder-1.5b')}"
         if procs[0].get("second_reader"):
             config += ",second_reader"
         if procs[0].get("machine"):
@@ -301,6 +305,8 @@ def main() -> None:
     parser.add_argument(
         "--state-dir", default=str(Path(tempfile.gettempdir()) / "robocompose-plan-latency-kv")
     )
+    parser.add_argument("--lora", default="", help="goal: an adapter file for the first reader "
+                        "(default: the model's shipped one)")  # fmt: skip
     parser.add_argument("--lookup-requests", type=int, default=9)
     parser.add_argument("--draft-tokens", type=int, default=4)
     parser.add_argument("--summarize", action="store_true")

@@ -99,7 +99,8 @@ def judged(item: InstructionItem, view: NamedView, plan: Any) -> dict[str, Any]:
     infeasible one, from the goal the planner solved (named back)."""
     goal = getattr(plan, "goal", None) if plan.kind == "calls" else None
     if goal is None:
-        return {"outcome": "asked_or_refused", "robot_calls": 0, "message": plan.message}
+        return {"outcome": "asked_or_refused", "robot_calls": 0, "message": plan.message,
+                "asked": plan.kind == "ask"}  # fmt: skip
     facts = [view.rename(f, back=True) for f in goal.facts]
     calls = len(plan.calls)
     if not item.feasible:

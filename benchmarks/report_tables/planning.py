@@ -195,6 +195,51 @@ def goal_reading() -> str:
     return fmt.table(header, rows)
 
 
+def goal_reading_kinds() -> str:
+    d = fmt.read("hierarchical.json")
+    runs = [
+        (split, setting, r)
+        for splits in d.get("reading", {}).values()
+        for split, settings in splits.items()
+        for setting, r in settings.items()
+    ]
+    runs += [
+        ("test, unseen names", setting, r)
+        for settings in d.get("unseen_names", {}).values()
+        for setting, r in settings.items()
+    ]
+    rows = []
+    for split, setting, r in runs:
+        if "per_wording" not in r:
+            continue
+        q = r.get("questions") or {}
+        asked = f"{q['needed']} of {q['asked']}" if q else "-"
+        for kind, c in r["per_wording"].items():
+            rows.append(
+                [
+                    split,
+                    setting,
+                    kind,
+                    c["n"],
+                    c["right"],
+                    c["wrong"],
+                    c["asked_or_refused"],
+                    asked,
+                ]
+            )
+    header = (
+        "items",
+        "goal planner",
+        "wording",
+        "feasible items",
+        "right",
+        "wrong",
+        "asked / refused",
+        "questions a person needed (of all asked)",
+    )
+    return fmt.table(header, rows)  # fmt: skip
+
+
 def _reading_row(model: str, split: str, setting: str, r: dict) -> list[object]:
     moved = f"{r['infeasible_moved']} of {r['infeasible_n']}"
     return [model, split, setting, r["right"]["text"], r["wrong"]["text"],
@@ -208,7 +253,14 @@ def goal_corpus() -> str:
         f"{d['pairs']} pairs ({d['feasible']} feasible), {d['distinct_3grams']} distinct 3-grams "
         f"of the lifted requests, built in {d['seconds']:.0f} s; shared with the test split "
         f"({leak['test_sentences']} sentences, {leak['test_5grams']} lifted 5-grams): "
-        f"{leak['shared_sentences']} sentences, {leak['shared_5grams']} 5-grams. Languages: "
+        f"{leak['shared_sentences']} sentences, {leak['shared_5grams']} 5-grams"
+        + (
+            f"; with the wordings collection ({w['wordings_sentences']} sentences): "
+            f"{w['shared_sentences']} sentences, {w['shared_5grams']} 5-grams"
+            if (w := d.get("leak_check_wordings"))
+            else ""
+        )
+        + ". Languages: "
         + ", ".join(f"{k} {v}" for k, v in d["languages"].items())
         + ".\n\n"
     )
@@ -307,6 +359,7 @@ TABLES = (
     categories,
     goal_rewrite,
     goal_reading,
+    goal_reading_kinds,
     goal_corpus,
     plan_latency,
     goal_planning,

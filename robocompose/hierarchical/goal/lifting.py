@@ -48,6 +48,9 @@ OTHER_WORDS: Mapping[str, tuple[str, ...]] = {
     "white": ("blanc", "blanche", "blancs", "blanches", "weiß", "weiße", "weißen", "weißer",
               "weisse", "weissen", "blanco", "blanca", "blancos", "blancas"),
 }  # fmt: skip
+# one-typo variants of a name that are common words, never read as the name ("cyan" -> "can")
+NOT_TYPOS = frozenset({"can", "range", "whit"})
+_TOKEN = re.compile(r"[^\W\d_]+")
 _BIN = re.compile(r"\b([A-Z])_bin\b")
 _BIN_AFTER = re.compile(r"(?:'s)?\s+(?:bin|zone|area|box|basket|tray)\b", re.IGNORECASE)
 _OTHER_ONE = re.compile(r"\bthe other (?:one|block|cube)\b", re.IGNORECASE)
@@ -114,6 +117,10 @@ def lift(request: str, scene: SceneNames) -> Lifted:
         for other in OTHER_WORDS.get(word, ()):
             if other not in phrase_of and other not in words:
                 phrase_of[other] = word
+    for token in dict.fromkeys(t.lower() for t in _TOKEN.findall(request)):
+        typed = None if token in phrase_of else _misspelt(token, words)
+        if typed is not None:
+            phrase_of[token] = typed
     pattern = _pattern(tuple(phrase_of))
     named = [phrase_of[_key(m[1], phrase_of)] for m in pattern.finditer(request)]
     order = list(dict.fromkeys([*named, *words]))
@@ -134,6 +141,23 @@ def lift(request: str, scene: SceneNames) -> Lifted:
         tuple(_placeheld(b, placeholder) for b in scene.bins),
     )
     return Lifted(text, lifted, binding)
+
+
+def _misspelt(token: str, words: list[str]) -> str | None:
+    """The one scene word `token` is a typo of (two letters swapped, a letter doubled, or, in a
+    name of four letters or more, a letter dropped), if exactly one."""
+    if len(token) < 3 or token in NOT_TYPOS:
+        return None
+    found = [w for w in words if w.isalpha() and token in _typos(w)]
+    return found[0] if len(found) == 1 else None
+
+
+@functools.lru_cache(maxsize=256)
+def _typos(word: str) -> frozenset[str]:
+    swapped = {word[:i] + word[i + 1] + word[i] + word[i + 2 :] for i in range(len(word) - 1)}
+    doubled = {word[: i + 1] + word[i:] for i in range(len(word))}
+    dropped = {word[:i] + word[i + 1 :] for i in range(len(word))} if len(word) >= 4 else set()
+    return frozenset((swapped | doubled | dropped) - {word})
 
 
 def _placeheld(name: str, placeholder: Mapping[str, str]) -> str:

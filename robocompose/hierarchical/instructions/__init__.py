@@ -37,6 +37,7 @@ from robocompose.hierarchical.instructions.check import (
 from robocompose.hierarchical.instructions.items import (
     COLLECTIONS,
     GOAL,
+    HELD_OUT,
     REFUSE_OR_ASK,
     Fact,
     InstructionItem,
@@ -56,6 +57,7 @@ STACK_THREE, SORT_BY_COLOUR = "stack_three", "sort_by_colour"  # the long-horizo
 
 __all__ = [
     "COLLECTIONS",
+    "HELD_OUT",
     "GOAL",
     "OUTCOMES",
     "REFUSE_OR_ASK",

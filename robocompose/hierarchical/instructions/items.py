@@ -23,8 +23,11 @@ from robocompose.hierarchical.goal.facts import SceneNames
 
 Fact = tuple[str, ...]
 ENVS = ("Stack", "SortBins")
-# dev: prompts may be tuned on it; test: never enters a prompt; long_horizon: the planners' runs
-COLLECTIONS = ("dev", "test", "long_horizon")
+# dev: prompts may be tuned on it; test: never enters a prompt; wordings: held out like test,
+# its categories are ways of writing (typos, other languages, self-corrections); long_horizon:
+# the planners' runs
+COLLECTIONS = ("dev", "test", "wordings", "long_horizon")
+HELD_OUT = ("test", "wordings")
 GOAL, REFUSE_OR_ASK = "goal", "refuse_or_ask"
 # why an infeasible item cannot be done as asked
 WHY = ("missing_object", "same_object", "contradiction", "ambiguous", "unreachable", "unsafe")

@@ -40,6 +40,25 @@ def test_a_block_and_the_bin_of_its_colour_share_a_placeholder():
     assert result.lower("in(X, X_bin); on(Y, Z)") == "in(blue, blue_bin); on(red, green)"
 
 
+@pytest.mark.parametrize(
+    ("request_", "lifted"),
+    [
+        ("put teh gren block on the rde one", "put teh X block on the Y one"),
+        ("stack blu on reed", "stack X on Y"),
+        ("can you put the bule cube on green", "can you put the X cube on Y"),
+    ],
+)
+def test_a_misspelt_name_lifts_like_the_name(request_, lifted):
+    assert lift(request_, SCENE).request == lifted
+
+
+def test_a_common_word_one_typo_from_a_name_stays_a_word():
+    scene = SceneNames(("cyan_block", "orange_block"))
+    assert lift("can you range the cyan one", scene).request == "can you range the X one"
+    two = SceneNames(("blue_block", "blur_block"))  # a typo of both names: neither
+    assert lift("put blu on blur", two).request == "put blu on X"
+
+
 def test_a_word_the_scene_lacks_stays_visible():
     result = lift("put the purple block on red", SCENE)
     assert result.request == "put the purple block on X"

@@ -1,6 +1,6 @@
-"""The dev and test collections' categories: sizes, disjoint wordings, well-formed gold that
-the start does not already satisfy, scenes every env accepts, and the gold check on a real
-world."""
+"""The dev, test and wordings collections' categories: sizes, disjoint wordings, well-formed
+gold that the start does not already satisfy, scenes every env accepts, and the gold check on a
+real world."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from robocompose.hierarchical.instructions import (
 from robocompose.hierarchical.instructions.items import Scene, facts
 from robocompose.sim.stack import COLORS
 
-ALL = instruction_items("dev") + instruction_items("test")
+ALL = [i for c in ("dev", "test", "wordings") for i in instruction_items(c)]
 WORDS = re.compile(r"\b(" + "|".join(COLORS) + r"|block|blocks|cube|cubes|one|ones)\b")
 
 

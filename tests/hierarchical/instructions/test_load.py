@@ -150,6 +150,7 @@ def test_the_shipped_files_are_package_data():
         "dev.yaml",
         "long_horizon.yaml",
         "test.yaml",
+        "wordings.yaml",
     ]
     pyproject = (Path(__file__).resolve().parents[3] / "pyproject.toml").read_text()
     assert '"hierarchical/instructions/data/*.yaml"' in pyproject
