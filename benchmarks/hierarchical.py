@@ -573,11 +573,12 @@ def main() -> None:
     parts, models = args.parts, args.models.split(",")
     out_dir, path = Path(args.out_dir), Path(args.results)
     results = ResultsFile(path.name, RESULTS.writer, RESULTS.indent, path.parent)
-    skip = ("out_dir", "results", "summarize")
-    settings = {k: v for k, v in vars(args).items() if k not in skip}
-    settings["parts"] = ",".join(args.parts)  # as the JSON always had it
-    if args.summarize:  # the settings of the runs the episodes came from, not this call's
-        settings = results.read().get("settings", settings)
+    # per part, the settings of its last run (the episodes of earlier runs keep their own
+    # setting in their file and row names)
+    skip = ("out_dir", "results", "summarize", "parts")
+    settings = {p: s for p, s in results.read().get("settings", {}).items() if p in PARTS}
+    if not args.summarize:
+        settings |= dict.fromkeys(parts, {k: v for k, v in vars(args).items() if k not in skip})
     for model in [] if args.summarize else models:
         llm = make_backend("local", model=model, n_threads=args.n_threads,
                            cache_dir=args.cache_dir)  # fmt: skip
