@@ -408,12 +408,7 @@ def run_reading(
         world = make_world(item)
         view = NamedView(world, names)
         planner = make_planner("goal", first, build_registry(world), view, second)
-        planner.config = dataclasses.replace(
-            planner.config,
-            revise=args.revise,
-            revise_solver=args.revise_solver,
-            noisy_channel=args.noisy_channel,
-        )
+        planner.config = dataclasses.replace(planner.config, **goal_options(args))
         start = time.perf_counter()
         plan = planner.plan(request)
         row = judged(item, view, plan) | {"seconds": round(time.perf_counter() - start, 2)}
@@ -493,11 +488,18 @@ def _questions(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
     }
 
 
+def goal_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The `GoalPlannerConfig` fields the command line sets on the goal planner."""
+    options = {"revise": args.revise, "revise_solver": args.revise_solver,
+               "noisy_channel": args.noisy_channel}  # fmt: skip
+    return options | ({"orders": args.orders} if args.orders else {})
+
+
 def goal_setting_label(args: argparse.Namespace) -> str:
     """What sets a goal-planner run apart from the default, for its file and row names."""
     parts = [f"lora-{Path(args.lora).stem}"] if args.lora else []
     parts += ["revise"] * args.revise + ["revise-solver"] * args.revise_solver
-    parts += ["channel"] * args.noisy_channel
+    parts += ["channel"] * args.noisy_channel + [f"orders{args.orders}"] * bool(args.orders)
     return "".join(f"+{p}" for p in parts)
 
 
@@ -512,8 +514,6 @@ def run_categories(model: str, args: argparse.Namespace, out_dir: Path) -> None:
         llm = RecordingLLM(first)
         second = RecordingLLM(second_backend) if second_backend is not None else None
         adapter = getattr(first, "lora", None)
-        goal_options = {"revise": args.revise, "revise_solver": args.revise_solver,
-                        "noisy_channel": args.noisy_channel}  # fmt: skip
         items = instruction_items(args.split)
         per_category = 0 if planner == "goal" else args.slow_per_family
         subset = category_subset(items, per_category)
@@ -525,7 +525,9 @@ def run_categories(model: str, args: argparse.Namespace, out_dir: Path) -> None:
         for item in subset:
             if item.key in done:
                 continue
-            row = category_episode(llm, item, planner, args.repair_rounds, second, goal_options)
+            row = category_episode(
+                llm, item, planner, args.repair_rounds, second, goal_options(args)
+            )
             _append(path, {"key": item.key, "model": model, "planner": label,
                            "split": item.collection, "family": item.category,
                            "expect": item.expect, "why": item.why, "instruction": item.instruction,
@@ -565,6 +567,8 @@ def main() -> None:
                         "after the solver's contradiction or several goals")  # fmt: skip
     parser.add_argument("--noisy-channel", action="store_true", help="families: the goal "
                         "planner keeps the goal the request is likeliest under")  # fmt: skip
+    parser.add_argument("--orders", type=int, default=0, help="families and reading: the goal "
+                        "planner's rewrites that must agree (0: its readers' default)")  # fmt: skip
     parser.add_argument("--out-dir", default="benchmarks/results/hierarchical")
     parser.add_argument("--cache-dir", default="", help="LLM cache (default: the user cache)")
     parser.add_argument("--results", default=str(RESULTS.path))

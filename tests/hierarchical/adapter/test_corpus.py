@@ -16,6 +16,7 @@ from robocompose.hierarchical.adapter.corpus import (
     ngrams,
     wordings,
 )
+from robocompose.hierarchical.goal.facts import SceneNames
 from robocompose.hierarchical.goal.lifting import PLACEHOLDERS, lift
 from robocompose.hierarchical.instructions import HELD_OUT, instruction_items
 
@@ -57,6 +58,20 @@ def test_nothing_of_the_held_out_items_leaks(corpus):
         grams |= ngrams(lift(item.instruction, item.scene.names()).request, 5)
     assert not [p.request for p in corpus if p.request.lower() in sentences]
     assert not [p.request for p in corpus if ngrams(p.lifted().request, 5) & grams]
+
+
+def test_every_colour_word_the_corpus_writes_lifts():
+    """A word the corpus fills a slot with that lifting did not know would train the adapter on
+    a visible name."""
+    _, data = wordings()
+    for language, table in data["phrases"].items():
+        for colour in (*table.get("colours", {}), *table.get("other_words", {})):
+            words = [table.get("colours", {}).get(colour, colour)]
+            words += table.get("other_words", {}).get(colour, [])
+            for word in words:
+                scene = SceneNames((f"{colour}_block", "spare_block"))
+                lifted = lift(f"put {word} there", scene)
+                assert lifted.request == "put X there", (language, word)
 
 
 def test_the_leak_check_drops_a_test_template():
