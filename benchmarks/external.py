@@ -51,9 +51,10 @@ from common import (
 )
 from composition_parts.selector import add_selector_args, selector_versus
 from composition_parts.vertex import vertex_gap
+from search_replay import convex_search
 
 from robocompose.compare import compare
-from robocompose.composition.api import candidate_label, compose, search
+from robocompose.composition.api import candidate_label, compose
 from robocompose.composition.weight_search import NativeParent
 from robocompose.evaluation import evaluate
 from robocompose.policies.checkpoint import load_policy
@@ -127,8 +128,8 @@ def task_result(
     rows = {n: r.row() for n, r in zip(names, on_fresh.results, strict=True)}
     better = max(names, key=lambda n: (rows[n]["success"], rows[n]["mean_score"]))
 
-    found = search(
-        parents, search_seeds, out_dir=folder / "search", first_slice=first_slice, step=step
+    found = convex_search(
+        parents, search_seeds, folder / "search", first_slice=first_slice, step=step
     )
     print(f"{task} convex search:\n{found.table()}", flush=True)
     composed = {
@@ -175,7 +176,7 @@ def chosen_candidate(
     out_dir: Path | None = None,
     tag: str = "",
 ) -> dict[str, Any]:
-    """What the search returns (a parent alone, or the convex weights) on the fresh seeds,
+    """What the search returns (a parent alone, or its composition) on the fresh seeds,
     paired against the better parent there: the same policy scores 0 on every seed.
     `out_dir`: where the composition's fresh episodes go (default the task's fresh/), its file
     named with the prefix `tag` (for a folder that several pairs share)."""
@@ -194,8 +195,8 @@ def chosen_candidate(
                 "formatted": paired.format(),
             },
         }
-    policy = compose(parents, "convex", found.choice)
-    label = tag + candidate_label("convex", found.choice)
+    policy = compose(parents, found.choice.operator, found.choice.weights)
+    label = tag + found.choice.label
     better_policy = parents[names.index(better)]
     return row | against_better(task, policy, label, better_policy, better, fresh, out_dir)
 

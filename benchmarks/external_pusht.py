@@ -52,9 +52,10 @@ from common import (
 from composition_parts.selector import add_selector_args, selector_versus
 from composition_parts.vertex import vertex_gap
 from external import APART, chosen_candidate, selector_key
+from search_replay import convex_search
 
 from robocompose.compare import compare
-from robocompose.composition.api import candidate_label, compose, search
+from robocompose.composition.api import candidate_label, compose
 from robocompose.policies.checkpoint import load_policy
 from robocompose.sim.collect import run_expert_episode
 from robocompose.sim.tasks import make_env, make_expert
@@ -149,8 +150,8 @@ def policies(
     parents = [load_policy(CHECKPOINTS / name) for name in pair]
     on_fresh = compare(*parents, fresh, out_dir=OUT / "fresh", labels=pair)
     print(on_fresh.table(), flush=True)
-    found = search(
-        parents, search_seeds, out_dir=search_dir, step=step, first_slice=10, progress=False
+    found = convex_search(
+        parents, search_seeds, search_dir, step=step, first_slice=10, progress=False
     )
     print(found.table(), flush=True)
     trials = {

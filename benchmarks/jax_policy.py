@@ -34,11 +34,12 @@ from typing import Any
 import torch
 from common import CHECKPOINTS, RUNS_DIR, ResultsFile, add_parts, median_ms
 from policy_latency import random_obs
+from search_replay import convex_search
 
 import robocompose.policies.jax_bridge as bridge
 import robocompose.policies.jax_flow as jax_flow
 from robocompose.compare import compare
-from robocompose.composition.api import candidate_label, compose, search
+from robocompose.composition.api import candidate_label, compose
 from robocompose.policies.checkpoint import load_policy
 
 KEY = "jax_torch"
@@ -184,8 +185,8 @@ def policies(fresh: list[int], search_seeds: list[int], step: float) -> dict[str
         parents[1], twin, fresh, out_dir=OUT / "fresh", labels=(JAX_PARENT, TORCH_TWIN)
     )
     print(frameworks.table(), flush=True)
-    found = search(
-        parents, search_seeds, out_dir=OUT / "search", step=step, first_slice=10, progress=False
+    found = convex_search(
+        parents, search_seeds, OUT / "search", step=step, first_slice=10, progress=False
     )
     print(found.table(), flush=True)
     trials: dict[str, tuple[str, tuple[float, ...]]] = {

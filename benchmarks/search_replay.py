@@ -1,9 +1,9 @@
 """Search methods replayed from a full grid's episodes.
 
 Every candidate of the grid ran every seed, so any method's run on any order of those seeds is a
-lookup: replays over many random seed orders cost no episode. A replay lands when the weights it
-chooses are within `TOLERANCE_PTS` of the grid optimum, both judged by their success on every
-seed (the grid's own figures).
+lookup: replays over many random seed orders cost no episode. A replay lands when the candidate
+it chooses is within `TOLERANCE_PTS` of the grid optimum, both judged by their success on every
+seed (the grid's own figures). `convex_search` is the search every composition benchmark runs.
 """
 
 from __future__ import annotations
@@ -13,33 +13,48 @@ import statistics
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from robocompose.composition.api import candidate_label, compose
-from robocompose.composition.weight_search import Evaluator, SearchResult, Weights, grid_search
+from robocompose.composition.api import compose, search
+from robocompose.composition.weight_search import (
+    Composed,
+    Evaluator,
+    Key,
+    SearchResult,
+    grid_search,
+)
 from robocompose.evaluation import evaluate
 
 TOLERANCE_PTS = 2.0
+CONVEX = ("convex",)
 # (evaluator, candidates, seed order) -> the search's result
-Method = Callable[[Evaluator, list[Weights], list[int]], SearchResult]
+Method = Callable[[Evaluator, list[Key], list[int]], SearchResult]
+
+
+def convex_search(
+    parents: Sequence, seeds: Sequence[int], out_dir: Path, **settings
+) -> SearchResult:
+    """`search` over the convex weights and each parent alone (`settings`: its other keywords):
+    the search the stored results measured, before every searchable method raced in one pool."""
+    return search(parents, seeds, out_dir=out_dir, operators=CONVEX, **settings)
 
 
 def episode_cache(
-    parents: Sequence, weights: Sequence[Weights], seeds: Sequence[int], folder: Path
-) -> dict[Weights, dict[int, dict]]:
-    """weights -> seed -> record, read back from a search's episode files (nothing runs: the
+    parents: Sequence, keys: Sequence[Composed], seeds: Sequence[int], folder: Path
+) -> dict[Key, dict[int, dict]]:
+    """candidate -> seed -> record, read back from a search's episode files (nothing runs: the
     harness resumes, so every episode already logged is returned as it was)."""
-    cache = {}
-    for w in weights:
-        result = convex_episodes(parents, w, seeds, folder / "episodes")
-        cache[tuple(w)] = {r["seed"]: r for r in result.records}
+    cache: dict[Key, dict[int, dict]] = {}
+    for key in keys:
+        result = composed_episodes(parents, key, seeds, folder / "episodes")
+        cache[key] = {r["seed"]: r for r in result.records}
     return cache
 
 
-def convex_episodes(parents: Sequence, weights: Weights, seeds: Sequence[int], out_dir: Path):
-    """The convex composition at `weights` on `seeds`, logged (and resumed) in
-    out_dir/<candidate label>.jsonl, the file a search writes for that candidate."""
-    label = candidate_label("convex", weights)
-    policy = compose(parents, "convex", weights)
-    return evaluate(policy, seeds, out=out_dir / f"{label}.jsonl", label=label, progress=False)
+def composed_episodes(parents: Sequence, key: Composed, seeds: Sequence[int], out_dir: Path):
+    """The composition `key` on `seeds`, logged (and resumed) in out_dir/<its label>.jsonl,
+    the file a search writes for that candidate."""
+    policy = compose(parents, key.operator, key.weights)
+    out = out_dir / f"{key.label}.jsonl"
+    return evaluate(policy, seeds, out=out, label=key.label, progress=False)
 
 
 def seed_orders(seeds: Sequence[int], count: int, seed: int = 0) -> list[list[int]]:
@@ -54,29 +69,29 @@ def seed_orders(seeds: Sequence[int], count: int, seed: int = 0) -> list[list[in
 def grid_on_first(n: int) -> Method:
     """The grid on only the first `n` seeds of the order: the cheap grid a method must beat."""
 
-    def run(evaluator: Evaluator, candidates: list[Weights], order: list[int]) -> SearchResult:
+    def run(evaluator: Evaluator, candidates: list[Key], order: list[int]) -> SearchResult:
         return grid_search(evaluator, candidates, order[:n], progress=False)
 
     return run
 
 
-def replay(method: Method, cache: dict[Weights, dict[int, dict]], orders: list[list[int]]) -> dict:
+def replay(method: Method, cache: dict[Key, dict[int, dict]], orders: list[list[int]]) -> dict:
     """`method` once per seed order: episodes it spends and how far its choice falls short of
     the grid optimum, in points of success on every seed."""
     rate = {
-        w: statistics.mean(bool(r["success"]) for r in by_seed.values())
-        for w, by_seed in cache.items()
+        key: statistics.mean(bool(r["success"]) for r in by_seed.values())
+        for key, by_seed in cache.items()
     }
     optimum = max(rate.values())
 
-    def lookup(weights: Weights, subset: Sequence[int]) -> list[dict]:
-        return [cache[weights][s] for s in subset]
+    def lookup(key: Key, subset: Sequence[int]) -> list[dict]:
+        return [cache[key][s] for s in subset]
 
     spent, gaps = [], []
     for order in orders:
         found = method(lookup, list(cache), order)
         spent.append(found.episodes_spent)
-        gaps.append(100 * (optimum - rate[found.chosen]))
+        gaps.append(100 * (optimum - rate[found.choice]))
     return {
         "mean_episodes": statistics.mean(spent),
         "within_2pts_fraction": sum(g <= TOLERANCE_PTS + 1e-9 for g in gaps) / len(gaps),

@@ -5,7 +5,8 @@ both `check_choices` (in the config's `__post_init__`) and `--help` read them th
 
 `choices` may be a function returning the names (a registry that grows as modules load); a
 registry that checks its names itself, with messages of its own (missing extras, say),
-declares them with `checked=False`: listed, not checked here.
+declares them with `checked=False`: listed, not checked here. A list field whose every entry
+takes one of the names is declared with `each_of`.
 """
 
 from __future__ import annotations
@@ -23,6 +24,14 @@ def one_of(choices: Choices, default: str, *, checked: bool = True) -> Any:
     return dataclasses.field(default=default, metadata={"choices": choices, "checked": checked})
 
 
+def each_of(choices: Choices, default: Callable[[], Sequence[str]]) -> Any:
+    """A list field defaulting to `default()` (called per instance) whose every entry must be
+    one of `choices`."""
+    return dataclasses.field(
+        default_factory=lambda: list(default()), metadata={"choices": choices, "each": True}
+    )
+
+
 def choices_of(f: dataclasses.Field) -> list[str] | None:
     """The names field `f` takes, or None for a field that takes any value."""
     choices = f.metadata.get("choices")
@@ -32,11 +41,20 @@ def choices_of(f: dataclasses.Field) -> list[str] | None:
 
 
 def check_choices(config: Any) -> None:
-    """Refuse a field of the dataclass `config` set to a name outside its choices."""
+    """Refuse a field of the dataclass `config` set to a name outside its choices (a list
+    field of `each_of`: an entry, named by its index)."""
     for f in dataclasses.fields(config):
         allowed = choices_of(f)
-        if allowed is not None and f.metadata.get("checked", True):
-            check_choice(f.name, getattr(config, f.name), allowed)
+        if allowed is None or not f.metadata.get("checked", True):
+            continue
+        value = getattr(config, f.name)
+        if not f.metadata.get("each"):
+            check_choice(f.name, value, allowed)
+            continue
+        if not value:
+            raise ValueError(f"`{f.name}` must name at least one of {allowed}. Got {value!r}.")
+        for i, entry in enumerate(value):
+            check_choice(f"{f.name}[{i}]", entry, allowed)
 
 
 def check_choice(name: str, value: Any, allowed: Sequence[str]) -> None:

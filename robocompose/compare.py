@@ -72,13 +72,16 @@ class CandidateSpec:
 
     @classmethod
     def chosen_by(cls, record_path: Path) -> CandidateSpec:
-        """The candidate the search recorded at `record_path` chose."""
+        """The candidate the search recorded at `record_path` chose: a parent alone, or the
+        chosen method (`chosen_operator`; a record older than it searched its one `operator`)
+        at its weights."""
         record = read_search(record_path)
         result, parents = record["result"], search_parents(record_path, record)
         if result["chosen_kind"] == "parent_native":
             return cls((parents[result["chosen"].index(1.0)],))
+        operator = result.get("chosen_operator") or record["operator"]
         weights = tuple(result["chosen"])
-        return cls(tuple(parents), record["operator"], weights, record["composition"])
+        return cls(tuple(parents), operator, weights, record["composition"])
 
     def label(self) -> str:
         """The folder's name of a checkpoint, else the composition's candidate label."""

@@ -4,8 +4,8 @@ nested ones as dotted keys, with type, default and the description its source al
 The description is `field(metadata={"help": ...})` when set, else the field's `# comment`: the
 comment at the end of its line (continued on the next comment line when it ends with `;` or
 `,`), or else the first sentence of the comment block right above it. A field declared with
-`robocompose.choices.one_of` lists its names too. The help text is read from the source, never
-written twice.
+`robocompose.choices.one_of` (or `each_of`) lists its names too. The help text is read from the
+source, never written twice.
 """
 
 from __future__ import annotations
@@ -56,7 +56,8 @@ def config_fields(cls: type, prefix: str = "") -> list[FieldHelp]:
             described = _joined(described, f"takes any keys: +{prefix}{f.name}.KEY=VALUE")
         choices = tuple(choices_of(f) or ())
         if choices:
-            described = _joined(described, f"one of: {', '.join(choices)}")
+            each = "each " if f.metadata.get("each") else ""
+            described = _joined(described, f"{each}one of: {', '.join(choices)}")
         key, type_text = prefix + f.name, _type_text(f.type)
         out.append(FieldHelp(key, type_text, _default(f), described, bool(nested), choices))
         if nested is not None:

@@ -102,7 +102,7 @@ def test_search_confirms_its_choice_on_fresh_seeds_and_compare_takes_any_candida
     own and stores the paired difference; `compare` then takes that search.json, a composition
     written OPERATOR:WEIGHTS:CKPT,CKPT, or a checkpoint."""
     out = tmp_path / "search"
-    main(["search", *PARENTS, *ONE_SEED, "--out", str(out), "confirm=1"])
+    main(["search", *PARENTS, *ONE_SEED, "--operators", "convex", "--out", str(out), "confirm=1"])
     printed = capsys.readouterr().out
     record = json.loads((out / "search.json").read_text())
     confirm = record["result"]["confirm"]
@@ -113,12 +113,17 @@ def test_search_confirms_its_choice_on_fresh_seeds_and_compare_takes_any_candida
         assert confirm["ci_low"] <= confirm["difference"] <= confirm["ci_high"]
         assert "confirm on 1 fresh seeds from 100001: " in printed
 
-    # the record as a search that chose a composition writes it: the composition is confirmed
-    record["result"] |= {"chosen": [1.0, 0.0], "chosen_kind": "composition"}
+    # the record as a search that chose a composition writes it: the chosen method at its
+    # weights is confirmed
+    record["result"] |= {
+        "chosen": [2.0, 0.0],
+        "chosen_kind": "composition",
+        "chosen_operator": "weighted_sum",
+    }
     (out / "search.json").write_text(json.dumps(record))
     versus = confirm_search(out / "search.json", 2, out_dir=tmp_path / "confirm")
     assert versus is not None and versus.paired.episodes == 2
-    assert versus.labels[0] == "convex_1.000_0.000"
+    assert versus.labels[0] == "weighted_sum_2.000_0.000"
     assert versus.labels[1] in {Path(p).name for p in PARENTS}
     assert [r["seed"] for r in versus.results[0].records] == [100_001, 100_002]
     assert repr(versus) == f"Comparison({versus.summary()})" and "records" not in repr(versus)
@@ -126,4 +131,4 @@ def test_search_confirms_its_choice_on_fresh_seeds_and_compare_takes_any_candida
     composition = f"convex:0.5,0.5:{PARENTS[0]},{PARENTS[1]}"
     main(["compare", str(out), composition, "--episodes", "1", "--out", str(tmp_path / "c")])
     printed = capsys.readouterr().out
-    assert "| convex_1.000_0.000 |" in printed and "| convex_0.500_0.500 |" in printed
+    assert "| weighted_sum_2.000_0.000 |" in printed and "| convex_0.500_0.500 |" in printed

@@ -11,6 +11,7 @@ import pytest
 
 from robocompose.cli import VERBS, load_verb_config, main
 from robocompose.config import ConfigError, build, hydra_value, load
+from robocompose.config_help import config_fields
 from robocompose.shipped import (
     CHECKPOINTS,
     make_target,
@@ -137,6 +138,29 @@ def test_search_defaults_are_the_demo() -> None:
         demo.num_envs,
     )
     assert search.composition.operator == "convex"
+    assert search.search.operators == ["convex", "weighted_sum"]  # every searchable method
+
+
+def test_search_operators_are_searchable_methods(capsys) -> None:
+    """`search.operators` (or `--operators`) names the methods searched; an entry that is no
+    searchable method is refused, naming the entry and listing the searchable ones."""
+    assert load("search", SearchConfig, ["search.operators=[convex]"]).search.operators == [
+        "convex"
+    ]
+    with pytest.raises(
+        ConfigError,
+        match=r"`operators\[1\]` must be one of \['convex', 'weighted_sum'\]\. Got 'mixture'\. "
+        r"\(in `search`\)",
+    ):
+        load("search", SearchConfig, ["search.operators=[convex,mixture]"])
+    with pytest.raises(
+        SystemExit, match=r"`operators\[0\]` must be one of .*Got 'convx'\. Did you"
+    ):
+        main(["search", "--operators", "convx"])
+    main(["search", "--operators", "weighted_sum", "--cfg"])
+    assert "  operators:\n  - weighted_sum\n" in capsys.readouterr().out
+    help_line = next(f for f in config_fields(SearchConfig) if f.key == "search.operators")
+    assert help_line.help.endswith("each one of: convex, weighted_sum")
 
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="`make` is not installed")

@@ -15,16 +15,25 @@ def test_demo_writes_its_table_plot_video_and_record(tmp_path, capsys) -> None:
     record = demo.run(config)
     labels = [r["label"] for r in record["rows"]]
     assert labels[:2] == ["Stack_diffusion_mlp", "Stack_flow_mlp"]
-    # the search's choice: the convex weights, or a parent alone when none beat it
-    assert labels[2].startswith(("GPC convex (", "parent alone ("))
-    assert labels[3] == "product of experts (1, 1)"
+    # the search's choice: convex weights, the product of experts, a parent sharpened, or a
+    # parent alone when no composition beat it
+    chosen = ("GPC convex (", "product of experts (", "Stack_diffusion_mlp alone", "Stack_flow")
+    assert labels[2].startswith(chosen) and labels[2].endswith(", searched")
+    search = record["search"]
+    assert {c["operator"] for c in search["candidates"]} == {None, "convex", "weighted_sum"}
+    # the product of experts has a row of its own unless the search chose it
+    product_won = [search["chosen_operator"], search["chosen"]] == ["weighted_sum", [1.0, 1.0]]
+    assert labels[3:] == ([] if product_won else ["product of experts (1, 1)"])
     assert all(r["episodes"] == 4 for r in record["rows"])
     folder = tmp_path / "Stack"
+    product = folder / "episodes" / "weighted_sum_1.000_1.000.jsonl"
+    assert len(product.read_text().splitlines()) == 4  # the search's episodes, not run twice
     assert (folder / "search.png").stat().st_size > 1000
     assert (folder / "videos" / "seed_100000.mp4").stat().st_size > 1000
     assert json.loads((folder / "demo.json").read_text())["rows"] == record["rows"]
     printed = capsys.readouterr().out
-    assert "| product of experts (1, 1) |" in printed and "- best parent:" in printed
+    assert "| product of experts (1, 1)" in printed and "- best parent:" in printed
+    assert "searching convex weights, product of experts and sharpened sums (halving)" in printed
     assert f"the search's choice ({record['won']}): " in printed
 
     assert record["video"] == str(folder / "videos" / "seed_100000.mp4")

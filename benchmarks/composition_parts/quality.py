@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import statistics
 
+from search_replay import convex_search
+
 from robocompose.compare import Comparison, compare
-from robocompose.composition.api import candidate_label, compose, search
+from robocompose.composition.api import candidate_label, compose
 from robocompose.composition.search_plot import plot_search
 from robocompose.composition.weight_search import NativeParent
 from robocompose.evaluation import evaluate
@@ -69,7 +71,7 @@ def quality(
     better = pick_best(parents_search)
     print(f"{task} on the search seeds:\n{on_search.table()}", flush=True)
 
-    found = search(parents, search_seeds, out_dir=folder / "search", first_slice=first_slice)
+    found = convex_search(parents, search_seeds, folder / "search", first_slice=first_slice)
     print(f"{task} convex search:\n{found.table()}", flush=True)
     print(f"{task} search won: {found.chosen_text(names)}", flush=True)
     weights = tuple(found.best_composition)  # the convex trial: a composition, even where a

@@ -11,15 +11,20 @@ import torch
 from common import CHECKPOINTS
 from search_replay import (
     cheapest_reliable,
-    convex_episodes,
+    composed_episodes,
+    convex_search,
     episode_cache,
     grid_on_first,
     replay,
     seed_orders,
 )
 
-from robocompose.composition.api import candidate_label, search
-from robocompose.composition.weight_search import NativeParent, racing, successive_halving
+from robocompose.composition.weight_search import (
+    Composed,
+    NativeParent,
+    racing,
+    successive_halving,
+)
 from robocompose.evaluation import evaluate
 from robocompose.policies.checkpoint import load_policy
 from robocompose.stats import paired_outcomes
@@ -31,13 +36,11 @@ def search_cost(task: str, episodes: int, first_slice: int, replays: int) -> dic
     parents, _ = parents_of(task)
     seeds = list(range(SEED_START, SEED_START + episodes))
     folder = OUT / task / "search"  # P1's search folder: its episodes are the grid's too
-    grid = search(parents, seeds, out_dir=folder, method="grid")
+    grid = convex_search(parents, seeds, folder, method="grid")
     rate = {c.key: c.rate for c in grid.candidates}
     optimum = max(rate.values())
     keys = [c.key for c in grid.candidates]  # each parent alone first, then the weights
-    cache = episode_cache(
-        parents, [k for k in keys if not isinstance(k, NativeParent)], seeds, folder
-    )
+    cache = episode_cache(parents, [k for k in keys if isinstance(k, Composed)], seeds, folder)
     for key in keys:
         if isinstance(key, NativeParent):  # read back from the search's own file
             out = folder / "episodes" / f"{key.label}.jsonl"
@@ -121,9 +124,10 @@ def search_k3(episodes: int, replays: int, fresh_episodes: int) -> dict:
     parents = [load_policy(CHECKPOINTS / name) for name in K3_PARENTS]
     seeds = list(range(SEED_START, SEED_START + episodes))
     folder = OUT / "Stack_k3"
-    grid = search(parents, seeds, out_dir=folder, method="grid", step=0.1)
+    grid = convex_search(parents, seeds, folder, method="grid", step=0.1)
     print(f"K=3 grid:\n{grid.table()}", flush=True)
-    cache = episode_cache(parents, [c.weights for c in grid.candidates], seeds, folder)
+    convex = [c.key for c in grid.candidates if isinstance(c.key, Composed)]
+    cache = episode_cache(parents, convex, seeds, folder)
     orders = seed_orders(seeds, replays)
     methods = {}
     for method, settings in _k3_methods(episodes).items():
@@ -132,12 +136,16 @@ def search_k3(episodes: int, replays: int, fresh_episodes: int) -> dict:
         print(f"K=3 {method}: {json.dumps(methods[method])}", flush=True)
 
     regions = _regions(grid.candidates)
-    outcome = {w: [bool(cache[w][s]["success"]) for s in seeds] for w in regions.values()}
+    outcome = {
+        w: [bool(cache[Composed("convex", w)][s]["success"]) for s in seeds]
+        for w in regions.values()
+    }
     fresh_seeds = list(range(HELDOUT_SEED_START, HELDOUT_SEED_START + fresh_episodes))
     fresh = {}
     for w in set(regions.values()):
-        fresh[w] = convex_episodes(parents, w, fresh_seeds, folder / "fresh")
-        print(f"K=3 fresh {candidate_label('convex', w)}: {fresh[w].summary()}", flush=True)
+        key = Composed("convex", w)
+        fresh[w] = composed_episodes(parents, key, fresh_seeds, folder / "fresh")
+        print(f"K=3 fresh {key.label}: {fresh[w].summary()}", flush=True)
     fresh_outcome = {}  # in the order of fresh_seeds, so they pair seed by seed
     for w, result in fresh.items():
         by_seed = {r["seed"]: bool(r["success"]) for r in result.records}

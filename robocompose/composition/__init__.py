@@ -17,13 +17,14 @@ Where things are:
     composed_denoiser.py  ComposedDenoiser: the parents' denoisers as one, by an operator
     timing.py             what each parent costs per chunk
     composed_policy.py    ComposedPolicy: K parents and a method, run by the harness
-    weight_search.py      the search over weights (grid, racing, successive halving)
+    weight_search.py      the search over compositions, every searchable method's candidates
+                          and each parent alone in one pool (grid, racing, halving)
     search_plot.py        a search's figure
     search_record.py      what a search ran on, its record on disk, its resume
     api.py                load, compose, evaluate, search: the notebook API the verbs call
 
-The layers run one way: config <- methods <- builtin_methods <- composed_policy <- api
-(tests/test_import_cycles.py fails on any import cycle).
+The layers run one way: config <- methods <- weight_search <- builtin_methods <- composed_policy
+<- api (tests/test_import_cycles.py fails on any import cycle).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
     from robocompose.composition import load, compose, evaluate, search
     dp, flow = load("PushT_diffusion_unet"), load("PushT_flow_mlp")
     print(evaluate(compose([dp, flow], weights=(0.6, 0.4)), seeds=range(100)).summary())
-    result = search([dp, flow], seeds=range(100), out_dir="runs/search")
+    result = search([dp, flow], seeds=range(100), out_dir="runs/search")  # every operator
 
 The CLI verbs `compose` and `search` call these same functions.
 """
@@ -22,14 +22,15 @@ from robocompose.composition.methods import method_of
 from robocompose.composition.search_plot import plot_search
 from robocompose.composition.timing import ParentTimes, sum_times
 from robocompose.composition.weight_search import (
+    Composed,
     Key,
     NativeParent,
     SearchResult,
     SearchSettings,
+    candidate_label,
     grid_search,
-    native_parents,
     racing,
-    simplex_grid,
+    search_pool,
     successive_halving,
 )
 from robocompose.devices import check_device
@@ -69,17 +70,21 @@ def compose(
     return built if built is not None else ComposedPolicy(parents, composition)
 
 
-def candidate_label(operator: str, weights: Sequence[float]) -> str:
-    return f"{operator}_" + "_".join(f"{w:.3f}" for w in weights)
-
-
-def chosen_policy(
-    parents: Sequence[GenerativePolicy], key: Key, operator: str, **config: Any
-) -> AnyPolicy:
-    """A search candidate as a policy: a parent alone, or the composition at its weights."""
+def chosen_policy(parents: Sequence[GenerativePolicy], key: Key, **config: Any) -> AnyPolicy:
+    """A search candidate as a policy: a parent alone, or its method at its weights."""
     if isinstance(key, NativeParent):
         return parents[key.index]
-    return compose(parents, operator, key, **config)
+    return compose(parents, key.operator, key.weights, **config)
+
+
+def _one_of_each_method(pool: Sequence[Key]) -> list[Composed]:
+    """The first composition of each method in `pool`: built before any episode, so a setting
+    one of them cannot run is refused before the search starts."""
+    first: dict[str, Composed] = {}
+    for key in pool:
+        if isinstance(key, Composed):
+            first.setdefault(key.operator, key)
+    return list(first.values())
 
 
 def search(
@@ -88,7 +93,7 @@ def search(
     *,
     out_dir: str | os.PathLike[str],
     task: str | None = None,
-    operator: str = CompositionConfig.operator,
+    operators: Sequence[str] | None = None,
     method: str = SearchSettings.method,
     step: float | None = SearchSettings.step,
     first_slice: int = SearchSettings.first_slice,
@@ -99,20 +104,25 @@ def search(
     progress: bool = True,
     **config: Any,
 ) -> SearchResult:
-    """Search the weights of `operator` over `parents` (checkpoint folders or loaded policies),
-    every candidate on the same seeds; `config`: the other `CompositionConfig` fields.
+    """Search the compositions of `parents` (checkpoint folders or loaded policies), every
+    candidate on the same seeds; `config`: the `CompositionConfig` fields every candidate shares
+    (sampler, steps, grid, ...).
 
-    Each parent alone on its own sampler is a candidate too (listed first, so it wins ties):
-    the result's `choice` is the candidate with the best success on these seeds, a parent alone
-    when no composition beats it (`chosen_kind`; `chosen_policy` builds it).
+    The candidates of every method in `operators` race in one pool (None: every searchable
+    registered method, so convex's simplex grid, the product of experts and each parent
+    sharpened; `("convex",)`: the convex weights alone). Each parent alone on its own sampler
+    is a candidate too (listed first, so it wins ties): the result's `choice` is the candidate
+    with the best success on these seeds, a parent alone when no composition beats it
+    (`chosen_kind`, `chosen_operator`; `chosen_policy` builds it).
 
-    Writes into out_dir: episodes/<candidate>.jsonl as episodes end (a rerun resumes),
-    search.json (task, parents and their fingerprints, operator, composition settings, method,
-    seeds, envs, device, batching, version; then the candidates) and search.png. A rerun into
-    out_dir with other parents, task, operator, composition settings or batching is refused,
-    naming what differs."""
+    Writes into out_dir: episodes/<candidate>.jsonl as episodes end (named by method and
+    weights: a rerun resumes, another pool reuses what it shares), search.json (task, parents
+    and their fingerprints, composition settings, method, operators, seeds, envs, device,
+    batching, version; then the candidates) and search.png. A rerun into out_dir with other
+    parents, task, composition settings or batching is refused, naming what differs."""
+    given = {} if operators is None else {"operators": list(operators)}
     settings = SearchSettings(
-        method=method, step=step, first_slice=first_slice, tolerance=tolerance
+        method=method, step=step, first_slice=first_slice, tolerance=tolerance, **given
     )
     check_device(device)
     policies = [p if isinstance(p, GenerativePolicy) else load(p) for p in parents]
@@ -121,18 +131,16 @@ def search(
         raise ValueError(
             f"a search needs >= 2 parents and >= 1 seed. Got {len(policies)} and {len(seeds)}."
         )
-    grid = simplex_grid(len(policies), settings.grid_step(len(policies)))
-    candidates: list[Key] = [*native_parents(len(policies)), *grid]
-    composition = CompositionConfig(operator=operator, weights=grid[0], **config)
-    env_id, _ = task_of(compose(policies, operator, grid[0], **config))
+    candidates = search_pool(len(policies), settings.grid_step(len(policies)), settings.operators)
+    built = [chosen_policy(policies, key, **config) for key in _one_of_each_method(candidates)]
+    env_id, _ = task_of(built[0])
     if task is not None and get_task(task).env_id != env_id:
         raise ValueError(f"the parents were trained on {env_id}, not on task {task!r}.")
     folder = Path(out_dir)
     provenance = search_record.provenance(
         get_task(env_id),
         zip(parents, policies, strict=True),
-        composition,
-        operator,
+        CompositionConfig(**config),
         settings,
         seeds,
         num_envs=num_envs,
@@ -144,13 +152,12 @@ def search(
     times: list[ParentTimes] = []
 
     def run(key: Key, subset: Sequence[int]) -> list[dict]:
-        policy = chosen_policy(policies, key, operator, **config)
-        label = key.label if isinstance(key, NativeParent) else candidate_label(operator, key)
+        policy = chosen_policy(policies, key, **config)
         result = evaluate(
             policy,
             subset,
-            out=folder / "episodes" / f"{label}.jsonl",
-            label=label,
+            out=folder / "episodes" / f"{key.label}.jsonl",
+            label=key.label,
             num_envs=num_envs,
             device=device,
             batch_invariant=batch_invariant,

@@ -11,8 +11,10 @@ from robocompose.composition.methods import (
     Composition,
     CompositionMethod,
     DenoiserMethod,
+    Weights,
     register_method,
 )
+from robocompose.composition.weight_search import simplex_grid
 
 if TYPE_CHECKING:
     import torch
@@ -30,10 +32,15 @@ SELECTOR_CANDIDATES = 2  # native samples per parent at every chunk (the selecto
 
 @register_method("convex")
 class ConvexMethod(DenoiserMethod):
-    """GPC: D = sum_i w_i D_i with w on the simplex."""
+    """GPC: D = sum_i w_i D_i with w on the simplex; a search tries the simplex grid."""
 
     weights_sum_to_one = True
     weights_nonnegative = True
+    searchable = True
+    title = "GPC convex"
+
+    def search_weights(self, parents: int, step: float) -> list[Weights]:
+        return simplex_grid(parents, step)
 
     def operator(self, config: CompositionConfig) -> Operator:
         from robocompose.composition.operators import Convex
@@ -46,6 +53,14 @@ class ProductMethod(DenoiserMethod):
     """Product of experts: a sum of scores; weights not summing to 1 need a finite sigma_max."""
 
     weights_nonnegative = True
+    searchable = True
+    title = "product of experts"
+
+    def search_weights(self, parents: int, step: float) -> list[Weights]:
+        """The product of experts (every weight 1) and each parent sharpened (weight 2, the
+        others 0): points off the simplex, which no convex weight reaches."""
+        sharpened = [tuple(2.0 * (i == j) for i in range(parents)) for j in range(parents)]
+        return [(1.0,) * parents, *sharpened]
 
     def needs_finite_sigma_max(self, config: CompositionConfig) -> bool:
         return abs(sum(config.weights) - 1) > 1e-6

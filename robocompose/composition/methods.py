@@ -8,13 +8,16 @@ torch-free path; `operator`, `sample`, `predict_actions` and `build` import what
 they run.
 
 Layers (each imports only those before it): `config` (data) <- `methods` (this registry) <-
-`builtin_methods` <- `composed_policy` <- `api`. A method's hooks see the composed policy that
-runs them through the `Composition` protocol below, so this module never imports it.
+`weight_search` <- `builtin_methods` <- `composed_policy` <- `api`. A method's hooks see the
+composed policy that runs them through the `Composition` protocol below, so this module never
+imports it.
 
 Adding a method: subclass `CompositionMethod` (or `DenoiserMethod` for an operator on the
 parents' denoiser outputs) in any module, decorate it with `@register_method("<name>")`, import
-that module before use, and add the preset configs/composition/<name>.yaml. The built-in
-methods live in `robocompose.composition.builtin_methods`, which the package imports first.
+that module before use, and add the preset configs/composition/<name>.yaml. A method that sets
+`searchable` and lists its `search_weights` joins every test-time search's pool by default. The
+built-in methods live in `robocompose.composition.builtin_methods`, which the package imports
+first.
 """
 
 from __future__ import annotations
@@ -34,6 +37,12 @@ if TYPE_CHECKING:
 
 DEFAULT_STEPS = 10
 SIMPLEX_ATOL = 1e-6
+Weights = tuple[float, ...]
+
+
+def on_simplex(weights: Sequence[float]) -> bool:
+    """Every weight >= 0 and their sum 1 (to float rounding): a convex combination."""
+    return min(weights) >= -SIMPLEX_ATOL and abs(sum(weights) - 1.0) <= 1e-4
 
 
 class Composition(Protocol):
@@ -84,17 +93,25 @@ class CompositionMethod:
     merges_parameters: ClassVar[bool] = False
     weights_sum_to_one: ClassVar[bool] = False
     weights_nonnegative: ClassVar[bool] = False
+    # a test-time search races its `search_weights` by default (`weight_search.SearchSettings`)
+    searchable: ClassVar[bool] = False
+    title: ClassVar[str] = ""  # in words, for a search's table and plot; "": the name
 
     def check(self, config: CompositionConfig) -> None:
         """Refuse a config this method cannot run, naming the field (torch-free)."""
         weights = list(config.weights)
         negative = any(w < -SIMPLEX_ATOL for w in weights)
-        if self.weights_sum_to_one and (negative or abs(sum(weights) - 1.0) > 1e-4):
+        if self.weights_sum_to_one and not on_simplex(weights):
             raise ValueError(
                 f"`weights` of {self.name} must lie on the simplex (>= 0, sum 1). Got {weights}."
             )
         if self.weights_nonnegative and negative:
             raise ValueError(f"`weights` of {self.name} must be >= 0. Got {weights}.")
+
+    def search_weights(self, parents: int, step: float) -> list[Weights]:
+        """The weight vectors a search tries for `parents` parents (`step`: the simplex grid's
+        step, for a method whose weights lie on it)."""
+        raise NotImplementedError(f"{type(self).__name__} is searchable but lists no weights.")
 
     def denoising_steps(self, config: CompositionConfig) -> int:
         """`config.steps`, or this method's default when unset (left unset in the config, so a
@@ -165,6 +182,16 @@ def register_method(name: str) -> Callable[[M], M]:
 
 def method_names() -> tuple[str, ...]:
     return tuple(_REGISTRY)
+
+
+def searchable_methods() -> tuple[str, ...]:
+    """The methods a search races unless told otherwise: those declaring `searchable`."""
+    return tuple(name for name, method in _REGISTRY.items() if method.searchable)
+
+
+def method_title(name: str) -> str:
+    """The registered method `name` in words ("GPC convex"), or its name."""
+    return get_method(name).title or name
 
 
 def get_method(name: str) -> CompositionMethod:

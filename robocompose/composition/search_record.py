@@ -1,18 +1,18 @@
-"""search.json: what a weight search runs on, written before its first episode.
+"""search.json: what a search runs on, written before its first episode.
 
 Episode files in `<out_dir>/episodes/` are named by operator and weights only, so a second search
 into the same folder with other parents, another task or other composition settings would read
 the first one's episodes as its own. The record is written when a search starts and checked when
 one reruns into a folder holding its episodes: a rerun that would change what they mean is
 refused, naming what differs (a search stopped before its first episode binds nothing). The
-seeds, method, grid step and device may change (a rerun resumes or extends the search), and so
-may num_envs while episodes are batch invariant.
+seeds, method, grid step, operators searched and device may change (a rerun resumes, extends or
+narrows the search: a file's name says its operator and weights), and so may num_envs while
+episodes are batch invariant.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import glob
 import json
 import os
 from collections.abc import Iterable, Sequence
@@ -27,7 +27,7 @@ from robocompose.sim.tasks import TaskSpec
 
 RECORD = "search.json"
 # what decides the outcome of an episode file: a rerun into the folder must match these
-BINDING = ("task", "parents", "operator", "composition", "batching")
+BINDING = ("task", "parents", "composition", "batching")
 
 
 class SearchRecordError(ValueError):
@@ -60,7 +60,6 @@ def provenance(
     task: TaskSpec,
     parents: Iterable[tuple[Any, GenerativePolicy]],
     composition: CompositionConfig,
-    operator: str,
     settings: SearchSettings,
     seeds: Sequence[int],
     *,
@@ -71,14 +70,14 @@ def provenance(
     """Everything a search's episodes and choice depend on, and where it ran.
 
     `parents`: (as given, loaded) pairs; `composition`: the settings every candidate shares
-    (its operator and weights are not recorded: `operator` is, and the weights are searched)."""
+    (its operator and weights are not recorded: each candidate has its own, and the methods
+    searched are `settings.operators`)."""
     shared = composition.as_record()
     entries = [parent_entry(given, policy) for given, policy in parents]
     return {
         "robocompose": metadata.version("robocompose"),
         "task": {"name": task.name, "env_id": task.env_id},
         "parents": entries,
-        "operator": operator,
         "composition": {k: v for k, v in shared.items() if k not in ("operator", "weights")},
         "search": {**dataclasses.asdict(settings), "step": settings.grid_step(len(entries))},
         "seeds": seed_entry(seeds),
@@ -93,7 +92,6 @@ def _binding(record: dict[str, Any]) -> dict[str, Any]:
     return {
         "task": record.get("task", {}).get("env_id"),
         "parents": parents,
-        "operator": record.get("operator"),
         "composition": record.get("composition"),
         "batching": _batching(record),
     }
@@ -119,15 +117,9 @@ def _describe(key: str, record: dict[str, Any]) -> str:
 
 
 def _episodes_of(path: Path) -> list[Path]:
-    """The candidate episode files next to the record at `path` (a search stopped before its
-    first episode left none, and binds nothing)."""
-    try:
-        operator = json.loads(path.read_text()).get("operator")
-    except (json.JSONDecodeError, AttributeError):
-        operator = None
-    pattern = f"{glob.escape(operator)}_*.jsonl" if operator else "*.jsonl"
-    files = (path.parent / "episodes").glob(pattern)
-    return [f for f in files if f.stat().st_size > 0]
+    """The candidates' episode files next to the record at `path`, whatever method or parent
+    wrote them (a search stopped before its first episode left none, and binds nothing)."""
+    return [f for f in (path.parent / "episodes").glob("*.jsonl") if f.stat().st_size > 0]
 
 
 def start(folder: str | os.PathLike[str], record: dict[str, Any]) -> Path:
@@ -156,7 +148,7 @@ def start(folder: str | os.PathLike[str], record: dict[str, Any]) -> Path:
             raise SearchRecordError(
                 f"{path.parent} holds a search of other {', '.join(differ)} ({lines}). Its "
                 "episode files would be read as this search's: use another out_dir, or rerun "
-                "with the same parents, task, operator and composition settings."
+                "with the same parents, task, composition settings and batching."
             )
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({**record, "status": "running"}, indent=2) + "\n")

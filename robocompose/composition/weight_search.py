@@ -1,16 +1,19 @@
-"""Test-time search over composition weights, on one seed list for every candidate.
+"""Test-time search over compositions, on one seed list for every candidate.
 
 Common random numbers: every candidate runs the same episode seeds (and the runner draws each
 episode's sampling noise from its seed), so differences between candidates are paired.
 
-Candidates are weight vectors of the composition and, beside them, each parent alone on its own
-sampler (`NativeParent`, listed first so that a tie goes to the parent). Whatever a method
-pruned, its winner ends against every parent alone on all the search seeds, and the better
-parent is returned unless the winner beats it there: what a search returns is never below the
-better parent on the search seeds, by construction.
+Candidates (`Key`) are compositions, each a method and its weights (`Composed`), and, beside
+them, each parent alone on its own sampler (`NativeParent`, listed first so that a tie goes to
+the parent). The pool (`search_pool`) holds the weights every searched method lists
+(`CompositionMethod.search_weights`: convex, the simplex grid; weighted_sum, the product of
+experts and each parent sharpened), all raced together. Whatever a method pruned, its winner
+ends against every parent alone on all the search seeds, and the better parent is returned
+unless the winner beats it there: what a search returns is never below the better parent on
+the search seeds, by construction.
 
-- `grid_search`: every weight on a simplex lattice (step 0.1 for K=2, as the GPC paper), on all
-  seeds.
+- `grid_search`: every candidate (for convex, every weight on a simplex lattice: step 0.1 for
+  K=2, as the GPC paper) on all seeds.
 - `successive_halving` (Jamieson & Talwalkar 2016): all candidates on a first slice of the seeds,
   keep the best 1/eta, double the slice, repeat; the winner ends on the full seed list so its
   interval is comparable with the grid's. Slices are prefixes of one seed list, so every episode
@@ -35,15 +38,48 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 from tqdm import tqdm
 
-from robocompose.choices import check_choices, one_of
+from robocompose.choices import check_choices, each_of, one_of
+from robocompose.composition.methods import (
+    Weights,
+    get_method,
+    method_title,
+    searchable_methods,
+)
 from robocompose.composition.timing import ParentTimes
 from robocompose.records import pool
 from robocompose.stats import Z_95, paired_outcomes, success_rate
 
-Weights = tuple[float, ...]
+
+def candidate_label(operator: str, weights: Sequence[float]) -> str:
+    """A composition's name in episode files and tables: its method and weights, so a search's
+    episodes are found again by any later run of that candidate."""
+    return f"{operator}_" + "_".join(f"{w:.3f}" for w in weights)
+
+
+def weights_text(weights: Sequence[float]) -> str:
+    return "(" + ", ".join(f"{x:.2f}" for x in weights) + ")"
+
+
+@dataclass(frozen=True)
+class Composed:
+    """The composition by the registered method `operator` at `weights`: a search candidate."""
+
+    operator: str
+    weights: Weights
+
+    def __post_init__(self) -> None:  # a tuple of floats, so equal weights are one key
+        object.__setattr__(self, "weights", tuple(float(w) for w in self.weights))
+
+    @property
+    def label(self) -> str:
+        return candidate_label(self.operator, self.weights)
+
+    def __str__(self) -> str:
+        return f"{method_title(self.operator)} at weights {weights_text(self.weights)}"
 
 
 @dataclass(frozen=True)
@@ -53,6 +89,7 @@ class NativeParent:
 
     index: int
     parents: int
+    operator: ClassVar[None] = None  # no composition runs it
 
     @property
     def weights(self) -> Weights:
@@ -67,8 +104,8 @@ class NativeParent:
         return f"parent {chr(ord('A') + self.index)} alone (native sampler)"
 
 
-# a candidate: the composition's weights, or one parent alone
-Key = Weights | NativeParent
+# a candidate: a composition (method and weights), or one parent alone
+Key = Composed | NativeParent
 # (candidate, seeds) -> one record per seed with at least "seed", "success", "score"
 Evaluator = Callable[[Key, Sequence[int]], list[dict]]
 KIND_NATIVE, KIND_COMPOSITION = "parent_native", "composition"
@@ -78,8 +115,15 @@ def native_parents(k: int) -> list[NativeParent]:
     return [NativeParent(i, k) for i in range(k)]
 
 
-def key_text(key: Key) -> str:
-    return str(key) if isinstance(key, NativeParent) else weights_text(key)
+def search_pool(parents: int, step: float, operators: Sequence[str]) -> list[Key]:
+    """Each parent alone (first, so a tie goes to it), then the weights each method in
+    `operators` lists for a search (`step`: the simplex grid's)."""
+    composed = [
+        Composed(operator, w)
+        for operator in operators
+        for w in get_method(operator).search_weights(parents, step)
+    ]
+    return [*native_parents(parents), *composed]
 
 
 METHODS = ("grid", "halving", "racing")
@@ -87,7 +131,7 @@ METHODS = ("grid", "halving", "racing")
 
 @dataclass(kw_only=True)
 class SearchSettings:
-    """How the weights are searched; the one place these defaults live."""
+    """How the candidates are searched; the one place these defaults live."""
 
     # grid: every candidate on every seed; halving, racing: see this module's docstring
     method: str = one_of(METHODS, "halving")
@@ -96,6 +140,10 @@ class SearchSettings:
     # racing: drop a candidate once it cannot beat the leader by this success-rate margin
     # (0: only once it is surely worse; 0.02 stops sooner, at the cost of a 2-point miss)
     tolerance: float = 0.0
+    # the methods whose candidates race in one pool (their `search_weights`); default: every
+    # searchable one (convex: the simplex grid; weighted_sum: the product of experts, each
+    # parent sharpened)
+    operators: list[str] = each_of(searchable_methods, searchable_methods)
 
     def __post_init__(self) -> None:
         check_choices(self)
@@ -132,7 +180,7 @@ class Candidate:
 
     @property
     def weights(self) -> Weights:
-        return self.key.weights if isinstance(self.key, NativeParent) else self.key
+        return self.key.weights
 
     @property
     def kind(self) -> str:
@@ -145,6 +193,7 @@ class Candidate:
     def row(self) -> dict:
         rate = success_rate(self.successes, self.episodes)
         return {
+            "operator": self.key.operator,
             "weights": list(self.weights),
             "kind": self.kind,
             "success": rate.rate,
@@ -155,19 +204,15 @@ class Candidate:
         }
 
 
-def weights_text(weights: Sequence[float]) -> str:
-    return "(" + ", ".join(f"{x:.2f}" for x in weights) + ")"
-
-
 @dataclass
 class SearchResult:
     method: str
     candidates: list[Candidate]
-    choice: Key  # the winning candidate: weights, or a parent alone
+    choice: Key  # the winning candidate: a composition, or a parent alone
     episodes_spent: int
     seeds: int
     extra: dict = field(default_factory=dict)
-    # what was searched (task, parents, operator, settings, seeds), set by the Python `search()`
+    # what was searched (task, parents, settings, seeds), set by the Python `search()`
     provenance: dict = field(default_factory=dict)
     # what each parent cost per chunk over every candidate's run (not saved: it is this run's)
     times: ParentTimes | None = None
@@ -175,38 +220,48 @@ class SearchResult:
     @property
     def chosen(self) -> Weights:
         """The chosen candidate's weights (a parent alone: its vertex)."""
-        return self.choice.weights if isinstance(self.choice, NativeParent) else self.choice
+        return self.choice.weights
+
+    @property
+    def chosen_operator(self) -> str | None:
+        """The chosen composition's method; None for a parent alone."""
+        return self.choice.operator
+
+    @property
+    def best_composed(self) -> Composed:
+        """The composition the method would have returned without the parents alone: of the
+        compositions run on the most seeds, the best (the grid's best, halving's and racing's
+        last one standing), of whichever searched method."""
+        composed = [c for c in self.candidates if isinstance(c.key, Composed)]
+        most = max(c.episodes for c in composed)
+        return _best([c for c in composed if c.episodes == most]).key  # type: ignore[return-value]
 
     @property
     def best_composition(self) -> Weights:
-        """The weights the method would have returned without the parents alone: of the
-        compositions run on the most seeds, the best (the grid's best, halving's and racing's
-        last one standing)."""
-        composed = [c for c in self.candidates if c.kind == KIND_COMPOSITION]
-        most = max(c.episodes for c in composed)
-        return _best([c for c in composed if c.episodes == most]).weights
+        """`best_composed`'s weights; its method is `best_composed.operator` (a search of one
+        method, `operators=("convex",)`: that method's best weights, as before methods were
+        searched together)."""
+        return self.best_composed.weights
 
     @property
     def chosen_kind(self) -> str:
         return KIND_NATIVE if isinstance(self.choice, NativeParent) else KIND_COMPOSITION
 
     def chosen_text(self, names: Sequence[str] = ()) -> str:
-        """Which kind won, in words: a parent alone (named when `names` are given) or the
-        composition at its weights."""
+        """Which candidate won, in words: a parent alone (named when `names` are given) or the
+        composition, its method and weights ("GPC convex at weights (0.60, 0.40)")."""
         if isinstance(self.choice, NativeParent):
             name = f" = {names[self.choice.index]}" if names else ""
             return f"{self.choice}{name}: no composition beat it on the search seeds"
-        return f"the composition at weights {weights_text(self.choice)}"
+        return str(self.choice)
 
     def table(self) -> str:
         """A markdown table, best first; the chosen candidate is marked."""
-        lines = ["| weights | success [95% CI] | episodes | mean score |", "|---|---|---|---|"]
+        lines = ["| candidate | success [95% CI] | episodes | mean score |", "|---|---|---|---|"]
         for c in sorted(self.candidates, key=lambda c: (-c.rate, -c.mean_score)):
             mark = " **chosen**" if c.key == self.choice else ""
             rate = success_rate(c.successes, c.episodes).format(episodes=False)
-            lines.append(
-                f"| {key_text(c.key)}{mark} | {rate} | {c.episodes} | {c.mean_score:.3f} |"
-            )
+            lines.append(f"| {c.key}{mark} | {rate} | {c.episodes} | {c.mean_score:.3f} |")
         return "\n".join(lines)
 
     def to_dict(self) -> dict:
@@ -214,6 +269,7 @@ class SearchResult:
             "method": self.method,
             "chosen": list(self.chosen),
             "chosen_kind": self.chosen_kind,
+            "chosen_operator": self.chosen_operator,
             "episodes_spent": self.episodes_spent,
             "seeds": self.seeds,
             "candidates": [c.row() for c in self.candidates],
@@ -258,7 +314,7 @@ def _against_parents(
 
 
 def _pool(candidates: Sequence[Key]) -> list[Candidate]:
-    return [Candidate(k if isinstance(k, NativeParent) else tuple(k)) for k in candidates]
+    return [Candidate(k) for k in candidates]
 
 
 def grid_search(
@@ -291,7 +347,7 @@ def successive_halving(
     while True:
         for c in alive:
             _score(c, evaluate(c.key, seeds[:n]))
-        rounds.append({"seeds": n, "alive": [_round_entry(c.key) for c in alive]})
+        rounds.append({"seeds": n, "alive": [c.key.label for c in alive]})
         bar.update()
         if len(alive) == 1 and n == len(seeds):
             break
@@ -304,11 +360,6 @@ def successive_halving(
     return SearchResult(
         "successive_halving", pool, winner.key, spent, len(seeds), {"rounds": rounds}
     )
-
-
-def _round_entry(key: Key) -> list[float] | str:
-    """A candidate in a round's record: its weights, or a parent alone by its label."""
-    return key.label if isinstance(key, NativeParent) else list(key)
 
 
 def _outcomes(records: Sequence[dict], seeds: Sequence[int]) -> list[bool]:
@@ -358,7 +409,7 @@ def racing(
             if c is leader
             or paired_outcomes(outcomes[c.key], outcomes[leader.key], z).ci_high >= tolerance
         ]
-        rounds.append({"seeds": n, "leader": _round_entry(leader.key), "alive": len(alive)})
+        rounds.append({"seeds": n, "leader": leader.key.label, "alive": len(alive)})
         bar.update()
     bar.close()
     winner = _best(alive)

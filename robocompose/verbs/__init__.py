@@ -266,14 +266,19 @@ VERBS: dict[str, Verb] = {
         flags=(EPISODES, SEED_START, Shorthand("--num-envs", "num_envs", int), OUT),
     ),
     "search": Verb(
-        "test-time search of composition weights (defaults: the demo's search)",
+        "test-time search of compositions and their weights (defaults: the demo's search)",
         "robocompose.verbs.search:SearchConfig",
         "robocompose.verbs.search:run",
         ("task", "composition", "search"),
         Shorthand("", "parents", help="parent checkpoint folders (>= 2)"),
         many=True,
         flags=(
-            OPERATOR,
+            Shorthand(
+                "--operators",
+                "search.operators",
+                _csv(str),
+                "methods whose candidates are searched, e.g. convex,weighted_sum",
+            ),
             Shorthand("--method", "search.method", help="grid, halving or racing"),
             Shorthand("--step", "search.step", float, "simplex grid step (0.1 for K=2)"),
             ACTION_STEPS,

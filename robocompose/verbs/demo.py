@@ -1,12 +1,14 @@
-"""The main job: compose two shipped parents on a MuJoCo task and search the weight.
+"""The main job: compose two shipped parents on a MuJoCo task and search the composition.
 
 1. load the task's shipped parent pair (on Stack, the default: a diffusion and a flow policy
    trained on disjoint halves of the demos),
 2. evaluate each alone on one seed list,
-3. search the convex (GPC) weight on the same seeds (successive halving by default), each
-   parent alone on its own sampler a candidate beside the weights,
-4. evaluate the product of experts (AND, w = (1, 1)) on the same seeds,
-5. print the table, save the search plot, a JSON record, and a video of the chosen composition.
+3. search on the same seeds (successive halving by default) one pool of the convex (GPC)
+   weights, the product of experts (AND, w = (1, 1)), each parent sharpened (w = (2, 0) and
+   (0, 2)) and each parent alone on its own sampler,
+4. evaluate the product of experts on every seed unless the search chose it (halving may have
+   pruned it early; its episodes are the search's, read back),
+5. print the table, save the search plot, a JSON record, and a video of the chosen candidate.
 
 Every episode is written as it finishes under `out/`, so rerunning resumes.
 """
@@ -19,7 +21,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from robocompose.choices import check_choices, one_of
-from robocompose.composition.weight_search import METHODS, SearchSettings
+from robocompose.composition.methods import method_title
+from robocompose.composition.weight_search import (
+    METHODS,
+    Composed,
+    Key,
+    NativeParent,
+    SearchSettings,
+)
 from robocompose.devices import check_device
 from robocompose.shipped import parent_pair
 
@@ -45,9 +54,8 @@ class DemoConfig:
 
 
 def run(config: DemoConfig) -> dict:
-    from robocompose.composition.api import candidate_label, chosen_policy, compose, load, search
+    from robocompose.composition.api import chosen_policy, compose, load, search
     from robocompose.composition.search_plot import plot_search
-    from robocompose.composition.weight_search import NativeParent
     from robocompose.evaluation import evaluate
     from robocompose.records import rate_of
 
@@ -76,7 +84,11 @@ def run(config: DemoConfig) -> dict:
         )
         rows.append({"label": name, **result.row()})
 
-    print(f"searching the convex weight ({config.method}) on the same seeds ...", flush=True)
+    print(
+        f"searching convex weights, product of experts and sharpened sums ({config.method}) on "
+        "the same seeds ...",
+        flush=True,
+    )
     found = search(
         paths,
         seeds,
@@ -88,31 +100,26 @@ def run(config: DemoConfig) -> dict:
         batch_invariant=config.batch_invariant,
     )
     chosen = next(c for c in found.candidates if c.key == found.choice)
-    w = ", ".join(f"{x:.1f}" for x in found.chosen)
-    what = "parent alone" if found.chosen_kind == "parent_native" else "GPC convex"
-    rows.append({"label": f"{what} ({w}), searched", **chosen.row()})
+    rows.append({"label": f"{_short(found.choice, names)}, searched", **chosen.row()})
 
-    print("evaluating the product of experts (AND, w = (1, 1)) on the same seeds ...", flush=True)
-    product_label = candidate_label("weighted_sum", (1.0, 1.0))
-    product = evaluate(
-        compose(parents, "weighted_sum", (1.0, 1.0)),
-        seeds,
-        out=out / "episodes" / f"{product_label}.jsonl",
-        label=product_label,
-        **settings,
-    )
-    rows.append({"label": "product of experts (1, 1)", **product.row()})
+    product = Composed("weighted_sum", (1.0, 1.0))
+    if found.choice != product:
+        print("evaluating the product of experts on every seed ...", flush=True)
+        result = evaluate(
+            compose(parents, product.operator, product.weights),
+            seeds,
+            out=out / "episodes" / f"{product.label}.jsonl",  # the search's: its episodes reused
+            label=product.label,
+            **settings,
+        )
+        rows.append({"label": _short(product, names), **result.row()})
 
     plot = plot_search(
-        found,
-        out / "search.png",
-        rows[:2],
-        title=f"{config.task}: {names[0]} + {names[1]}",
-        others=rows[3:],
+        found, out / "search.png", rows[:2], title=f"{config.task}: {names[0]} + {names[1]}"
     )
     video_seed = seeds[0]
     filmed = evaluate(
-        chosen_policy(parents, found.choice, "convex"),
+        chosen_policy(parents, found.choice),
         [video_seed],
         out=out / "video_episode.jsonl",
         label="chosen",
@@ -133,7 +140,7 @@ def run(config: DemoConfig) -> dict:
         delta = 100 * (r["success"] - best_parent["success"])
         print(f"{r['label']} - best parent: {delta:+.1f} points")
     print(
-        "(all on the same seeds; the search chose its weights on them too, which flatters it: "
+        "(all on the same seeds; the search chose its candidate on them too, which flatters it: "
         "benchmarks/composition.py --parts quality reruns on fresh seeds)"
     )
     print(f"\nthe search's choice ({found.chosen_kind}): {found.chosen_text(names)}")
@@ -153,3 +160,11 @@ def run(config: DemoConfig) -> dict:
     print(f"\nplot: {plot}\nvideo: {record['video']}\nrecord: {out / 'demo.json'}")
     print(f"took {record['seconds']:.0f} s")
     return record
+
+
+def _short(key: Key, names: list[str]) -> str:
+    """A table row's name for a candidate: "GPC convex (0.3, 0.7)", "product of experts (1, 1)",
+    "Stack_flow_mlp alone"."""
+    if isinstance(key, NativeParent):
+        return f"{names[key.index]} alone"
+    return f"{method_title(key.operator)} (" + ", ".join(f"{w:g}" for w in key.weights) + ")"

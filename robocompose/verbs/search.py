@@ -1,7 +1,14 @@
-"""`robocompose search [CKPT ...]`: test-time search of a composition's weights on a seed list
-(`robocompose.composition.search`); prints the candidates' table and the choice, writes
-`out/search.json` and `out/search.png`, then confirms the choice against the better parent on
-`confirm` fresh seeds (`robocompose.compare.confirm_search`), into search.json too.
+"""`robocompose search [CKPT ...]`: test-time search of compositions on a seed list
+(`robocompose.composition.search`): the candidates of every method in `search.operators` (by
+default every searchable one: convex's simplex grid, the product of experts and each parent
+sharpened by weighted_sum) and each parent alone race in one pool. Prints the candidates' table
+and the choice (its method and weights), writes `out/search.json` and `out/search.png`, then
+confirms the choice against the better parent on `confirm` fresh seeds
+(`robocompose.compare.confirm_search`), into search.json too.
+
+`composition.operator` and `composition.weights` are what `compose` and `eval` run; a search
+reads neither (`search.operators` names its methods, and the weights are what it finds). The
+other composition fields (sampler, steps, grid, ...) apply to every candidate.
 
 Light to import (the command line reads `SearchConfig` for `--help`); `run` imports the search.
 """
@@ -21,8 +28,9 @@ if TYPE_CHECKING:
 
 @dataclass(kw_only=True)
 class SearchConfig(RolloutConfig):
-    """`robocompose search`: the weights of `composition.operator` (its `weights` are what the
-    search finds; the other composition fields apply to every candidate)."""
+    """`robocompose search`: the candidates of `search.operators` and each parent alone (the
+    composition's operator and weights are not read; its other fields apply to every
+    candidate)."""
 
     search: SearchSettings = field(default_factory=SearchSettings)
     out: str = "runs/search"
@@ -45,7 +53,7 @@ def run(config: SearchConfig) -> SearchResult:
         config.seeds(),
         out_dir=config.out,
         task=config.task.name,
-        operator=config.composition.operator,
+        operators=config.search.operators,
         method=config.search.method,
         step=config.search.step,
         first_slice=config.search.first_slice,

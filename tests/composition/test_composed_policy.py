@@ -14,6 +14,7 @@ from robocompose.composition.merge import merge_parameters
 from robocompose.composition.methods import get_method, method_of
 from robocompose.composition.operators import Convex
 from robocompose.composition.weight_search import (
+    Composed,
     grid_search,
     racing,
     simplex_grid,
@@ -199,11 +200,16 @@ def test_simplex_grid() -> None:
     assert all(abs(sum(w) - 1) < 1e-9 for w in simplex_grid(3, 0.1))
 
 
-def _bernoulli_evaluator(p_of: dict):
-    """Episodes of a candidate with true success p: seed-determined, so candidates are paired."""
+def _convex(grid: list) -> list[Composed]:
+    return [Composed("convex", w) for w in grid]
 
-    def run(weights, seeds):
-        p = p_of[weights]
+
+def _bernoulli_evaluator(p_of: dict):
+    """Episodes of a candidate with true success p (`p_of`: by its weights): seed-determined,
+    so candidates are paired."""
+
+    def run(key, seeds):
+        p = p_of[key.weights]
         return [
             {"seed": s, "success": np.random.default_rng(s).uniform() < p, "score": p}
             for s in seeds
@@ -216,9 +222,9 @@ def test_successive_halving_finds_the_best_for_fewer_episodes() -> None:
     grid = simplex_grid(2, 0.1)
     p_of = {w: 0.3 + 0.5 * (1 - abs(w[0] - 0.7) / 0.7) for w in grid}  # peak at w = 0.7
     seeds = list(range(400))
-    full = grid_search(_bernoulli_evaluator(p_of), grid, seeds, progress=False)
+    full = grid_search(_bernoulli_evaluator(p_of), _convex(grid), seeds, progress=False)
     fast = successive_halving(
-        _bernoulli_evaluator(p_of), grid, seeds, first_slice=25, progress=False
+        _bernoulli_evaluator(p_of), _convex(grid), seeds, first_slice=25, progress=False
     )
     assert abs(full.chosen[0] - 0.7) < 0.11 and abs(fast.chosen[0] - 0.7) < 0.11
     assert fast.episodes_spent < 0.35 * full.episodes_spent
@@ -230,8 +236,8 @@ def test_racing_finds_the_best_of_three_parents_for_fewer_episodes_than_the_grid
     peak = (0.5, 0.3, 0.2)
     p_of = {w: 0.2 + 0.7 * max(0.0, 1 - 2 * math.dist(w, peak)) for w in grid}
     seeds = list(range(400))
-    full = grid_search(_bernoulli_evaluator(p_of), grid, seeds, progress=False)
-    raced = racing(_bernoulli_evaluator(p_of), grid, seeds, first_slice=10, progress=False)
+    full = grid_search(_bernoulli_evaluator(p_of), _convex(grid), seeds, progress=False)
+    raced = racing(_bernoulli_evaluator(p_of), _convex(grid), seeds, first_slice=10, progress=False)
     assert full.chosen == raced.chosen == peak
     assert raced.episodes_spent < 0.5 * full.episodes_spent
     winner = next(c for c in raced.candidates if c.weights == peak)
@@ -244,7 +250,7 @@ def test_racing_finds_the_best_of_three_parents_for_fewer_episodes_than_the_grid
 
 def test_racing_keeps_candidates_the_episodes_cannot_tell_apart() -> None:
     """Two arms of equal success on the same seeds never separate: both run every seed."""
-    grid = simplex_grid(2, 0.5)
+    grid = _convex(simplex_grid(2, 0.5))
     p_of = {(0.0, 1.0): 0.6, (0.5, 0.5): 0.6, (1.0, 0.0): 0.1}
     seeds = list(range(200))
     raced = racing(_bernoulli_evaluator(p_of), grid, seeds, first_slice=20, progress=False)
@@ -270,7 +276,7 @@ def test_racing_keeps_candidates_the_episodes_cannot_tell_apart() -> None:
 )
 def test_racing_refuses_bad_settings(first_slice: int, z: float, tolerance: float, got: str):
     with pytest.raises(ValueError, match=f"0 <= tolerance < 1. Got {got}"):
-        racing(_bernoulli_evaluator({}), simplex_grid(2, 0.5), [0], first_slice, z, tolerance)
+        racing(_bernoulli_evaluator({}), _convex([(0.5, 0.5)]), [0], first_slice, z, tolerance)
 
 
 def test_karras_grid_ends_at_zero_and_decreases() -> None:

@@ -12,8 +12,8 @@ from robocompose.composition.composed_policy import ComposedPolicy, CompositionC
 from robocompose.composition.weight_search import (
     NativeParent,
     grid_search,
-    native_parents,
     racing,
+    search_pool,
     simplex_grid,
     successive_halving,
 )
@@ -50,7 +50,7 @@ def _evaluator(native: dict[int, float], composed: float):
     ids=["grid", "halving", "racing"],
 )
 def test_a_search_returns_the_better_parent_when_no_composition_beats_it(search) -> None:
-    candidates = [*native_parents(2), *simplex_grid(2, 0.25)]
+    candidates = search_pool(2, 0.25, ["convex"])
     seeds = list(range(200))
     worse = search(_evaluator({0: 0.3, 1: 0.7}, composed=0.5), candidates, seeds)
     assert worse.choice == NativeParent(1, 2) and worse.chosen == (0.0, 1.0)
@@ -76,7 +76,7 @@ def test_a_parent_pruned_on_a_noisy_first_slice_still_wins_in_the_end(method: st
         p = 0.2 if isinstance(key, NativeParent) else 0.6
         return _records(p, seeds)
 
-    candidates = [*native_parents(2), *simplex_grid(2, 0.25)]
+    candidates = search_pool(2, 0.25, ["convex"])
     seeds = list(range(200))
     if method == "halving":
         found = successive_halving(run, candidates, seeds, 10, progress=False)
@@ -92,7 +92,7 @@ def test_a_parent_pruned_on_a_noisy_first_slice_still_wins_in_the_end(method: st
 
 
 def test_a_tie_goes_to_the_parent_alone() -> None:
-    candidates = [*native_parents(2), *simplex_grid(2, 0.5)]
+    candidates = search_pool(2, 0.5, ["convex"])
     tie = grid_search(_evaluator({0: 0.6, 1: 0.2}, composed=0.6), candidates, range(50), False)
     assert tie.choice == NativeParent(0, 2)
 

@@ -1,6 +1,7 @@
-"""The weight search as a user meets it: the Python `search()` and `robocompose search` share
-their defaults, the API writes search.json (what was searched) and search.png, and a rerun into
-the same folder with other parents, operator or settings is refused, naming what differs."""
+"""The search as a user meets it: the Python `search()` and `robocompose search` share their
+defaults (every searchable method in one pool), the API writes search.json (what was searched)
+and search.png, a rerun into the same folder with other parents or settings is refused, naming
+what differs, and one with fewer methods reuses their episodes."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import pytest
 from robocompose.cli import load_verb_config, main
 from robocompose.composition import load, search
 from robocompose.composition.composed_policy import CompositionConfig
+from robocompose.composition.methods import searchable_methods
 from robocompose.composition.search_record import SearchRecordError, seed_entry, start
 from robocompose.composition.weight_search import SearchSettings
 from robocompose.shipped import shipped_path
@@ -35,7 +37,9 @@ def test_the_api_defaults_are_the_cli_defaults() -> None:
     assert api["method"].default == cli.search.method == SearchSettings.method == "halving"
     assert api["step"].default == cli.search.step
     assert api["first_slice"].default == cli.search.first_slice
-    assert api["operator"].default == cli.composition.operator
+    assert api["operators"].default is None  # every searchable method, as the CLI's default:
+    assert cli.search.operators == SearchSettings().operators == list(searchable_methods())
+    assert searchable_methods() == ("convex", "weighted_sum")
     assert api["device"].default == cli.device
     # the composition settings the CLI passes as **config are the ones the API defaults to
     base = dataclasses.asdict(CompositionConfig())
@@ -49,10 +53,20 @@ def test_the_api_defaults_are_the_cli_defaults() -> None:
 def test_search_records_what_it_searched_and_refuses_another_search(tmp_path: Path, capsys):
     out = tmp_path / "search"
     result = search(PARENTS, SEEDS, out_dir=out, **TINY)
-    # both vertices, and each parent alone on its own sampler beside them
-    assert result.chosen in ((0.0, 1.0), (1.0, 0.0)) and result.episodes_spent == 4
-    kinds = [c.kind for c in result.candidates]
-    assert kinds == ["parent_native", "parent_native", "composition", "composition"]
+    # each parent alone on its own sampler, both convex vertices, the product of experts and
+    # each parent sharpened: one pool
+    assert result.episodes_spent == 7
+    labels = [c.key.label for c in result.candidates]
+    assert labels == [
+        "parent0_native",
+        "parent1_native",
+        "convex_0.000_1.000",
+        "convex_1.000_0.000",
+        "weighted_sum_1.000_1.000",
+        "weighted_sum_2.000_0.000",
+        "weighted_sum_0.000_2.000",
+    ]
+    assert result.choice in [c.key for c in result.candidates]
     record = json.loads((out / "search.json").read_text())
     assert record["task"] == {
         "name": "PickPlaceTwoCubes",
@@ -61,26 +75,38 @@ def test_search_records_what_it_searched_and_refuses_another_search(tmp_path: Pa
     assert [p["path"] for p in record["parents"]] == PARENTS
     assert [p["name"] for p in record["parents"]] == [Path(p).name for p in PARENTS]
     assert [p["fingerprint"] for p in record["parents"]] == [load(p).fingerprint() for p in PARENTS]
-    assert record["operator"] == "convex"
+    assert "operator" not in record and "operator" not in record["composition"]
     assert record["composition"]["sampler"] == "euler" and record["composition"]["steps"] is None
-    assert record["search"] == {"method": "grid", "step": 1.0, "first_slice": 10, "tolerance": 0.0}
+    assert record["search"] == {
+        "method": "grid",
+        "step": 1.0,
+        "first_slice": 10,
+        "tolerance": 0.0,
+        "operators": ["convex", "weighted_sum"],
+    }
     assert record["seeds"] == {"start": 100_000, "count": 1}
     assert (record["num_envs"], record["device"], record["batch_invariant"]) == (1, "auto", True)
     assert record["robocompose"] == metadata.version("robocompose")
     assert record["status"] == "done" and record["result"]["chosen"] == list(result.chosen)
+    assert record["result"]["chosen_operator"] == result.chosen_operator
+    rows = record["result"]["candidates"]
+    assert [r["operator"] for r in rows] == [None, None, "convex", "convex", *["weighted_sum"] * 3]
     assert (out / "search.png").stat().st_size > 1000
 
     episodes = sorted((out / "episodes").iterdir())
     before = {p.name: p.read_text() for p in episodes}
     with pytest.raises(SearchRecordError, match=r"other parents \(parents: .*_b .* there"):
         search(PARENTS[::-1], SEEDS, out_dir=out, **TINY)
-    with pytest.raises(SearchRecordError, match=r"other operator .*'convex' there, 'mixture' now"):
-        search(PARENTS, SEEDS, out_dir=out, operator="mixture", **TINY)
     with pytest.raises(SearchRecordError, match=r"other composition .*\"sampler\": \"heun\""):
         search(PARENTS, SEEDS, out_dir=out, sampler="heun", **TINY)
     with pytest.raises(SearchRecordError, match=r"other batching .*1 envs in one batch now"):
         search(PARENTS, SEEDS, out_dir=out, batch_invariant=False, **TINY)
     assert {p.name: p.read_text() for p in episodes} == before  # nothing ran, nothing mixed
+
+    # fewer methods: a narrower search of the same folder, its episodes all read back
+    convex = search(PARENTS, SEEDS, out_dir=out, operators=("convex",), **TINY)
+    assert [c.key.label for c in convex.candidates] == labels[:4]
+    assert {p.name: p.read_text() for p in episodes} == before
 
     # the CLI is the API plus printing: same folder, same search, every episode read back
     main(
@@ -89,8 +115,9 @@ def test_search_records_what_it_searched_and_refuses_another_search(tmp_path: Pa
     )
     printed = capsys.readouterr().out
     assert f"record: {out / 'search.json'}" in printed and f"plot: {out / 'search.png'}" in printed
-    assert "| weights | success [95% CI] | episodes | mean score |" in printed
-    assert f"won: {result.chosen_kind}, " in printed
+    assert "| candidate | success [95% CI] | episodes | mean score |" in printed
+    names = [Path(p).name for p in PARENTS]
+    assert f"won: {result.chosen_kind}, {result.chosen_text(names)}" in printed
     assert {p.name: p.read_text() for p in episodes} == before
     assert json.loads((out / "search.json").read_text())["result"] == record["result"]
 
@@ -105,12 +132,18 @@ def test_three_parents_race_end_to_end_from_the_cli(tmp_path: Path, capsys) -> N
     main(
         ["search", *three, "--method", "racing", "--step", "1.0", "--episodes", "2"]
         + ["--out", str(out), "num_envs=1", "search.first_slice=1", "search.tolerance=0.02"]
-        + ["confirm=0"]
+        + ["--operators", "convex", "confirm=0"]
     )
-    assert "| weights | success [95% CI] | episodes | mean score |" in capsys.readouterr().out
+    assert "| candidate | success [95% CI] | episodes | mean score |" in capsys.readouterr().out
     record = json.loads((out / "search.json").read_text())
     assert [p["name"] for p in record["parents"]] == [Path(p).name for p in three]
-    settings = {"method": "racing", "step": 1.0, "first_slice": 1, "tolerance": 0.02}
+    settings = {
+        "method": "racing",
+        "step": 1.0,
+        "first_slice": 1,
+        "tolerance": 0.02,
+        "operators": ["convex"],
+    }
     assert record["search"] == settings
     result = record["result"]
     assert result["method"] == "racing" and len(result["chosen"]) == 3
@@ -148,6 +181,21 @@ def test_a_search_that_ran_no_episode_binds_nothing(tmp_path: Path) -> None:
         start(tmp_path, {**record, "parents": [{"name": "a", "path": None, "fingerprint": "1"}]})
 
 
+def test_another_pool_of_methods_may_rerun_and_any_episode_binds_the_folder(tmp_path: Path):
+    """Each episode file names its method, so a search of other methods over the same parents
+    is no other search; any file binds the folder, whichever method the record searched."""
+    task = {"name": "Stack", "env_id": "robocompose/Stack-v0"}
+    a, b = ({"name": n, "path": None, "fingerprint": n} for n in "ab")
+    both = {"task": task, "search": {"operators": ["convex", "weighted_sum"]}}
+    start(tmp_path, {**both, "parents": [a]})
+    (tmp_path / "episodes").mkdir()
+    (tmp_path / "episodes" / "weighted_sum_1.000_1.000.jsonl").write_text('{"seed": 1}\n')
+    convex = {"task": task, "search": {"operators": ["convex"]}}
+    start(tmp_path, {**convex, "parents": [a]})
+    with pytest.raises(SearchRecordError, match=r"other parents \(parents: a \(a\) there, b"):
+        start(tmp_path, {**convex, "parents": [b]})
+
+
 def test_bad_settings_name_the_field() -> None:
     with pytest.raises(
         ValueError, match=r"`method` must be one of \['grid', 'halving', 'racing'\]"
@@ -159,6 +207,13 @@ def test_bad_settings_name_the_field() -> None:
         SearchSettings(tolerance=2)
     with pytest.raises(ValueError, match="not on task 'Stack'"):
         search(PARENTS, SEEDS, out_dir="unused", task="Stack")
+    searchable = r"\['convex', 'weighted_sum'\]"
+    with pytest.raises(
+        ValueError, match=rf"`operators\[1\]` must be one of {searchable}. Got 'mixture'"
+    ):
+        search(PARENTS, SEEDS, out_dir="unused", operators=("convex", "mixture"))
+    with pytest.raises(ValueError, match=rf"`operators` must name at least one of {searchable}"):
+        SearchSettings(operators=[])
 
 
 def test_seeds_are_recorded_as_a_range_or_in_full() -> None:
