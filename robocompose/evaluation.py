@@ -4,18 +4,21 @@
 chunk predictor; the CLI verbs, the notebook API, the sweep, the demo and the benchmarks all call
 it. It resolves the task from the parents' metadata, checks the env gives the observations they
 were trained on, moves them to the device, and runs the rollout harness (`robocompose.sim.rollout`)
-with per-episode inference, so an episode's actions depend on its seed alone.
+with per-episode inference, so an episode's actions depend on its seed alone. On request it logs
+every executed chunk (`robocompose.chunk_log`): a learned verifier's training data.
 """
 
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
 
+from robocompose.chunk_log import COMPOSITION, ChunkLog
 from robocompose.devices import resolve_device, torch_threads_set
 from robocompose.policies.base import GenerativePolicy
 from robocompose.policies.checkpoint import load_policy
@@ -52,6 +55,7 @@ def evaluate(
     progress: bool = True,
     batch_invariant: bool = True,
     torch_threads: int | None = 1,
+    chunk_log: str | os.PathLike[str] | None = None,
 ) -> EvalResult:
     """Success (Wilson 95% CI) and score of `policy` over `seeds`; records named
     "<env id>:<label>", appended to `out` (JSONL) as episodes end and reused by a rerun.
@@ -82,6 +86,11 @@ def evaluate(
             training). The thread count can change the rounding, so the default also keeps a
             rerun's records identical.
             None: leave torch's setting.
+        chunk_log: a folder (one per policy, as `out` is one file per policy): each episode's
+            executed chunks, the low-dim observation each was predicted from, its source and
+            the episode's outcome, one file per episode written as it ends (format:
+            `robocompose.chunk_log`). Logging changes no episode. Episodes reused from `out`
+            do not run again, so one without a file stays without (a warning counts them).
     """
     seeds = list(seeds)
     negative = [s for s in seeds if s < 0]
@@ -103,10 +112,16 @@ def evaluate(
     _move(predictor, resolve_device(device))
     check_observations(predictor, env_id, env_kwargs)
     num_envs = num_envs or DEFAULT_NUM_ENVS
+    policy_id, batch = predictor.fingerprint(), batch_layout(batch_invariant, num_envs)
+    name = label or "policy"
+    log = None
+    if chunk_log is not None:
+        log = _chunk_log(chunk_log, predictor, env_id, name, policy_id, batch)
+        log.check()
     with torch_threads_set(torch_threads):
-        return run_episodes(
+        result = run_episodes(
             env_id,
-            PolicyRunner(predictor, batch_invariant=batch_invariant),
+            PolicyRunner(predictor, batch_invariant=batch_invariant, recorder=log),
             seeds,
             out=out,
             num_envs=num_envs,
@@ -115,10 +130,43 @@ def evaluate(
             video_dir=video_dir,
             video_views=video_views,
             progress=progress,
-            env_id=f"{env_id}:{label or 'policy'}",
-            policy_id=predictor.fingerprint(),
-            batch=batch_layout(batch_invariant, num_envs),
+            env_id=f"{env_id}:{name}",
+            policy_id=policy_id,
+            batch=batch,
+            on_episode=log.end if log is not None else None,
         )
+    unlogged = log.missing(seeds) if log is not None else []
+    if unlogged:
+        warnings.warn(
+            f"{len(unlogged)} of {len(seeds)} episodes (the first: seed {unlogged[0]}) were "
+            f"reused from {out} and have no chunk log in {chunk_log}; evaluate into a fresh "
+            "`out` to log them.",
+            stacklevel=2,
+        )
+    return result
+
+
+def _chunk_log(
+    folder: str | os.PathLike[str],
+    predictor: ChunkPredictor,
+    env_id: str,
+    label: str,
+    policy_id: str,
+    batch: str,
+) -> ChunkLog:
+    """The chunk log of `predictor`'s episodes: a single policy's chunks are its own ("parent0"),
+    a composition's "composition" unless it says per chunk which candidate it chose."""
+    parents = parents_of(predictor)
+    composed = bool(getattr(predictor, "parents", None))
+    return ChunkLog(
+        folder,
+        task=env_id,
+        label=label,
+        policy_id=policy_id,
+        batch=batch,
+        parents=[(parent_name(p, i), p.fingerprint()) for i, p in enumerate(parents)],
+        source=COMPOSITION if composed else "parent0" if parents else label,
+    )
 
 
 def training_success(policy: GenerativePolicy, seeds: range, device: str) -> SuccessRate:

@@ -35,6 +35,7 @@ REQUIRED = {
     "view": ["run=[r]"],
     "compare": ["candidates=[PushT_flow_mlp,PushT_flow_unet]"],
     "adapt": ["out=o.gguf"],
+    "verifier": ["logs=[runs/chunks]"],
 }
 
 

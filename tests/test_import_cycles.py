@@ -32,7 +32,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("sim",),  # tasks, scripted experts, demo datasets, the rollout harness
     ("config", "config_help", "shipped"),  # Hydra's task presets and shipped names are sim's tasks
     ("policies",),  # families, training (handed the evaluation by the train verb), checkpoints
-    ("evaluation",),  # the one way a policy is evaluated
+    ("evaluation", "chunk_log"),  # the one way a policy is evaluated, and its chunk logs
     ("composition",),  # composed policies, evaluated as any policy is
     ("compare", "rollout_config"),  # what the rollout verbs share
     ("hierarchical", "sweep", "viz"),  # applications of the layers below, independent

@@ -1,8 +1,9 @@
 """Wilson 95% intervals: known values and exact ends."""
 
+import numpy as np
 import pytest
 
-from robocompose.stats import success_rate, wilson_interval
+from robocompose.stats import auc, success_rate, wilson_interval
 
 
 def test_known_value_and_exact_ends() -> None:
@@ -11,3 +12,14 @@ def test_known_value_and_exact_ends() -> None:
     assert str(success_rate(88, 200)) == "44.0% [37.3, 50.9] (n=200)"
     with pytest.raises(ValueError, match="successes"):
         wilson_interval(5, 3)
+
+
+def test_auc_is_the_share_of_pairs_a_positive_wins_ties_counting_half() -> None:
+    rng = np.random.default_rng(0)
+    scores = rng.integers(0, 5, 200).astype(float)  # many ties
+    labels = rng.random(200) < 0.3
+    pairwise = np.mean([(p > n) + 0.5 * (p == n) for p in scores[labels] for n in scores[~labels]])
+    assert auc(scores, labels) == pytest.approx(pairwise)
+    assert auc([0.1, 0.9, 0.4], [False, True, False]) == 1.0
+    assert auc([0.1, 0.9, 0.4], [True, False, True]) == 0.0
+    assert auc([0.5, 0.6], [True, True]) is None  # one class: undefined

@@ -15,7 +15,7 @@ from robocompose.composition.api import candidate_label, compose
 from robocompose.composition.builtin_methods import SELECTOR_CANDIDATES, SelectorMethod
 from robocompose.composition.selector import SCORES, candidates
 from robocompose.evaluation import EvalResult, evaluate
-from robocompose.stats import paired_outcomes
+from robocompose.stats import auc, paired_outcomes
 
 from .shared import HELDOUT_SEED_START, OUT, paired_entry, parents_of, pick_best
 
@@ -47,10 +47,7 @@ class _LoggedCandidates(SelectorMethod):
 
 def _auc(positive: list[float], negative: list[float]) -> float | None:
     """P(a positive's value > a negative's), ties half: 0.5 is chance."""
-    if not positive or not negative:
-        return None
-    wins = sum((p > n) + 0.5 * (p == n) for p in positive for n in negative)
-    return wins / (len(positive) * len(negative))
+    return auc([*positive, *negative], [True] * len(positive) + [False] * len(negative))
 
 
 def selector_scores(task: str, episodes: int) -> dict:
@@ -107,7 +104,7 @@ class _EpisodeSelector(SelectorMethod):
         self.score, self.previous = score, None
 
     def predict_actions(self, policy, obs, noise):
-        chosen, self.previous = self.choose(policy, obs, noise, self.previous)
+        chosen, self.previous = self.choose(policy, obs, noise, self.previous, self.score)
         return policy.parents[0].action_normalizer.unnormalize(chosen)
 
 

@@ -12,6 +12,9 @@ Where things are:
     samplers.py           samplers in sigma space (Euler, Heun, ancestral, annealed MCMC)
     superdiff.py          SuperDiff AND/OR's own sampler
     selector.py           the selector's candidates and scores
+    verifier.py           a learned chunk verifier (the selector's score "verifier"), its file
+    verifier_config.py    how a verifier trains (data, no torch)
+    verifier_training.py  training one on chunk logs, its held-out AUC
     merge.py              the parameter merge (model soup)
     fused.py              the parents' backbones run as one stacked network
     composed_denoiser.py  ComposedDenoiser: the parents' denoisers as one, by an operator

@@ -5,6 +5,7 @@ the package imports this module first, so every lookup finds them."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from robocompose.composition.methods import (
@@ -168,6 +169,7 @@ class MixtureMethod(CompositionMethod):
         choice = torch.searchsorted(cdf, u.contiguous()).clamp(max=len(policy.parents) - 1)
         n_exec = policy.executed.stop - policy.executed.start
         out = noise.new_empty(noise.shape[0], n_exec, noise.shape[-1])
+        policy.chosen_sources = [f"parent{i}" for i in choice.tolist()]
         for i, parent in enumerate(policy.parents):
             rows = torch.nonzero(choice == i).flatten().to(noise.device)
             if len(rows) == 0:
@@ -200,14 +202,34 @@ class MergeMethod(CompositionMethod):
 @register_method("selector")
 class SelectorMethod(CompositionMethod):
     """At every chunk, SELECTOR_CANDIDATES native samples of each parent and one convex
-    composition at `weights`; per row the candidate the others agree with most (the medoid of
-    the executed steps) is executed (`robocompose.composition.selector`). No reward, no
-    training. Out of the defaults: docs/results/composition.md shows how its scores rank."""
+    composition at `weights`; per row the candidate the score (`selector_score`) rates best is
+    executed (`robocompose.composition.selector`): by default the one the others agree with
+    most (the medoid of the executed steps), no reward, no training; `verifier`: a verifier
+    trained on chunk logs. Out of the defaults: docs/results/composition.md shows how its
+    scores rank."""
 
     samples_full_chunk = False  # candidates of other horizons: only the executed steps align
     weights_sum_to_one = True
     weights_nonnegative = True
-    score = "agreement"
+
+    def check(self, config: CompositionConfig) -> None:
+        super().check(config)
+        learned = config.selector_score == "verifier"
+        if learned and not config.verifier:
+            raise ValueError(
+                "`verifier` must name a verifier file for selector_score 'verifier' "
+                "(`robocompose verifier` trains one from chunk logs)."
+            )
+        if config.verifier and not learned:
+            raise ValueError(
+                f"`verifier` is read by selector_score 'verifier' only. Got selector_score "
+                f"{config.selector_score!r}: set selector_score=verifier, or drop `verifier`."
+            )
+        if learned and not Path(config.verifier).is_file():
+            raise ValueError(f"`verifier` {config.verifier} is not a file.")
+
+    def verifier_file(self, config: CompositionConfig) -> str | None:
+        return config.verifier if config.selector_score == "verifier" else None
 
     def operator(self, config: CompositionConfig) -> Operator:
         from robocompose.composition.operators import Convex
@@ -220,16 +242,21 @@ class SelectorMethod(CompositionMethod):
         obs: dict[str, torch.Tensor],
         noise: torch.Tensor,
         previous: torch.Tensor | None = None,
+        score: str | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Per row the best candidate by the score (`previous`: the whole chunk executed last,
-        for the scores that keep to it): its executed steps (B, n, A) and its whole chunk
-        (B, H, A; None where the parents' chunks do not align), normalised."""
+        """Per row the best candidate by `score` (None: the config's `selector_score`;
+        `previous`: the whole chunk executed last, for the scores that keep to it): its
+        executed steps (B, n, A) and its whole chunk (B, H, A; None where the parents' chunks
+        do not align), normalised. Which candidate each row ran goes to
+        `policy.chosen_sources`."""
         import torch
 
-        from robocompose.composition.selector import SCORES, candidates
+        from robocompose.composition.selector import candidates, score_of
 
         found = candidates(policy, obs, noise, SELECTOR_CANDIDATES)
-        best = SCORES[self.score](policy, obs, found, previous).argmax(0)  # (B,)
+        rate = score_of(score or policy.config.selector_score)
+        best = rate(policy, obs, found, previous).argmax(0)  # (B,)
+        policy.chosen_sources = [found.sources[c] for c in best.tolist()]
         rows = torch.arange(found.executed.shape[1], device=found.executed.device)
         full = None if found.full is None else found.full[best, rows]
         return found.executed[best, rows], full

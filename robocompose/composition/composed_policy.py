@@ -28,6 +28,7 @@ from robocompose.composition.fused import (
 from robocompose.composition.methods import method_of
 from robocompose.composition.samplers import SAMPLERS, DenoiseFn, RowGenerators
 from robocompose.composition.timing import ParentTimes
+from robocompose.composition.verifier import Verifier, load_verifier, target_of
 from robocompose.evaluation import parent_name
 from robocompose.policies.base import GenerativePolicy
 
@@ -122,6 +123,18 @@ class ComposedPolicy:
         # what each parent costs per chunk, over every chunk this policy infers
         parallel = self._executor is not None and (self._groups is None or len(self._groups) > 1)
         self.times = ParentTimes(parent_names(parents), parallel=parallel)
+        self.verifier = self._verifier()
+        self.chosen_sources: list[str] | None = None
+
+    def _verifier(self) -> Verifier | None:
+        """The learned verifier the method scores by, checked against these parents."""
+        file = self.method.verifier_file(self.config)
+        if file is None:
+            return None
+        verifier = load_verifier(file)
+        n_exec = self.executed.stop - self.executed.start
+        verifier.check_fits(target_of(self.parents, parent_names(self.parents), n_exec))
+        return verifier.to(*self._placement())
 
     @property
     def steps(self) -> int:
@@ -140,6 +153,8 @@ class ComposedPolicy:
         """Move every parent, as `nn.Module.to` does (a device, a dtype or both)."""
         for parent in self.parents:
             parent.to(*args, **kwargs)
+        if self.verifier is not None:
+            self.verifier.to(*args, **kwargs)
         self._probes = None  # a conversion that swaps parameters leaves no stale probe
         self._place()
         return self
@@ -308,12 +323,15 @@ class ComposedPolicy:
 
     def fingerprint(self) -> str:
         """Hashes everything that changes actions: the parents, the settings and the resolved
-        sigma grid (a Karras grid replaces the reference one when the method needs it)."""
+        sigma grid (a Karras grid replaces the reference one when the method needs it); a
+        verifier by its file's content, wherever it lies."""
         parts = [p.fingerprint() for p in self.parents]
         config = self.config.as_record() | {
             "steps": self.steps,
             "sigmas": self.resolved_sigmas(),
         }
+        if self.verifier is not None:
+            config["verifier"] = self.verifier.digest
         for how_it_runs in ("parallel", "fuse"):  # the same actions to float rounding
             del config[how_it_runs]
         text = json.dumps([parts, config], sort_keys=True, default=str)
@@ -324,6 +342,7 @@ class ComposedPolicy:
         device, dtype = self._placement()
         obs = {k: v.to(device) for k, v in obs.items() if k in self.obs_keys}
         noise = noise.to(device=device, dtype=dtype)
+        self.chosen_sources = None  # a method that picks per row sets it
         with self.times.chunk(noise.shape[0]):
             return self.method.predict_actions(self, obs, noise)
 

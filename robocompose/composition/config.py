@@ -20,9 +20,17 @@ from robocompose.choices import check_choices, one_of
 # without it (a test keeps both in step); the annealed MCMC's scores vanish at sigma = inf
 SAMPLER_NAMES = ("euler", "heun", "ancestral", "mcmc")
 FINITE_SIGMA_SAMPLERS = ("mcmc",)
+# the selector's scores (composition.selector) that need no state across chunks; "verifier" is
+# learned, from the `verifier` file (a test keeps these in step with the selector's)
+SELECTOR_SCORES = ("agreement", "denoising", "likelihood", "verifier")
 # fields added after compositions' fingerprints and search records were first written, with
 # the default that left them out
-LATER_FIELDS: dict[str, Any] = {"n_action_steps": None}
+LATER_FIELDS: dict[str, Any] = {
+    "n_action_steps": None,
+    "selector_score": "agreement",
+    "verifier": None,
+    "verifier_std_weight": 0.0,
+}
 
 
 @dataclass
@@ -44,6 +52,13 @@ class CompositionConfig:
     sigma_min: float = 0.002  # karras grid only
     sigma_switch: float = 1.0  # schedule only: `weights` above this sigma, `low_weights` below
     low_weights: Sequence[float] | None = None  # schedule only: weights below sigma_switch
+    # selector only: how it picks among the candidates; verifier: by a verifier trained on
+    # chunk logs (`robocompose verifier`), read from `verifier`
+    selector_score: str = one_of(SELECTOR_SCORES, "agreement")
+    verifier: str | None = None  # selector_score=verifier only: the verifier file
+    # selector_score=verifier only: rank by the ensemble's mean minus this many standard
+    # deviations of its members (0: the mean; > 0: a lower confidence bound)
+    verifier_std_weight: float = 0.0
     sampler_kwargs: dict[str, Any] = field(default_factory=dict)
     # Parents on their own threads. Off by default: for every shipped pair at batch 1, one
     # thread running the parents in turn was as fast or faster (sub-millisecond forwards fight
@@ -78,6 +93,11 @@ class CompositionConfig:
             raise ValueError(f"`steps` must be >= 1 or None. Got {self.steps}.")
         if self.n_action_steps is not None and self.n_action_steps < 1:
             raise ValueError(f"`n_action_steps` must be >= 1 or None. Got {self.n_action_steps}.")
+        if not (math.isfinite(self.verifier_std_weight) and self.verifier_std_weight >= 0):
+            raise ValueError(
+                f"`verifier_std_weight` must be a finite number >= 0. Got "
+                f"{self.verifier_std_weight}."
+            )
 
     def check_parent_count(self, parents: int) -> None:
         """Refuse weights that are not one per parent, naming both counts."""

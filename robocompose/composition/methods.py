@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from robocompose.composition.operators import Operator
     from robocompose.composition.samplers import DenoiseFn
     from robocompose.composition.timing import ParentTimes
+    from robocompose.composition.verifier import Verifier
     from robocompose.policies.base import GenerativePolicy
 
 DEFAULT_STEPS = 10
@@ -54,6 +55,10 @@ class Composition(Protocol):
     starts: list[int]  # parent i's chunk begins this many steps after parent 0's
     executed: slice  # the steps of parent 0's chunk that are executed
     times: ParentTimes
+    verifier: Verifier | None  # the learned verifier the method scores by (`verifier_file`)
+    # a method that picks each row's chunk among candidates says which, per row, in every call
+    # ("parent<i>" or "composition"; a chunk log records it); None: the composition's own
+    chosen_sources: list[str] | None
 
     @property
     def steps(self) -> int: ...
@@ -121,6 +126,11 @@ class CompositionMethod:
     def needs_finite_sigma_max(self, config: CompositionConfig) -> bool:
         """Whether the sampling grid must start at a finite sigma (a Karras grid otherwise)."""
         return False
+
+    def verifier_file(self, config: CompositionConfig) -> str | None:
+        """The learned verifier file this method scores by (the composed policy loads it and
+        checks it fits), None for none."""
+        return None
 
     def operator(self, config: CompositionConfig) -> Operator | None:
         """What combines the parents' denoiser outputs at one (x, sigma); None when the parents

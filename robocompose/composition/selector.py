@@ -22,6 +22,11 @@ Scores (higher is better), each a (C, B) tensor over C candidates and B rows:
 
 The last three need whole chunks: every parent must share parent 0's horizon and history length
 (`Candidates.full` is None otherwise, and they refuse).
+
+Those are training-free (`SCORES`). `verifier` (`LEARNED`) is not: a verifier trained on the
+parents' chunk logs (`composition.verifier`) estimates each candidate's probability of success
+from the current observation and its executed steps, all candidates of all rows in one forward
+pass; the ensemble's mean, or with `verifier_std_weight` k > 0 its lower bound mean - k * std.
 """
 
 from __future__ import annotations
@@ -207,7 +212,25 @@ def bidirectional(policy: Composition, obs, cands: Candidates, previous=None) ->
     return _ranks(coherence(policy, obs, cands, previous)) + _ranks(forward)
 
 
+def verifier(policy: Composition, obs, cands: Candidates, previous=None) -> torch.Tensor:
+    """The composition's verifier's estimate of success (C, B) for each candidate's executed
+    steps (in env units, as the chunk logs it learned from hold them) from the row's current
+    observation: the ensemble's mean less `verifier_std_weight` times its spread."""
+    model = policy.verifier
+    if model is None:
+        raise ValueError(
+            "selector score 'verifier' needs `verifier`: a file `robocompose verifier` wrote."
+        )
+    c, b = cands.executed.shape[:2]
+    chunks = policy.parents[0].action_normalizer.unnormalize(cands.executed).flatten(0, 1)
+    rows = model.observation(obs).repeat(c, 1)  # row c * B + b is row b's observation
+    values = model.score(rows, chunks, policy.config.verifier_std_weight)
+    return values.view(c, b).to(cands.executed)
+
+
 Score = Callable[..., torch.Tensor]
+# training-free: from the parents' own samples (what benchmarks/composition_parts/selector.py
+# studies)
 SCORES: dict[str, Score] = {
     "agreement": agreement,
     "denoising": denoising,
@@ -215,3 +238,9 @@ SCORES: dict[str, Score] = {
     "coherence": coherence,
     "bidirectional": bidirectional,
 }
+LEARNED: dict[str, Score] = {"verifier": verifier}  # from a model trained on chunk logs
+
+
+def score_of(name: str) -> Score:
+    """The score `name`, training-free or learned."""
+    return {**SCORES, **LEARNED}[name]

@@ -154,13 +154,18 @@ def load_weights(path: Path, task: str | None = None) -> dict[str, torch.Tensor]
 
 
 def write_atomic(path: Path, write) -> None:
-    """Write to a temporary file then rename, so a kill never leaves half a checkpoint.
+    """Write to a temporary file then rename, so a kill never leaves half a checkpoint (and
+    a write that fails, no temporary file either).
 
     The file gets the mode a plain `open` would give (0666 less the umask): some writers
     (safetensors) create theirs private, which hides checkpoints from other users.
     """
     tmp = path.with_name(path.name + ".tmp")
-    write(tmp)
+    try:
+        write(tmp)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     tmp.chmod(0o666 & ~_umask())
     os.replace(tmp, path)
 

@@ -8,11 +8,13 @@ default): batched inference rounds differently per batch size, and contact dynam
 that into other outcomes, so only per-episode inference gives an episode the same actions
 whatever `num_envs`, the launcher or a resume. `batch_invariant=False` re-plans them together in
 one batched call instead: faster, but an episode then depends on which episodes shared its batch.
+A `ChunkRecorder` given to the runner sees every planned chunk (`robocompose.chunk_log`).
 """
 
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Mapping
 from typing import Protocol
 
 import numpy as np
@@ -37,28 +39,54 @@ class ChunkPredictor(Protocol):
         ...
 
 
+class ChunkRecorder(Protocol):
+    """What sees each planned chunk (`robocompose.chunk_log.ChunkLog`)."""
+
+    def add(
+        self,
+        seed: int,
+        step: int,
+        frame: Mapping[str, np.ndarray],
+        actions: np.ndarray,
+        source: str | None = None,
+    ) -> None:
+        """Episode `seed`'s chunk `actions` (n, A), planned at episode step `step` from the
+        current observation `frame`; `source`: which candidate a predictor that picks per row
+        chose ("parent<i>" or "composition"), None for one that does not."""
+        ...
+
+
 def _noise_seed(runner_seed: int, episode_seed: int) -> int:
     return (runner_seed * 1_000_003 + episode_seed) % (2**63)
 
 
 class PolicyRunner:
-    """The harness-facing callable around a `ChunkPredictor`."""
+    """The harness-facing callable around a `ChunkPredictor`; `recorder` sees every chunk it
+    plans (None: nothing is recorded). A predictor that picks each row's chunk among candidates
+    says which in its `chosen_sources` after each call."""
 
     def __init__(
-        self, predictor: ChunkPredictor, seed: int = 0, batch_invariant: bool = True
+        self,
+        predictor: ChunkPredictor,
+        seed: int = 0,
+        batch_invariant: bool = True,
+        recorder: ChunkRecorder | None = None,
     ) -> None:
         self.predictor = predictor
         self.seed = seed
         self.batch_invariant = batch_invariant
+        self.recorder = recorder
         self._history: list[deque[dict[str, np.ndarray]]] = []
         self._queue: list[deque[np.ndarray]] = []
         self._noise: list[torch.Generator] = []
+        self._episode: list[int] = []  # each env's episode seed (-1: none), for the recorder
+        self._steps: list[int] = []  # actions each env has run in its episode
 
     def reset(self, mask: np.ndarray | None = None, seeds: np.ndarray | None = None) -> None:
         """Forget the masked envs' history; their sampling noise restarts from their episode seed,
         so an episode's actions do not depend on which slot or batch it ran in."""
         if mask is None:
-            self._history, self._queue, self._noise = [], [], []
+            self._history, self._queue, self._noise, self._episode, self._steps = [], [], [], [], []
             return
         self._grow(len(mask))
         for i in np.flatnonzero(mask):
@@ -66,6 +94,7 @@ class PolicyRunner:
             self._queue[i].clear()
             episode_seed = int(seeds[i]) if seeds is not None else i
             self._noise[i].manual_seed(_noise_seed(self.seed, episode_seed))
+            self._episode[i], self._steps[i] = episode_seed, 0
 
     def _grow(self, num_envs: int) -> None:
         while len(self._history) < num_envs:
@@ -74,6 +103,8 @@ class PolicyRunner:
             generator = torch.Generator()
             generator.manual_seed(_noise_seed(self.seed, len(self._noise)))
             self._noise.append(generator)
+            self._episode.append(-1)
+            self._steps.append(0)
 
     def __call__(self, obs: dict[str, np.ndarray]) -> np.ndarray:
         keys, n = self.predictor.obs_keys, self.predictor.n_obs_steps
@@ -89,6 +120,8 @@ class PolicyRunner:
         replan = [i for i in range(num_envs) if not self._queue[i]]
         for rows in [[i] for i in replan] if self.batch_invariant else [replan]:
             self._plan(rows)
+        for i in range(num_envs):
+            self._steps[i] += 1
         return np.stack([self._queue[i].popleft() for i in range(num_envs)])
 
     def _plan(self, replan: list[int]) -> None:
@@ -114,6 +147,17 @@ class PolicyRunner:
             actions = chunk.to(torch.promote_types(chunk.dtype, torch.float32)).numpy()
             for row, i in enumerate(replan):
                 self._queue[i].extend(actions[row])
+            if self.recorder is not None:
+                self._record(replan, actions)
+
+    def _record(self, replan: list[int], actions: np.ndarray) -> None:
+        """Hand the recorder each planned env's chunk, its observation and its source."""
+        assert self.recorder is not None
+        sources = getattr(self.predictor, "chosen_sources", None)
+        for row, i in enumerate(replan):
+            source = sources[row] if sources is not None else None
+            frame = self._history[i][-1]
+            self.recorder.add(self._episode[i], self._steps[i], frame, actions[row], source)
 
 
 class PolicyPredictor:

@@ -59,6 +59,7 @@ def run_episodes(
     env_id: str | None = None,
     policy_id: str | None = None,
     batch: str | None = None,
+    on_episode: Callable[[dict[str, Any], np.ndarray], None] | None = None,
 ) -> EvalResult:
     """Run one episode per seed and return the per-seed records and success rate.
 
@@ -92,6 +93,9 @@ def run_episodes(
             policy_id (say, the checkpoint was retrained since) is refused with an error.
         batch: how the policy batches its inference (see `robocompose.records.batch_layout`),
             stored in every record; resuming from a file of another layout is refused too.
+        on_episode: called with each episode's (stamped) record and its per-step rewards as
+            the episode ends, before the record is stored (a chunk log writes its file then, so
+            an episode in `out` has its file too). Episodes reused from `out` are not run.
 
     An episode succeeds if `info["success"]` (else `info["is_success"]`) was true at any step;
     its score is the max of `info["score"]` over the episode, else the return. A step or reset
@@ -135,8 +139,10 @@ def run_episodes(
             rollouts = _Rollouts(
                 envs, policy, queue, name, stop_on_success, record_seeds, video_dir
             )
-            for record in rollouts.run():
+            for record, rewards in rollouts.run():
                 record = stamped(record, policy_id, batch)
+                if on_episode is not None:
+                    on_episode(record, rewards)
                 records[record["seed"]] = record
                 if log is not None:
                     log.append(record)
@@ -172,14 +178,16 @@ class _Rollouts:
         n = self.n = envs.num_envs
         self.seed: list[int | None] = [None] * n  # None: idle, the slot's episodes are discarded
         self.last_seed = [0] * n
-        self.ret, self.length = np.zeros(n), np.zeros(n, dtype=np.int64)
+        # each step's reward: their sum is the return, their count the length
+        self.rewards: list[list[float]] = [[] for _ in range(n)]
         self.score: list[float | None] = [None] * n
         self.success, self.t0 = [False] * n, [0.0] * n
         self.frames: list[list[np.ndarray]] = [[] for _ in range(n)]
         self.checked_keys = False
 
-    def run(self) -> Iterator[dict[str, Any]]:
-        """Yield each episode's record as it finishes, until the queue is empty."""
+    def run(self) -> Iterator[tuple[dict[str, Any], np.ndarray]]:
+        """Yield each episode's record and per-step rewards as it finishes, until the queue is
+        empty."""
         obs, finished = self._start(np.ones(self.n, dtype=bool))
         yield from finished
         shape = getattr(self.envs.single_action_space, "shape", None)
@@ -194,8 +202,7 @@ class _Rollouts:
             for i in range(self.n):
                 if self.seed[i] is None:
                     continue
-                self.length[i] += 1
-                self.ret[i] += float(reward[i])
+                self.rewards[i].append(float(reward[i]))
                 error = _info(infos, "error", i)
                 if error is None:
                     self._update(infos, i)
@@ -210,7 +217,7 @@ class _Rollouts:
                 obs, finished = self._start(ended)
                 yield from finished
 
-    def _start(self, mask: np.ndarray) -> tuple[Any, list[dict[str, Any]]]:
+    def _start(self, mask: np.ndarray) -> tuple[Any, list[tuple[dict[str, Any], np.ndarray]]]:
         """Reset the masked slots on the next seeds; a reset that fails is an episode too."""
         finished, union = [], mask.copy()
         while mask.any():
@@ -218,7 +225,7 @@ class _Rollouts:
             for i in np.flatnonzero(mask):
                 if self.queue:
                     self.seed[i] = self.last_seed[i] = seed = self.queue.popleft()
-                    self.ret[i], self.length[i], self.score[i] = 0.0, 0, None
+                    self.rewards[i], self.score[i] = [], None
                     self.success[i], self.t0[i], self.frames[i] = False, time.perf_counter(), []
                     starting.append(seed)
                 else:
@@ -270,7 +277,7 @@ class _Rollouts:
             old = self.score[i]
             self.score[i] = float(score) if old is None else max(old, float(score))
 
-    def _finish(self, i: int, error: str | None) -> dict[str, Any]:
+    def _finish(self, i: int, error: str | None) -> tuple[dict[str, Any], np.ndarray]:
         seed = self.seed[i]
         assert seed is not None
         video = {}
@@ -278,17 +285,18 @@ class _Rollouts:
             path = _free_path(self.video_dir / f"seed_{seed}.mp4")
             _save_video(path, self.frames[i], self.fps)
             self.frames[i], video = [], {"video": str(path)}
-        score = self.score[i]
-        return {
+        score, rewards = self.score[i], self.rewards[i]
+        record = {
             "env_id": self.env_id,
             "seed": seed,
             "success": error is None and self.success[i],
-            "score": float(self.ret[i]) if score is None else score,
-            "return": float(self.ret[i]),
-            "length": int(self.length[i]),
+            "score": float(sum(rewards)) if score is None else score,
+            "return": float(sum(rewards)),
+            "length": len(rewards),
             "error": error,
             "elapsed_s": round(time.perf_counter() - self.t0[i], 4),
         } | video
+        return record, np.asarray(rewards, dtype=np.float64)
 
 
 class _Guard(gym.Wrapper):

@@ -83,6 +83,11 @@ OPERATOR = Shorthand("--operator", "composition.operator")
 ACTION_STEPS_HELP = "actions of each predicted chunk run before replanning (default: as trained)"
 ACTION_STEPS = Shorthand("--n-action-steps", "composition.n_action_steps", int, ACTION_STEPS_HELP)
 # every verb: more config files (e.g. DIR/sweep/mine.yaml -> sweep=mine) beside configs/
+CHUNK_LOG = Shorthand(
+    "--chunk-log",
+    "chunk_log",
+    help="log every executed chunk under this folder (training data for `verifier`)",
+)
 CONFIG_DIR = Shorthand(
     "--config-dir",
     "hydra.searchpath",
@@ -228,6 +233,7 @@ VERBS: dict[str, Verb] = {
             Shorthand("--out", "out", help="episodes JSONL (default: runs/eval/<name>.jsonl)"),
             VIDEO_SEEDS,
             VIDEO_VIEWS,
+            CHUNK_LOG,
         ),
     ),
     "compose": Verb(
@@ -248,6 +254,7 @@ VERBS: dict[str, Verb] = {
             OUT,
             VIDEO_SEEDS,
             VIDEO_VIEWS,
+            CHUNK_LOG,
         ),
     ),
     "compare": Verb(
@@ -286,6 +293,18 @@ VERBS: dict[str, Verb] = {
             SEED_START,
             OUT,
         ),
+    ),
+    "verifier": Verb(
+        "train a chunk verifier (observation + chunk -> probability of success, an ensemble) "
+        "on chunk logs from eval or compose with chunk_log=; prints its held-out AUC. The "
+        "selector scores by it: composition.selector_score=verifier composition.verifier=FILE",
+        "robocompose.verbs.verifier:VerifierConfig",
+        "robocompose.verbs.verifier:run",
+        positional=Shorthand(
+            "", "logs", help="chunk log folders (searched at any depth) or episode files"
+        ),
+        many=True,
+        flags=(Shorthand("--out", "out", help="the verifier file to write"),),
     ),
     "sweep": Verb(
         "a grid of compositions (Hydra multirun): one table row per episode, summary, plots",

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from robocompose.rollout_config import RolloutConfig
-from robocompose.verbs.eval import print_outputs, refuse_errors
+from robocompose.verbs.eval import chunk_folder, print_outputs, refuse_errors
 
 if TYPE_CHECKING:
     from robocompose.records import EvalResult
@@ -25,6 +25,9 @@ class ComposeConfig(RolloutConfig):
     video_seeds: list[int] = field(default_factory=list)
     # image observation keys and cameras the videos show side by side; []: the env's view
     video_views: list[str] = field(default_factory=list)
+    # a root folder: every executed chunk goes to <chunk_log>/<label>/ (training data for
+    # `robocompose verifier`; robocompose.chunk_log); None: not logged
+    chunk_log: str | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -50,6 +53,7 @@ def run(config: ComposeConfig) -> EvalResult:
         video_seeds=config.video_seeds,
         video_dir=videos,
         video_views=config.video_views,
+        chunk_log=chunk_folder(config.chunk_log, label),
     )
     print(result.summary())
     times = getattr(policy, "times", None)  # a parameter merge is one policy: no parents run

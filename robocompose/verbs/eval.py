@@ -38,6 +38,9 @@ class EvalConfig(EpisodesConfig):
     out: str | None = None  # episodes JSONL; None: runs/eval/<checkpoint name>.jsonl
     video_seeds: list[int] = field(default_factory=list)
     video_views: list[str] = field(default_factory=list)  # as ComposeConfig's
+    # a root folder: every executed chunk goes to <chunk_log>/<checkpoint name>/ (training data
+    # for `robocompose verifier`; robocompose.chunk_log); None: not logged
+    chunk_log: str | None = None
 
 
 def run(config: EvalConfig) -> EvalResult:
@@ -62,6 +65,7 @@ def run(config: EvalConfig) -> EvalResult:
         video_seeds=config.video_seeds,
         video_dir=videos if config.video_seeds else None,
         video_views=config.video_views,
+        chunk_log=chunk_folder(config.chunk_log, name),
     )
     print(result.summary())
     print_outputs(episodes, result.videos)
@@ -81,6 +85,12 @@ def _with_task(checkpoint: str, task: TaskConfig | None) -> Any:
     env, kwargs = attached_env(*recorded, f"checkpoint {checkpoint}", task.name)
     policy.metadata |= {"task": env, "env_kwargs": kwargs}
     return policy
+
+
+def chunk_folder(root: str | None, name: str) -> Path | None:
+    """Where eval/compose log a policy's chunks: one folder per policy under the root, so one
+    root holds every policy a verifier learns from."""
+    return Path(root) / name if root is not None else None
 
 
 def print_outputs(episodes: Path, videos: list[Path]) -> None:
