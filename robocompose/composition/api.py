@@ -101,6 +101,7 @@ def search(
     num_envs: int | None = None,
     device: str = "auto",
     batch_invariant: bool = True,
+    chunk_log: bool = False,
     progress: bool = True,
     **config: Any,
 ) -> SearchResult:
@@ -118,8 +119,10 @@ def search(
     Writes into out_dir: episodes/<candidate>.jsonl as episodes end (named by method and
     weights: a rerun resumes, another pool reuses what it shares), search.json (task, parents
     and their fingerprints, composition settings, method, operators, seeds, envs, device,
-    batching, version; then the candidates) and search.png. A rerun into out_dir with other
-    parents, task, composition settings or batching is refused, naming what differs."""
+    batching, version; then the candidates) and search.png; with `chunk_log`, every executed
+    chunk to chunks/<candidate>/ (`robocompose.chunk_log`: the verifier's training data, at no
+    extra episode). A rerun into out_dir with other parents, task, composition settings or
+    batching is refused, naming what differs."""
     given = {} if operators is None else {"operators": list(operators)}
     settings = SearchSettings(
         method=method, step=step, first_slice=first_slice, tolerance=tolerance, **given
@@ -162,6 +165,7 @@ def search(
             device=device,
             batch_invariant=batch_invariant,
             progress=False,
+            chunk_log=folder / "chunks" / key.label if chunk_log else None,
         )
         if isinstance(policy, ComposedPolicy):
             times.append(policy.times)

@@ -37,6 +37,9 @@ class SearchConfig(RolloutConfig):
     # fresh seeds (after the search's) on which the choice runs against the better parent,
     # paired; 0: no confirmation
     confirm: int = 50
+    # every executed chunk of every candidate to <out>/chunks/<candidate>/ (training data for
+    # `robocompose verifier`, at no extra episode)
+    chunk_log: bool = False
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -61,6 +64,7 @@ def run(config: SearchConfig) -> SearchResult:
         num_envs=config.num_envs,
         device=config.device,
         batch_invariant=config.batch_invariant,
+        chunk_log=config.chunk_log,
         **config.composition.settings(),
     )
     print(result.table())

@@ -161,6 +161,13 @@ def test_three_parents_race_end_to_end_from_the_cli(tmp_path: Path, capsys) -> N
     assert (out / "search.png").stat().st_size > 1000
 
 
+def test_a_search_logs_every_candidates_chunks_for_the_verifier(tmp_path: Path) -> None:
+    pool = {**TINY, "operators": ("convex",)}
+    result = search(PARENTS, SEEDS, out_dir=tmp_path, chunk_log=True, **pool)
+    logged = sorted(p.parent.name for p in (tmp_path / "chunks").glob("*/seed_*.npz"))
+    assert logged == sorted(c.key.label for c in result.candidates)
+
+
 def test_a_search_folder_of_an_older_robocompose_is_refused(tmp_path: Path) -> None:
     (tmp_path / "search.json").write_text(json.dumps({"method": "grid", "candidates": []}))
     (tmp_path / "episodes").mkdir()
