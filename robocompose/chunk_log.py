@@ -38,7 +38,7 @@ import numpy as np
 
 from robocompose.policies.checkpoint import write_atomic
 
-__all__ = ["ChunkLog", "EpisodeChunks", "episode_files", "read_episode"]
+__all__ = ["ChunkLog", "EpisodeChunks", "episode_files", "load_npz", "read_episode", "save_npz"]
 
 FORMAT = 1
 COMPOSITION = "composition"
@@ -165,13 +165,34 @@ class ChunkLog:
             "score": np.asarray(float(record["score"])),
             "meta": np.asarray(json.dumps(meta)),
         }
-        self.folder.mkdir(parents=True, exist_ok=True)
-        write_atomic(self.path(seed), lambda tmp: _save(tmp, arrays))
+        save_npz(self.path(seed), arrays)
 
 
-def _save(path: Path, arrays: dict[str, np.ndarray]) -> None:
-    with path.open("wb") as f:  # a file object: np.savez would append ".npz" to a name
-        np.savez_compressed(f, **arrays)
+def save_npz(path: Path, arrays: Mapping[str, np.ndarray]) -> None:
+    """`arrays` as one compressed .npz at `path`, written to a temporary file and renamed: the
+    file is complete or absent, whatever interrupts the write."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+
+    def write(tmp: Path) -> None:
+        with tmp.open("wb") as f:  # a file object: np.savez would append ".npz" to a name
+            np.savez_compressed(f, **arrays)
+
+    write_atomic(path, write)
+
+
+def load_npz(path: Path, kind: str, version: int) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """The arrays and the JSON array `meta` of a `kind` file (say "chunk log episode") that
+    `save_npz` wrote; a file that is not one, or holds another format than `version`, names
+    itself."""
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            arrays = {k: data[k] for k in data.files}
+        meta = json.loads(str(arrays.pop("meta")))
+    except (OSError, ValueError, KeyError) as e:
+        raise ValueError(f"{path} is not a {kind} file ({e}).") from None
+    if meta.get("format") != version:
+        raise ValueError(f"{path}: {kind} format {meta.get('format')!r}, expected {version}.")
+    return arrays, meta
 
 
 @dataclass(frozen=True)
@@ -202,14 +223,7 @@ class EpisodeChunks:
 def read_episode(path: str | os.PathLike[str]) -> EpisodeChunks:
     """One episode file; a file that is not one names itself."""
     path = Path(path)
-    try:
-        with np.load(path, allow_pickle=False) as data:
-            arrays = {k: data[k] for k in data.files}
-        meta = json.loads(str(arrays.pop("meta")))
-    except (OSError, ValueError, KeyError) as e:
-        raise ValueError(f"{path} is not a chunk log episode file ({e}).") from None
-    if meta.get("format") != FORMAT:
-        raise ValueError(f"{path}: chunk log format {meta.get('format')!r}, expected {FORMAT}.")
+    arrays, meta = load_npz(path, "chunk log episode", FORMAT)
     return EpisodeChunks(
         path=path,
         meta=meta,

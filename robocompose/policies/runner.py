@@ -14,7 +14,7 @@ A `ChunkRecorder` given to the runner sees every planned chunk (`robocompose.chu
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 import numpy as np
@@ -106,17 +106,27 @@ class PolicyRunner:
             self._episode.append(-1)
             self._steps.append(0)
 
+    def observe(self, frames: Sequence[Mapping[str, np.ndarray]], i: int = 0) -> None:
+        """Add `frames` (oldest first) to env i's history without acting on them, the first
+        padded as an episode's first is: a policy taking over an episode midway (the finisher
+        of `robocompose.composition.counterfactual`) plans from what the episode saw."""
+        self._grow(i + 1)
+        for frame in frames:
+            self._observe(i, frame)
+
+    def _observe(self, i: int, frame: Mapping[str, np.ndarray]) -> None:
+        frame = {k: np.array(frame[k]) for k in self.predictor.obs_keys}
+        history = self._history[i]
+        if not history:
+            history.extend([frame] * self.predictor.n_obs_steps)
+        else:
+            history.append(frame)
+
     def __call__(self, obs: dict[str, np.ndarray]) -> np.ndarray:
-        keys, n = self.predictor.obs_keys, self.predictor.n_obs_steps
         num_envs = len(next(iter(obs.values())))
         self._grow(num_envs)
         for i in range(num_envs):
-            frame = {k: np.array(obs[k][i]) for k in keys}
-            history = self._history[i]
-            if not history:
-                history.extend([frame] * n)
-            else:
-                history.append(frame)
+            self._observe(i, {k: obs[k][i] for k in self.predictor.obs_keys})
         replan = [i for i in range(num_envs) if not self._queue[i]]
         for rows in [[i] for i in replan] if self.batch_invariant else [replan]:
             self._plan(rows)

@@ -8,6 +8,9 @@ Rewards MPC) roll candidates out from the live state without touching it:
     for plan in candidates:
         data = snap.restore()      # the scratch data, at the remembered state
         ...step `data`...
+
+Counterfactual labels (`robocompose.composition.counterfactual`) restore the env's own data
+instead (`SimSnapshot(model, env.data)`): each candidate chunk runs on from the same state.
 """
 
 from __future__ import annotations
@@ -30,6 +33,12 @@ class SimSnapshot:
     def take(self, data: mujoco.MjData) -> None:
         """Remember `data`'s state."""
         mujoco.mj_getState(self.model, data, self._state, self.SPEC)
+
+    @property
+    def state(self) -> np.ndarray:
+        """A copy of the remembered state vector (comparing two says whether two states are
+        the same, bit for bit)."""
+        return self._state.copy()
 
     def restore(self) -> mujoco.MjData:
         """The scratch data, set back to the remembered state."""
