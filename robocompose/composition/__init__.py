@@ -15,6 +15,9 @@ Where things are:
     verifier.py           a learned chunk verifier (the selector's score "verifier"), its file
     verifier_config.py    how a verifier trains (data, no torch)
     verifier_training.py  training one on chunk logs, its held-out AUC
+    counterfactual.py     counterfactual labels: each selector candidate run from one restored
+                          state and finished by one policy on one noise (counterfactual_file.py:
+                          their file; counterfactual_scores.py: how each score ranks them)
     merge.py              the parameter merge (model soup)
     fused.py              the parents' backbones run as one stacked network
     composed_denoiser.py  ComposedDenoiser: the parents' denoisers as one, by an operator
