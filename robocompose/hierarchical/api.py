@@ -68,12 +68,13 @@ class PlanConfig:
     # endpoint, llm.base_url), llm.model=qwen2.5-coder-1.5b (default) | smollm2 | a .gguf path,
     # llm.n_threads=1 (faster on a busy machine), llm.cache=false
     llm: LLMConfig = field(default_factory=LLMConfig)
-    # the goal planner's readings of the request, which must agree before a goal stands: "both"
-    # (a local model with its shipped adapter under two scene listings, then the model without
-    # it under the few-shot prompt), "adapted" (the first part alone: more right goals, more
-    # wrong ones), "examples" (the few-shot model under three example orders). A model without
-    # an adapter, or a remote backend, always reads with "examples". See docs/planning.md.
-    goal_readings: str = one_of(READINGS, "both")
+    # the goal planner's readings of the request, which must agree before a goal stands:
+    # "adapted" (a local model with its shipped adapter, reading the request lifted to
+    # placeholders under two scene listings), "both" (those, checked by the model without the
+    # adapter under the few-shot prompt: fewer wrong goals, many more questions), "examples"
+    # (the few-shot model under three example orders). A model without an adapter, or a remote
+    # backend, always reads with "examples". See docs/planning.md.
+    goal_readings: str = one_of(READINGS, "adapted")
     repair_rounds: int = 2
     check: bool = True  # check every plan before motion (false: to measure what it saves)
     skills: dict[str, str] = field(default_factory=dict)  # e.g. {place_in: policy:<ckpt>}

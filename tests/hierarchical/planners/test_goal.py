@@ -167,10 +167,11 @@ def test_qwen_with_examples_states_the_goal_and_the_plan_reaches_it(qwen, reques
     ],
 )  # fmt: skip
 def test_the_adapted_qwen_states_the_goal_in_short_rewrites(qwen_goal, request_, support):
-    from robocompose.hierarchical.planners.goal import ADAPTED_ORDERS, GoalPlannerConfig
+    from robocompose.hierarchical.planners.goal import ADAPTED_ORDERS, reading_config
 
     world = make_world(STACK)
-    config = GoalPlannerConfig(prompt="adapted", orders=ADAPTED_ORDERS)
+    config = reading_config(qwen_goal)  # the shipped adapter's prompt, over placeholders
+    assert (config.prompt, config.orders) == ("lifted", ADAPTED_ORDERS)
     planner = GoalPlanner(qwen_goal, build_registry(world), world, config)
     plan = planner.plan(request_, world.snapshot())
     assert plan.kind == "calls", plan.message
@@ -188,11 +189,12 @@ def test_goal_readings_put_the_plan_verbs_goal_planner_on_its_readers():
     world = make_world(STACK)
     registry = build_registry(world)
     uncached = LLMConfig(cache=False)
-    both = PlanConfig(llm=uncached)  # the default: the adapted model checked by the plain one
+    assert PlanConfig().goal_readings == "adapted"  # the default: the adapted model alone
+    both = PlanConfig(llm=uncached, goal_readings="both")  # checked by the plain model
     first, second = make_backends(both)
     assert first.lora == goal_adapter("qwen2.5-coder-1.5b").resolve() and second.lora is None
     config = make_planner("goal", first, registry, world, second).config
-    assert (config.prompt, config.second_prompt, config.second_orders) == ("adapted", "examples", 1)
+    assert (config.prompt, config.second_prompt, config.second_orders) == ("lifted", "examples", 1)
     first, second = make_backends(PlanConfig(llm=uncached, goal_readings="adapted"))
     assert second is None
     assert make_planner("goal", first, registry, world).config.second_prompt is None
@@ -210,7 +212,7 @@ def test_a_goal_stands_when_the_second_reader_agrees_and_is_asked_back_when_not(
     from robocompose.hierarchical.planners.goal import ADAPTED_ORDERS, GoalPlannerConfig
 
     world = make_world(STACK)
-    config = GoalPlannerConfig(prompt="adapted", orders=ADAPTED_ORDERS, second_prompt="examples")
+    config = GoalPlannerConfig(prompt="lifted", orders=ADAPTED_ORDERS, second_prompt="examples")
     request = "put green on red then blue on green"
     planner = GoalPlanner(qwen_goal, build_registry(world), world, config, second=qwen)
     plan = planner.plan(request, world.snapshot())
