@@ -26,7 +26,12 @@ from robocompose.composition import search
 from robocompose.evaluation import evaluate
 from robocompose.launch.config import LauncherConfig
 from robocompose.launch.episodes import Run, evaluate_runs
-from robocompose.launch.launchers import WorkersLost, connect
+from robocompose.launch.launchers import (
+    CHECKPOINT_FILES,
+    WorkersLost,
+    connect,
+    content_digest,
+)
 from robocompose.shipped import shipped_path
 from robocompose.verbs.eval import EvalConfig
 from robocompose.verbs.eval import run as run_eval
@@ -48,13 +53,17 @@ TASK_TITLE = b"ray::run_shipped_task"  # a Ray worker's process title while it r
 
 
 @pytest.fixture(scope="module")
-def ray_here() -> Iterator[None]:
+def ray_here(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """Ray as `launcher=ray` starts it on this machine, in a short session folder (its unix
-    sockets live there); the runs below find it connected and leave it running."""
+    sockets live there), its workers' checkpoint cache in a test folder; the runs below find
+    it connected and leave it running. Yields the cache."""
     temp = tempfile.mkdtemp(prefix="rc-ray-")
+    cache = tmp_path_factory.mktemp("checkpoint-cache")
     try:
-        assert connect(LauncherConfig(name="ray", num_cpus=2, temp_dir=temp))
-        yield
+        with pytest.MonkeyPatch.context() as env:
+            env.setenv("ROBOCOMPOSE_CHECKPOINT_CACHE", str(cache))  # workers inherit it
+            assert connect(LauncherConfig(name="ray", num_cpus=2, temp_dir=temp))
+        yield cache
     finally:
         ray.shutdown()
         shutil.rmtree(temp, ignore_errors=True)
@@ -79,7 +88,7 @@ def read(path: Path) -> list[dict[str, Any]]:
 
 
 def test_eval_on_ray_writes_the_local_records(
-    ray_here: None, local_records: list, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ray_here: Path, local_records: list, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "ray.jsonl"
     config = EvalConfig(checkpoint=CHECKPOINT, episodes=2, out=str(out), launcher=on_ray())
@@ -87,9 +96,11 @@ def test_eval_on_ray_writes_the_local_records(
     assert [r["seed"] for r in result.records] == SEEDS
     assert outcomes(result.records) == outcomes(read(out)) == outcomes(local_records)
     assert "ray: 2 tasks submitted; 1 parent checkpoints" in capsys.readouterr().err
+    files = {name: (Path(CHECKPOINT) / name).read_bytes() for name in CHECKPOINT_FILES}
+    assert (ray_here / content_digest(files)).is_dir()  # shipped, not read from its folder
 
 
-def test_a_search_on_ray_takes_the_local_decisions(ray_here: None, tmp_path: Path) -> None:
+def test_a_search_on_ray_takes_the_local_decisions(ray_here: Path, tmp_path: Path) -> None:
     """Halving's two rounds and the parents' final check, each round's candidates as tasks
     run together: the same records, so the same rounds, rows and choice."""
     tiny = {"method": "halving", "first_slice": 1, "step": 1.0, "operators": ("convex",)}
@@ -152,7 +163,7 @@ def a_task_killed() -> Iterator[list[int | None]]:
 
 
 def test_a_killed_worker_costs_no_episode(
-    ray_here: None, local_records: list, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ray_here: Path, local_records: list, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """No retries: the killed task's seed is named and the other's record is in the file; the
     rerun runs that task alone, has its worker killed too, and its retry completes the file."""
