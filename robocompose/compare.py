@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +27,8 @@ from robocompose.stats import PairedOutcomes, paired_outcomes
 
 if TYPE_CHECKING:
     from robocompose.evaluation import PolicyLike
+    from robocompose.launch.config import LauncherConfig
+    from robocompose.launch.episodes import PolicyRecipe
 
 SEARCH_RECORD = "search.json"  # robocompose.composition.search_record.RECORD, without torch
 
@@ -99,6 +101,14 @@ class CandidateSpec:
 
         parents = [load(p) for p in self.parents]
         return compose(parents, self.operator, self.weights, **self.settings)
+
+    def parent_paths(self) -> list[Path]:
+        """Its checkpoint folders: with `policy` and `on_parents`, a `PolicyRecipe`, so a Ray
+        worker builds it."""
+        return [checkpoint_folder(p).resolve() for p in self.parents]
+
+    def on_parents(self, paths: list[str]) -> CandidateSpec:
+        return replace(self, parents=tuple(paths))
 
 
 def read_search(path: Path) -> dict[str, Any]:
@@ -202,17 +212,20 @@ class Comparison:
 
 
 def compare(
-    a: PolicyLike,
-    b: PolicyLike,
+    a: PolicyLike | PolicyRecipe,
+    b: PolicyLike | PolicyRecipe,
     seeds: Iterable[int],
     *,
     out_dir: str | os.PathLike[str] | None = None,
     labels: tuple[str, str] | None = None,
+    launcher: LauncherConfig | None = None,
     **evaluate_kwargs: Any,
 ) -> Comparison:
     """Evaluate `a` and `b` on the same `seeds` (into out_dir/<label>.jsonl, resumable) and pair
-    their outcomes seed by seed; `evaluate_kwargs` go to `robocompose.evaluation.evaluate`."""
-    from robocompose.evaluation import evaluate
+    their outcomes seed by seed; `evaluate_kwargs` go to `robocompose.evaluation.evaluate`.
+    `launcher`: who runs the episodes (`robocompose.launch.episodes.evaluate_runs`; on Ray `a`
+    and `b` are checkpoint folders or recipes, such as a `CandidateSpec`)."""
+    from robocompose.launch.episodes import Run, evaluate_runs
 
     if _same_policy(a, b):
         raise ValueError(
@@ -223,56 +236,56 @@ def compare(
     labels = labels or tuple(_label(p, i) for i, p in enumerate((a, b)))  # type: ignore[assignment]
     if labels[0] == labels[1]:
         labels = (f"{labels[0]} (A)", f"{labels[1]} (B)")
-    results = tuple(
-        evaluate(
-            policy,
-            seeds,
-            label=label,
-            out=Path(out_dir) / f"{label}.jsonl" if out_dir is not None else None,
-            **evaluate_kwargs,
-        )
+    runs = [
+        Run(policy, seeds, Path(out_dir) / f"{label}.jsonl" if out_dir is not None else None, label)
         for policy, label in zip((a, b), labels, strict=True)
-    )
+    ]
+    results = evaluate_runs(runs, launcher, **evaluate_kwargs)
     outcomes = [[is_success(r["success"]) for r in result.records] for result in results]
     return Comparison(labels, results, paired_outcomes(*outcomes))  # type: ignore[arg-type]
 
 
 def confirm_search(
-    record_path: str | os.PathLike[str], episodes: int, *, out_dir: str | os.PathLike[str]
+    record_path: str | os.PathLike[str],
+    episodes: int,
+    *,
+    out_dir: str | os.PathLike[str],
+    launcher: LauncherConfig | None = None,
 ) -> Comparison | None:
     """A finished search's choice against its better parent on `episodes` fresh seeds (the
-    ones after the search's), paired, as the search ran (envs, device, batching). None when
-    the choice is that parent alone: the two differ nowhere. The search's own seeds flatter its
-    choice (it won there); fresh ones say whether it holds."""
+    ones after the search's), paired, as the search ran (envs, device, batching; `launcher`
+    runs the episodes). None when the choice is that parent alone: the two differ nowhere. The
+    search's own seeds flatter its choice (it won there); fresh ones say whether it holds."""
     path = Path(record_path)
     record = read_search(path)
     chosen, parent = CandidateSpec.chosen_by(path), better_parent(path)
     if chosen == parent:
         return None
     return compare(
-        chosen.policy(),
-        parent.policy(),
+        chosen,
+        parent,
         fresh_seeds(record, episodes),
         out_dir=out_dir,
         labels=(chosen.label(), parent.label()),
+        launcher=launcher,
         num_envs=record.get("num_envs"),
         device=record.get("device", "auto"),
         batch_invariant=record.get("batch_invariant", True),
     )
 
 
-def _label(policy: PolicyLike, index: int) -> str:
+def _label(policy: PolicyLike | PolicyRecipe, index: int) -> str:
     if isinstance(policy, str | os.PathLike):
         return Path(policy).name
     folder = getattr(policy, "checkpoint_dir", None)
     return Path(folder).name if folder else "AB"[index]
 
 
-def _is_path(policy: PolicyLike) -> bool:
+def _is_path(policy: PolicyLike | PolicyRecipe) -> bool:
     return isinstance(policy, str | os.PathLike)
 
 
-def _same_policy(a: PolicyLike, b: PolicyLike) -> bool:
+def _same_policy(a: PolicyLike | PolicyRecipe, b: PolicyLike | PolicyRecipe) -> bool:
     """One checkpoint folder named twice (however spelt), or one object passed twice."""
     if _is_path(a) and _is_path(b):
         return checkpoint_folder(a).resolve() == checkpoint_folder(b).resolve()  # type: ignore[arg-type]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import warnings
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,9 +30,12 @@ from robocompose.sim.tasks import get_task, is_registered, missing_env_error, re
 from robocompose.stats import SuccessRate
 
 __all__ = [
+    "Prepared",
     "check_observations",
     "check_one_task",
+    "check_seeds",
     "evaluate",
+    "prepare",
     "task_of",
 ]
 
@@ -92,28 +96,19 @@ def evaluate(
             `robocompose.chunk_log`). Logging changes no episode. Episodes reused from `out`
             do not run again, so one without a file stays without (a warning counts them).
     """
-    seeds = list(seeds)
-    negative = [s for s in seeds if s < 0]
-    if negative:
-        raise ValueError(
-            f"seeds must be >= 0 (env seeds are non-negative). Got {len(negative)} negative, "
-            f"the first {negative[0]}."
-        )
-    if isinstance(policy, str | os.PathLike):
-        label = label or Path(policy).name
-        policy = load_policy(policy)
-    predictor = _predictor(policy, steps, n_action_steps)
-    parents = parents_of(predictor)
-    if task is None:
-        env_id, env_kwargs = task_of(predictor)
-    else:
-        check_one_task(parents)
-        env_id, env_kwargs = _env_id(task), _env_kwargs(parents)
+    seeds = check_seeds(seeds)
+    ready = prepare(
+        policy,
+        task=task,
+        label=label,
+        steps=steps,
+        n_action_steps=n_action_steps,
+        num_envs=num_envs,
+        batch_invariant=batch_invariant,
+    )
+    predictor, env_id, name = ready.predictor, ready.env_id, ready.name
+    policy_id, batch = ready.policy_id, ready.batch
     _move(predictor, resolve_device(device))
-    check_observations(predictor, env_id, env_kwargs)
-    num_envs = num_envs or DEFAULT_NUM_ENVS
-    policy_id, batch = predictor.fingerprint(), batch_layout(batch_invariant, num_envs)
-    name = label or "policy"
     log = None
     if chunk_log is not None:
         log = _chunk_log(chunk_log, predictor, env_id, name, policy_id, batch)
@@ -124,13 +119,13 @@ def evaluate(
             PolicyRunner(predictor, batch_invariant=batch_invariant, recorder=log),
             seeds,
             out=out,
-            num_envs=num_envs,
-            env_kwargs=env_kwargs,
+            num_envs=ready.num_envs,
+            env_kwargs=ready.env_kwargs,
             video_seeds=video_seeds,
             video_dir=video_dir,
             video_views=video_views,
             progress=progress,
-            env_id=f"{env_id}:{name}",
+            env_id=ready.records_env,
             policy_id=policy_id,
             batch=batch,
             on_episode=log.end if log is not None else None,
@@ -144,6 +139,68 @@ def evaluate(
             stacklevel=2,
         )
     return result
+
+
+def check_seeds(seeds: Iterable[int]) -> list[int]:
+    """The seeds as a list, refused when negative (env seeds are not) or repeated."""
+    seeds = list(seeds)
+    if not seeds or len(set(seeds)) != len(seeds):
+        raise ValueError(f"`seeds` must be non-empty and unique. Got {seeds}.")
+    negative = [s for s in seeds if s < 0]
+    if negative:
+        raise ValueError(
+            f"seeds must be >= 0 (env seeds are non-negative). Got {len(negative)} negative, "
+            f"the first {negative[0]}."
+        )
+    return seeds
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A policy checked against its task, before any episode: what its records are named and
+    stamped with, so a launcher's driver can resume and write them without running it."""
+
+    predictor: ChunkPredictor
+    env_id: str
+    env_kwargs: dict[str, Any]
+    name: str  # the label
+    policy_id: str
+    batch: str  # `records.batch_layout`
+    num_envs: int
+
+    @property
+    def records_env(self) -> str:
+        """The records' "env_id": "<env id>:<label>"."""
+        return f"{self.env_id}:{self.name}"
+
+
+def prepare(
+    policy: PolicyLike,
+    *,
+    task: str | None = None,
+    label: str | None = None,
+    steps: int | None = None,
+    n_action_steps: int | None = None,
+    num_envs: int | None = None,
+    batch_invariant: bool = True,
+) -> Prepared:
+    """`evaluate`'s checks and names (arguments as its): the policy loaded, its task resolved
+    and its observations checked, its fingerprint and inference layout; nothing moved or run."""
+    if isinstance(policy, str | os.PathLike):
+        label = label or Path(policy).name
+        policy = load_policy(policy)
+    predictor = _predictor(policy, steps, n_action_steps)
+    parents = parents_of(predictor)
+    if task is None:
+        env_id, env_kwargs = task_of(predictor)
+    else:
+        check_one_task(parents)
+        env_id, env_kwargs = _env_id(task), _env_kwargs(parents)
+    check_observations(predictor, env_id, env_kwargs)
+    num_envs = num_envs or DEFAULT_NUM_ENVS
+    batch = batch_layout(batch_invariant, num_envs)
+    name = label or "policy"
+    return Prepared(predictor, env_id, env_kwargs, name, predictor.fingerprint(), batch, num_envs)
 
 
 def _chunk_log(

@@ -6,10 +6,9 @@ per cell; eval, compare, view and serve use the parts). Light to import: no torc
 from __future__ import annotations
 
 import dataclasses
-import functools
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 from robocompose.choices import one_of
 from robocompose.composition.config import CompositionConfig
@@ -102,7 +101,13 @@ class RolloutConfig(EpisodesConfig):
         return [checkpoint_folder(p).resolve() for p in self.parents]
 
     def load_parents(self) -> list[GenerativePolicy]:
+        from robocompose.policies.checkpoint import load_parent
+
         return [load_parent(str(p)) for p in self.parent_paths()]
+
+    def on_parents(self, paths: list[str]) -> Self:
+        """This config on other copies of its parents (a Ray node's): a `PolicyRecipe`."""
+        return dataclasses.replace(self, parents=paths)
 
     def policy(self) -> AnyPolicy:
         """The composed (or parameter-merged) policy; the parents must be of `task`."""
@@ -122,11 +127,3 @@ class RolloutConfig(EpisodesConfig):
         from robocompose.composition.api import candidate_label
 
         return candidate_label(self.composition.operator, self.composition.weights)
-
-
-@functools.lru_cache(maxsize=16)
-def load_parent(path: str) -> GenerativePolicy:
-    """One load per checkpoint per process (a sweep's cells, a Ray worker's tasks share it)."""
-    from robocompose.policies.checkpoint import load_policy
-
-    return load_policy(path)

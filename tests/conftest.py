@@ -60,6 +60,7 @@ FILE_SECONDS = {
     "language_to_rewards/test_pipeline.py": 57,
     "test_cli_interrupt.py": 53,
     "policies/test_train.py": 45,
+    "launch/test_ray_episodes.py": 40,
     "hierarchical/run/test_plan_executor.py": 39,
     "sim/test_external.py": 38,
     "policies/test_jax_flow.py": 35,

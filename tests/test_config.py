@@ -12,6 +12,7 @@ import pytest
 from robocompose.cli import VERBS, load_verb_config, main
 from robocompose.config import ConfigError, build, hydra_value, load
 from robocompose.config_help import config_fields
+from robocompose.launch.config import LauncherConfig
 from robocompose.shipped import (
     CHECKPOINTS,
     make_target,
@@ -19,7 +20,7 @@ from robocompose.shipped import (
     shipped_checkpoints,
     shipped_path,
 )
-from robocompose.sweep.config import LauncherConfig, plan
+from robocompose.sweep.config import plan
 from robocompose.sweep.run import _applicable, run_sweep
 from robocompose.verbs.compose import ComposeConfig
 from robocompose.verbs.demo import DemoConfig
@@ -230,6 +231,15 @@ def test_launcher_settings_are_checked() -> None:
         LauncherConfig(name="slurm")
     with pytest.raises(ValueError, match="with `address` the cluster's own settings apply"):
         LauncherConfig(name="ray", address="auto", num_cpus=2)
+
+
+def test_eval_and_search_take_the_sweeps_launcher() -> None:
+    """One launcher group for every verb that runs episodes: local by default, or Ray."""
+    cluster = ["launcher=ray", "launcher.address=ray://head:10001", "launcher.episodes_per_task=4"]
+    for verb, required in (("eval", ["checkpoint=c"]), ("search", [])):
+        assert load_verb_config(verb, required).launcher == LauncherConfig()
+        ray = load_verb_config(verb, [*required, *cluster]).launcher
+        assert ray == LauncherConfig(name="ray", address="ray://head:10001", episodes_per_task=4)
 
 
 def test_switching_operator_on_the_command_line_takes_its_default_steps() -> None:

@@ -33,6 +33,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("config", "config_help", "shipped"),  # Hydra's task presets and shipped names are sim's tasks
     ("policies",),  # families, training (handed the evaluation by the train verb), checkpoints
     ("evaluation", "chunk_log"),  # the one way a policy is evaluated, and its chunk logs
+    ("launch",),  # who runs the episodes (here or Ray), for the sweep, the search and eval
     ("composition",),  # composed policies, evaluated as any policy is
     ("compare", "rollout_config"),  # what the rollout verbs share
     ("hierarchical", "sweep", "viz"),  # applications of the layers below, independent

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from robocompose.composition.weight_search import (
     Composed,
     Key,
     NativeParent,
+    Round,
     SearchResult,
     SearchSettings,
     candidate_label,
@@ -35,8 +37,13 @@ from robocompose.composition.weight_search import (
 )
 from robocompose.devices import check_device
 from robocompose.evaluation import check_one_task, evaluate, task_of
+from robocompose.launch.config import LauncherConfig
+from robocompose.launch.episodes import Run, evaluate_runs
+from robocompose.launch.launchers import connected
 from robocompose.policies.base import GenerativePolicy
+from robocompose.policies.checkpoint import load_parent
 from robocompose.policies.checkpoint import load_policy as load  # the one checkpoint loader
+from robocompose.shipped import checkpoint_folder
 from robocompose.sim.tasks import get_task
 
 __all__ = [
@@ -77,6 +84,87 @@ def chosen_policy(parents: Sequence[GenerativePolicy], key: Key, **config: Any) 
     return compose(parents, key.operator, key.weights, **config)
 
 
+@dataclass(frozen=True)
+class CandidateRecipe:
+    """A search candidate as a Ray worker builds it (a `PolicyRecipe`): the parents' checkpoint
+    folders, the candidate, and the composition settings every candidate shares."""
+
+    parents: tuple[str, ...]
+    key: Key
+    config: dict[str, Any]
+
+    def policy(self) -> AnyPolicy:
+        return chosen_policy([load_parent(p) for p in self.parents], self.key, **self.config)
+
+    def parent_paths(self) -> list[Path]:
+        return [Path(p) for p in self.parents]
+
+    def on_parents(self, paths: list[str]) -> CandidateRecipe:
+        return replace(self, parents=tuple(paths))
+
+
+class _Candidates:
+    """The search's evaluator: each candidate's episodes into out_dir/episodes/<label>.jsonl,
+    a round's candidates at once through the launcher (`many`: on Ray, in parallel)."""
+
+    def __init__(
+        self,
+        parents: Sequence[GenerativePolicy | str | os.PathLike[str]],
+        policies: list[GenerativePolicy],
+        config: dict[str, Any],
+        folder: Path,
+        launcher: LauncherConfig,
+        chunk_log: bool,
+        settings: dict[str, Any],
+    ) -> None:
+        self.policies, self.config, self.folder = policies, config, folder
+        self.launcher, self.chunk_log, self.settings = launcher, chunk_log, settings
+        self.folders = _parent_folders(parents) if launcher.remote else ()
+        self.times: list[ParentTimes] = []
+
+    def __call__(self, key: Key, seeds: Sequence[int]) -> list[dict]:
+        return self.many([(key, seeds)])[0]
+
+    def many(self, runs: Round) -> list[list[dict]]:
+        built = [self._policy(key) for key, _ in runs]
+        results = evaluate_runs(
+            [
+                Run(
+                    policy,
+                    seeds,
+                    out=self.folder / "episodes" / f"{key.label}.jsonl",
+                    label=key.label,
+                    chunk_log=self.folder / "chunks" / key.label if self.chunk_log else None,
+                )
+                for policy, (key, seeds) in zip(built, runs, strict=True)
+            ],
+            self.launcher,
+            progress=False,
+            **self.settings,
+        )
+        self.times += [p.times for p in built if isinstance(p, ComposedPolicy)]
+        return [result.records for result in results]
+
+    def _policy(self, key: Key) -> AnyPolicy | CandidateRecipe:
+        """Here the candidate itself; for Ray its recipe (the workers load the parents)."""
+        if self.launcher.remote:
+            return CandidateRecipe(self.folders, key, self.config)
+        return chosen_policy(self.policies, key, **self.config)
+
+
+def _parent_folders(
+    parents: Sequence[GenerativePolicy | str | os.PathLike[str]],
+) -> tuple[str, ...]:
+    """The parents' checkpoint folders, absolute, for Ray to ship to its nodes."""
+    loaded = [type(p).__name__ for p in parents if not isinstance(p, str | os.PathLike)]
+    if loaded:
+        raise TypeError(
+            "launcher=ray loads the parents on its workers from their checkpoint folders: pass "
+            f"folders (or shipped names), not loaded policies ({', '.join(loaded)})."
+        )
+    return tuple(str(checkpoint_folder(p).resolve()) for p in parents)
+
+
 def _one_of_each_method(pool: Sequence[Key]) -> list[Composed]:
     """The first composition of each method in `pool`: built before any episode, so a setting
     one of them cannot run is refused before the search starts."""
@@ -103,6 +191,7 @@ def search(
     batch_invariant: bool = True,
     chunk_log: bool = False,
     progress: bool = True,
+    launcher: LauncherConfig | None = None,
     **config: Any,
 ) -> SearchResult:
     """Search the compositions of `parents` (checkpoint folders or loaded policies), every
@@ -122,7 +211,12 @@ def search(
     batching, version; then the candidates) and search.png; with `chunk_log`, every executed
     chunk to chunks/<candidate>/ (`robocompose.chunk_log`: the verifier's training data, at no
     extra episode). A rerun into out_dir with other parents, task, composition settings or
-    batching is refused, naming what differs."""
+    batching is refused, naming what differs.
+
+    `launcher` (`LauncherConfig`; None: this process) runs each round's candidates: with
+    `name="ray"` their episodes are Ray tasks, run in parallel, the round's decision taken once
+    all have ended, from the records a local search gets (the parents must then be checkpoint
+    folders, and `chunk_log` is refused: the nodes would write it)."""
     given = {} if operators is None else {"operators": list(operators)}
     settings = SearchSettings(
         method=method, step=step, first_slice=first_slice, tolerance=tolerance, **given
@@ -140,6 +234,10 @@ def search(
     if task is not None and get_task(task).env_id != env_id:
         raise ValueError(f"the parents were trained on {env_id}, not on task {task!r}.")
     folder = Path(out_dir)
+    shared = {"num_envs": num_envs, "device": device, "batch_invariant": batch_invariant}
+    run = _Candidates(
+        parents, policies, config, folder, launcher or LauncherConfig(), chunk_log, shared
+    )
     provenance = search_record.provenance(
         get_task(env_id),
         zip(parents, policies, strict=True),
@@ -151,41 +249,24 @@ def search(
         batch_invariant=batch_invariant,
     )
     search_record.start(folder, provenance)
-
-    times: list[ParentTimes] = []
-
-    def run(key: Key, subset: Sequence[int]) -> list[dict]:
-        policy = chosen_policy(policies, key, **config)
-        result = evaluate(
-            policy,
-            subset,
-            out=folder / "episodes" / f"{key.label}.jsonl",
-            label=key.label,
-            num_envs=num_envs,
-            device=device,
-            batch_invariant=batch_invariant,
-            progress=False,
-            chunk_log=folder / "chunks" / key.label if chunk_log else None,
-        )
-        if isinstance(policy, ComposedPolicy):
-            times.append(policy.times)
-        return result.records
-
-    if settings.method == "grid":
-        result = grid_search(run, candidates, seeds, progress)
-    elif settings.method == "racing":
-        result = racing(
-            run,
-            candidates,
-            seeds,
-            settings.first_slice,
-            tolerance=settings.tolerance,
-            progress=progress,
-        )
-    else:
-        result = successive_halving(run, candidates, seeds, settings.first_slice, progress=progress)
+    with connected(run.launcher):  # one Ray for every round
+        if settings.method == "grid":
+            result = grid_search(run, candidates, seeds, progress)
+        elif settings.method == "racing":
+            result = racing(
+                run,
+                candidates,
+                seeds,
+                settings.first_slice,
+                tolerance=settings.tolerance,
+                progress=progress,
+            )
+        else:
+            result = successive_halving(
+                run, candidates, seeds, settings.first_slice, progress=progress
+            )
     result.provenance = provenance
-    result.times = sum_times(times)
+    result.times = sum_times(run.times)
     result.save(folder / search_record.RECORD)
     plot_search(result, folder / "search.png")
     return result

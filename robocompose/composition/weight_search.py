@@ -25,8 +25,11 @@ the search seeds, by construction.
   stops early once only the leader is left; the winner ends on the full seed list too.
 
 The evaluator does the episodes and must be resumable (the harness's JSONL files are), so an
-interrupted search picks up where it stopped. `SearchSettings` holds the defaults that both the
-Python `search()` and `robocompose search` use.
+interrupted search picks up where it stopped. Each round's decision needs every alive
+candidate's records: an evaluator with `many` gets the round's runs at once (`evaluate_round`;
+`search(launcher=...)` runs them as parallel Ray tasks), a plain one each run in turn.
+`SearchSettings` holds the defaults that both the Python `search()` and `robocompose search`
+use.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ import itertools
 import json
 import math
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
@@ -108,6 +111,8 @@ class NativeParent:
 Key = Composed | NativeParent
 # (candidate, seeds) -> one record per seed with at least "seed", "success", "score"
 Evaluator = Callable[[Key, Sequence[int]], list[dict]]
+# a round: the (candidate, seeds) pairs whose records the round's decision needs
+Round = Sequence[tuple[Key, Sequence[int]]]
 KIND_NATIVE, KIND_COMPOSITION = "parent_native", "composition"
 
 
@@ -286,6 +291,27 @@ class SearchResult:
         return Path(path)
 
 
+def evaluate_round(evaluate: Evaluator, runs: Round) -> Iterable[list[dict]]:
+    """The records of each of a round's runs, in order. An evaluator with a `many(runs)` method
+    takes the round at once (a launcher runs its candidates in parallel, and the round waits for
+    all); a plain one runs them in turn, as they are read. Either way the round's decision is
+    computed from the same records."""
+    many = getattr(evaluate, "many", None)
+    if many is not None:
+        return many(runs)
+    return (evaluate(key, seeds) for key, seeds in runs)
+
+
+def _scored(
+    evaluate: Evaluator, candidates: Sequence[Candidate], seeds: Sequence[int]
+) -> Iterator[list[dict]]:
+    """A round: each candidate's records on `seeds` (`evaluate_round`), scored as they come."""
+    runs = evaluate_round(evaluate, [(c.key, seeds) for c in candidates])
+    for c, records in zip(candidates, runs, strict=True):
+        _score(c, records)
+        yield records
+
+
 def _score(candidate: Candidate, records: list[dict]) -> None:
     rate, mean_score = pool(records)
     candidate.episodes, candidate.successes = rate.episodes, rate.successes
@@ -306,9 +332,8 @@ def _against_parents(
     natives = [c for c in pool if isinstance(c.key, NativeParent)]
     if not natives:
         return winner
-    for c in natives:
-        if c.episodes < len(seeds):
-            _score(c, evaluate(c.key, seeds))
+    short = [c for c in natives if c.episodes < len(seeds)]
+    list(_scored(evaluate, short, seeds))
     best = _best(natives)
     return best if (best.rate, best.mean_score) >= (winner.rate, winner.mean_score) else winner
 
@@ -324,8 +349,7 @@ def grid_search(
     progress: bool = True,
 ) -> SearchResult:
     pool = _pool(candidates)
-    for c in tqdm(pool, desc="grid search", disable=not progress):
-        _score(c, evaluate(c.key, seeds))
+    list(tqdm(_scored(evaluate, pool, seeds), "grid search", len(pool), disable=not progress))
     winner = _against_parents(evaluate, pool, _best(pool), seeds)
     spent = sum(c.episodes for c in pool)
     return SearchResult("grid", pool, winner.key, spent, len(seeds))
@@ -345,8 +369,7 @@ def successive_halving(
     alive, n, rounds = list(pool), min(first_slice, len(seeds)), []
     bar = tqdm(desc="successive halving", disable=not progress, unit="round")
     while True:
-        for c in alive:
-            _score(c, evaluate(c.key, seeds[:n]))
+        list(_scored(evaluate, alive, seeds[:n]))
         rounds.append({"seeds": n, "alive": [c.key.label for c in alive]})
         bar.update()
         if len(alive) == 1 and n == len(seeds):
@@ -398,9 +421,7 @@ def racing(
     bar = tqdm(desc="racing", disable=not progress, unit="round")
     while len(alive) > 1 and n < len(seeds):
         n = min(len(seeds), n + first_slice)
-        for c in alive:
-            records = evaluate(c.key, seeds[:n])
-            _score(c, records)
+        for c, records in zip(alive, _scored(evaluate, alive, seeds[:n]), strict=True):
             outcomes[c.key] = _outcomes(records, seeds[:n])
         leader = _best(alive)
         alive = [

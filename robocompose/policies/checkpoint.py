@@ -7,6 +7,7 @@ Training state for resuming lives beside it in `train_state.safetensors` and `tr
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -95,6 +96,13 @@ def load_policy(
         policy = _own_policy(folder, document, expected)
     policy.checkpoint_dir = Path(folder)
     return policy
+
+
+@functools.lru_cache(maxsize=16)
+def load_parent(path: str) -> GenerativePolicy:
+    """One load per checkpoint per process: a sweep's cells, a search's candidates and a Ray
+    worker's tasks share it (so it must not be changed in place)."""
+    return load_policy(path)
 
 
 def _own_policy(

@@ -2,10 +2,10 @@
 run here or on Ray, summarised as a markdown table and one plot per axis.
 
 Where things are: `config.py` (the sweep's config and its grid of cells: `plan(overrides)`),
-`run.py` (the engine of the `sweep` verb: `run_sweep(plan)` runs the cells' missing episodes
-and summarises), `launchers.py` (local and Ray), `table.py` (the episode table, summary, plots),
-`describe.py` (what the cells share, for the summary and plots). The verb is
-`robocompose.verbs.sweep`.
+`run.py` (the engine of the `sweep` verb: `run_sweep(plan)` runs the cells' missing episodes,
+as tasks of `robocompose.launch`, here or on Ray, and summarises), `table.py` (the episode
+table, summary, plots), `describe.py` (what the cells share, for the summary and plots). The
+verb is `robocompose.verbs.sweep`.
 """
 
 from __future__ import annotations

@@ -18,11 +18,10 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import Override
 from hydra.errors import HydraException
 
-from robocompose.choices import check_choices, one_of
 from robocompose.config import ConfigError, build, compose_all, to_tree
+from robocompose.launch.config import LauncherConfig
 from robocompose.rollout_config import RolloutConfig
 
-LAUNCHERS = ("local", "ray")
 # what may change when a sweep is rerun into the same folder: nothing that moves a result
 FREE_KEYS = ("episodes", "sweep", "launcher")
 
@@ -35,32 +34,6 @@ class SweepSettings:
     dir: str = "runs/sweeps/${sweep.name}"  # episodes.csv, summary.md, plots/, sweep.json
     axes: dict[str, str] = field(default_factory=dict)  # key -> Hydra sweep, e.g. "convex,mixture"
     requires: str = ""  # the command that makes the sweep's parents, named when one is missing
-
-
-@dataclass(kw_only=True)
-class LauncherConfig:
-    """Where rollouts run: "local" (this process) or "ray" (Ray tasks, one CPU each)."""
-
-    name: str = one_of(LAUNCHERS, "local")
-    address: str | None = None  # ray: a cluster ("HEAD:6379", "auto"); None: start one here
-    num_cpus: int | None = None  # ray without address: CPUs of the local Ray (None: all)
-    temp_dir: str | None = None  # ray without address: its session folder (None: Ray's default)
-    episodes_per_task: int = 8  # episodes of one cell per task: a kill loses at most these
-    max_retries: int = 3  # ray: reruns of a task whose worker or node died
-
-    def __post_init__(self) -> None:
-        check_choices(self)
-        if self.episodes_per_task < 1:
-            raise ValueError(f"`episodes_per_task` must be >= 1. Got {self.episodes_per_task}.")
-        if self.max_retries < 0:
-            raise ValueError(f"`max_retries` must be >= 0. Got {self.max_retries}.")
-        if self.num_cpus is not None and self.num_cpus < 1:
-            raise ValueError(f"`num_cpus` must be >= 1 or null. Got {self.num_cpus}.")
-        if self.address and (self.num_cpus or self.temp_dir):
-            raise ValueError(
-                "`num_cpus` and `temp_dir` set up a local Ray; with `address` the cluster's own "
-                "settings apply. Drop them or the address."
-            )
 
 
 @dataclass(kw_only=True)

@@ -22,9 +22,10 @@ from tqdm import tqdm
 
 from robocompose.config import ConfigError
 from robocompose.interrupt import ResumableInterrupt, interrupt_deferred
-from robocompose.sweep.config import Cell, SweepPlan
+from robocompose.launch.episodes import EpisodeJob
+from robocompose.launch.launchers import Task, launch, tasks_of
+from robocompose.sweep.config import Cell, SweepConfig, SweepPlan
 from robocompose.sweep.describe import plot_context, summary_header
-from robocompose.sweep.launchers import Task, launch
 from robocompose.sweep.table import EpisodeTable, plot_axes, summary
 
 
@@ -94,13 +95,27 @@ def _key(row: dict[str, str], axes: Sequence[str]) -> tuple[tuple[str, ...], int
     return tuple(row[a] for a in axes), int(row["episode_seed"])
 
 
+def _cell_job(job: SweepConfig) -> EpisodeJob:
+    """A cell's episodes as a launcher's job: its composition, evaluated on one torch thread
+    (evaluate's default), so parallel tasks share the cores and a result does not depend on
+    the thread count."""
+    settings = {
+        "steps": job.composition.steps,
+        "label": job.label(),
+        "num_envs": job.num_envs,
+        "device": job.device,
+        "batch_invariant": job.batch_invariant,
+    }
+    return EpisodeJob(job, settings)
+
+
 def _tasks(
     cells: Sequence[Cell], axes: Sequence[str], todo: dict[int, list[int]], per_task: int
 ) -> list[Task]:
     return [
-        Task(i, cells[i].name(axes), cells[i].job, seeds[start : start + per_task])
+        task
         for i, seeds in todo.items()
-        for start in range(0, len(seeds), per_task)
+        for task in tasks_of(i, cells[i].name(axes), _cell_job(cells[i].job), seeds, per_task)
     ]
 
 
@@ -133,7 +148,7 @@ def run_sweep(sweep_plan: SweepPlan, progress: bool = True) -> SweepReport:
     ran = 0
     try:
         for task, records in launch(base.launcher, tasks):
-            values = dict(zip(axes, cells[task.cell].values, strict=True))
+            values = dict(zip(axes, cells[task.index].values, strict=True))
             with interrupt_deferred():  # rows on disk and counted, or neither
                 table.append({**r, **values, "episode_seed": r["seed"]} for r in records)
                 ran += len(records)

@@ -88,6 +88,11 @@ CHUNK_LOG = Shorthand(
     "chunk_log",
     help="log every executed chunk under this folder (training data for `verifier`)",
 )
+# a launcher's errors that end a verb in one line: Ray missing or unreachable, lost tasks
+LAUNCH_ERRORS = (
+    "robocompose.launch.launchers:LauncherUnavailable",
+    "robocompose.launch.launchers:WorkersLost",
+)
 CONFIG_DIR = Shorthand(
     "--config-dir",
     "hydra.searchpath",
@@ -222,7 +227,7 @@ VERBS: dict[str, Verb] = {
         "evaluate a checkpoint on its task",
         "robocompose.verbs.eval:EvalConfig",
         "robocompose.verbs.eval:run",
-        ("task",),
+        ("task", "launcher"),
         positional=Shorthand("", "checkpoint", help="checkpoint folder (config.json + weights)"),
         flags=(
             EPISODES,
@@ -235,6 +240,7 @@ VERBS: dict[str, Verb] = {
             VIDEO_VIEWS,
             CHUNK_LOG,
         ),
+        errors=LAUNCH_ERRORS,
     ),
     "compose": Verb(
         "evaluate a composition of checkpoints (default: the task's shipped pair)",
@@ -276,7 +282,7 @@ VERBS: dict[str, Verb] = {
         "test-time search of compositions and their weights (defaults: the demo's search)",
         "robocompose.verbs.search:SearchConfig",
         "robocompose.verbs.search:run",
-        ("task", "composition", "search"),
+        ("task", "composition", "search", "launcher"),
         Shorthand("", "parents", help="parent checkpoint folders (>= 2)"),
         many=True,
         flags=(
@@ -293,6 +299,7 @@ VERBS: dict[str, Verb] = {
             SEED_START,
             OUT,
         ),
+        errors=LAUNCH_ERRORS,
     ),
     "verifier": Verb(
         "train a chunk verifier (observation + chunk -> probability of success, an ensemble) "
@@ -312,7 +319,7 @@ VERBS: dict[str, Verb] = {
         "robocompose.verbs.sweep:run",
         ("task", "composition", "launcher", "sweep"),
         build="robocompose.sweep.config:plan",
-        errors=("robocompose.sweep.launchers:WorkersLost",),
+        errors=LAUNCH_ERRORS,
     ),
     "serve": Verb(
         "serve a checkpoint or a composition to robots (websocket + msgpack, openpi's protocol)",

@@ -1,5 +1,6 @@
 """`robocompose eval CKPT`: one checkpoint on its own task (or on the env `task=` attaches);
-episodes to `runs/eval/<name>.jsonl` (resumable), a summary, and videos of chosen seeds.
+episodes to `runs/eval/<name>.jsonl` (resumable), a summary, and videos of chosen seeds. With
+`launcher=ray` the episodes run as Ray tasks (`robocompose.launch.episodes`), into the same file.
 
     from robocompose.verbs.eval import EvalConfig, run
     run(EvalConfig(checkpoint="PushT_flow_mlp", episodes=10))
@@ -11,8 +12,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from robocompose.launch.config import LauncherConfig
 from robocompose.rollout_config import EpisodesConfig
 from robocompose.sim.task_config import TaskConfig
 
@@ -41,22 +43,31 @@ class EvalConfig(EpisodesConfig):
     # a root folder: every executed chunk goes to <chunk_log>/<checkpoint name>/ (training data
     # for `robocompose verifier`; robocompose.chunk_log); None: not logged
     chunk_log: str | None = None
+    # who runs the episodes: local (this process) or ray (Ray tasks of
+    # launcher.episodes_per_task seeds; launcher.address joins a cluster)
+    launcher: LauncherConfig = field(default_factory=LauncherConfig)
 
 
 def run(config: EvalConfig) -> EvalResult:
     """Evaluate, print the summary and where the episodes and videos went; errored episodes
     fail the verb (see `refuse_errors`)."""
-    from robocompose.evaluation import evaluate
+    from robocompose.launch.episodes import CheckpointRecipe, Run, evaluate_runs
 
     name = Path(config.checkpoint).resolve().name
     episodes = Path(config.out or f"{EVAL_RUNS}/{name}.jsonl")
     # one folder per checkpoint: evaluations of other checkpoints into one --out keep theirs
     videos = episodes.parent / "videos" / name
-    result = evaluate(
-        _with_task(config.checkpoint, config.task),
+    attach = config.task.name if config.task is not None else None
+    evaluation = Run(
+        CheckpointRecipe(config.checkpoint, attach),
         config.seeds(),
-        label=name,
         out=episodes,
+        label=name,
+        chunk_log=chunk_folder(config.chunk_log, name),
+    )
+    [result] = evaluate_runs(
+        [evaluation],
+        config.launcher,
         steps=config.steps,
         n_action_steps=config.n_action_steps,
         num_envs=config.num_envs,
@@ -65,26 +76,11 @@ def run(config: EvalConfig) -> EvalResult:
         video_seeds=config.video_seeds,
         video_dir=videos if config.video_seeds else None,
         video_views=config.video_views,
-        chunk_log=chunk_folder(config.chunk_log, name),
     )
     print(result.summary())
     print_outputs(episodes, result.videos)
     refuse_errors(result, episodes)
     return result
-
-
-def _with_task(checkpoint: str, task: TaskConfig | None) -> Any:
-    """The checkpoint folder, or its policy on the env `task=` attaches (see `attached_env`)."""
-    if task is None:
-        return checkpoint
-    from robocompose.policies.checkpoint import load_policy
-    from robocompose.sim.tasks import attached_env
-
-    policy = load_policy(checkpoint)
-    recorded = policy.metadata.get("task"), policy.metadata.get("env_kwargs", {})
-    env, kwargs = attached_env(*recorded, f"checkpoint {checkpoint}", task.name)
-    policy.metadata |= {"task": env, "env_kwargs": kwargs}
-    return policy
 
 
 def chunk_folder(root: str | None, name: str) -> Path | None:

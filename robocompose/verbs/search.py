@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from robocompose.composition.weight_search import SearchSettings
+from robocompose.launch.config import LauncherConfig
 from robocompose.rollout_config import RolloutConfig
 
 if TYPE_CHECKING:
@@ -40,6 +41,9 @@ class SearchConfig(RolloutConfig):
     # every executed chunk of every candidate to <out>/chunks/<candidate>/ (training data for
     # `robocompose verifier`, at no extra episode)
     chunk_log: bool = False
+    # who runs each round's episodes: local (this process) or ray (the round's candidates as
+    # Ray tasks of launcher.episodes_per_task seeds, in parallel; launcher.address: a cluster)
+    launcher: LauncherConfig = field(default_factory=LauncherConfig)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -49,6 +53,13 @@ class SearchConfig(RolloutConfig):
 
 def run(config: SearchConfig) -> SearchResult:
     """Search, then print the table, the parents' times, which candidate won and the files."""
+    from robocompose.launch.launchers import connected
+
+    with connected(config.launcher):  # one Ray for the search and its confirmation
+        return _search_and_confirm(config)
+
+
+def _search_and_confirm(config: SearchConfig) -> SearchResult:
     from robocompose.composition import search
 
     result = search(
@@ -65,6 +76,7 @@ def run(config: SearchConfig) -> SearchResult:
         device=config.device,
         batch_invariant=config.batch_invariant,
         chunk_log=config.chunk_log,
+        launcher=config.launcher,
         **config.composition.settings(),
     )
     print(result.table())
@@ -86,7 +98,9 @@ def confirm(config: SearchConfig, result: SearchResult) -> dict[str, Any]:
     from robocompose.composition.search_record import RECORD, seed_entry
 
     record = Path(config.out) / RECORD
-    versus = confirm_search(record, config.confirm, out_dir=Path(config.out) / "confirm")
+    versus = confirm_search(
+        record, config.confirm, out_dir=Path(config.out) / "confirm", launcher=config.launcher
+    )
     if versus is None:
         print("confirm: the choice is the better parent alone; nothing to confirm")
         entry: dict[str, Any] = {"episodes": 0, "chosen_is_better_parent": True}

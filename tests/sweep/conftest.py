@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import torch
 
+from robocompose.launch.launchers import RAY_LOCAL_ONLY
 from robocompose.policies.checkpoint import load_policy, save_policy
 from robocompose.shipped import shipped_path
-from robocompose.sweep.launchers import RAY_LOCAL_ONLY
 
 # every Ray these tests start (in this process or a `ray start`) stays on loopback
 os.environ[RAY_LOCAL_ONLY] = "0"

@@ -25,9 +25,9 @@ from pathlib import Path
 import pytest
 
 from robocompose.config import hydra_value
+from robocompose.launch.launchers import RAY_LOCAL_ONLY
 from robocompose.policies.checkpoint import load_policy
 from robocompose.sweep import plan
-from robocompose.sweep.launchers import RAY_LOCAL_ONLY
 from robocompose.sweep.run import run_sweep
 from robocompose.sweep.table import OUTCOME, EpisodeTable
 

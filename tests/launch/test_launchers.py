@@ -1,25 +1,37 @@
-"""The Ray launcher's parts that need no Ray: a node's checkpoint cache (written once, atomically,
-by content hash), the error naming the cells of lost tasks, the retry setting's check. The
-launcher itself runs against a real cluster in test_ray_cluster.py."""
+"""The launchers' parts that need no Ray cluster: a node's checkpoint cache (written once,
+atomically, by content hash), the error naming the cells of lost tasks, the retry setting's
+check, the one-line errors when Ray is missing or its cluster unreachable, and what a Ray run
+refuses before it starts. The launcher itself runs against a real cluster in
+tests/sweep/test_ray_cluster.py (a sweep) and test_ray_episodes.py (eval, search)."""
 
 from __future__ import annotations
 
+import socket
+import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from robocompose.policies.checkpoint import load_policy
-from robocompose.shipped import shipped_path
-from robocompose.sweep.config import LauncherConfig
-from robocompose.sweep.launchers import (
+from robocompose.cli import main
+from robocompose.composition import load, search
+from robocompose.launch.config import LauncherConfig
+from robocompose.launch.episodes import Run, evaluate_runs
+from robocompose.launch.launchers import (
     CHECKPOINT_FILES,
+    LauncherUnavailable,
     Task,
     WorkersLost,
+    connect,
     content_digest,
     materialise,
 )
+from robocompose.policies.checkpoint import load_policy
+from robocompose.shipped import shipped_path
 
 FILES = {"config.json": b"{}\n", "model.safetensors": b"\x00\x01weights"}
+CHECKPOINT = "PickPlaceTwoCubes_flow_mlp"
+ON_RAY = LauncherConfig(name="ray")
 
 
 def test_a_checkpoint_materialised_from_its_bytes_loads_as_the_same_policy(tmp_path: Path) -> None:
@@ -89,3 +101,42 @@ def test_retries_must_not_be_negative() -> None:
     with pytest.raises(ValueError, match="`max_retries` must be >= 0. Got -1"):
         LauncherConfig(name="ray", max_retries=-1)
     assert LauncherConfig(name="ray", max_retries=0).max_retries == 0
+
+
+def test_without_ray_the_error_names_the_extra_to_install(monkeypatch) -> None:
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` fails, as where it is missing
+    with pytest.raises(LauncherUnavailable, match=r"install 'robocompose\[sweep\]' \(the `sweep`"):
+        connect(ON_RAY)
+
+
+def test_an_unreachable_cluster_is_named_in_seconds(tmp_path: Path) -> None:
+    """Ray itself retries an address that takes no connection for minutes."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        address = f"127.0.0.1:{s.getsockname()[1]}"  # closed again: nothing listens there
+    out = tmp_path / "episodes.jsonl"
+    command = ["eval", CHECKPOINT, "--episodes", "1", "--out", str(out), "launcher=ray"]
+    start = time.monotonic()
+    with pytest.raises(
+        SystemExit, match=f"cannot reach the Ray cluster at launcher.address={address}"
+    ):
+        main([*command, f"launcher.address={address}"])
+    assert time.monotonic() - start < 30
+    assert not out.exists()
+
+
+def test_ray_refuses_files_the_nodes_would_write_and_policies_they_cannot_load(
+    tmp_path: Path,
+) -> None:
+    """Before any Ray starts: videos and chunk logs would land on the nodes; a loaded policy
+    has no folder a worker could load it from."""
+    with pytest.raises(ValueError, match="chunk_log would be written on the nodes"):
+        evaluate_runs([Run(CHECKPOINT, [0], chunk_log=tmp_path)], ON_RAY)
+    with pytest.raises(ValueError, match="video_seeds, video_dir would be written on the nodes"):
+        evaluate_runs([Run(CHECKPOINT, [0])], ON_RAY, video_seeds=[0], video_dir=tmp_path)
+    with pytest.raises(TypeError, match="from checkpoint folders: pass a folder or a PolicyRecipe"):
+        evaluate_runs([Run(load_policy(CHECKPOINT), [0])], ON_RAY)
+    parents = [load(CHECKPOINT), load("PickPlaceTwoCubes_flow_mlp_b")]
+    with pytest.raises(TypeError, match="pass folders .* not loaded policies"):
+        search(parents, [0], out_dir=tmp_path, launcher=ON_RAY, progress=False)
+    assert list(tmp_path.iterdir()) == []

@@ -1,32 +1,34 @@
-"""Who runs a sweep's tasks: this process one after another, or Ray (this machine or a cluster).
+"""Who runs tasks: this process one after another, or Ray (this machine or a cluster).
 
-A task is `run_task(job, seeds)`: some episodes of one cell on one torch thread. Both launchers
-run the same tasks (same seeds, same batches), and each episode's noise comes from its own seed,
-so they write the same table; only the order of its rows differs.
+A task is some seeds of one job (`Job`: a sweep's cell, a search's candidate, a checkpoint
+under evaluation), run on one torch thread. Both launchers run the same tasks (same seeds, same
+batches), and each episode's noise comes from its own seed, so they give the same records; only
+the order in which tasks finish differs.
 
 On Ray the nodes share no files with the driver: it reads each parent checkpoint once and puts
 its files in Ray's object store; a worker writes them to its node's checkpoint cache (one folder
-per content hash, reused by later tasks and sweeps) and runs the task on that copy.
+per content hash, reused by later tasks and runs) and runs the task on that copy.
 """
 
 from __future__ import annotations
 
-import dataclasses
+import contextlib
 import functools
 import hashlib
 import logging
 import os
 import shutil
+import socket
 import sys
 import tempfile
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
+from robocompose.launch.config import LauncherConfig
 from robocompose.policies.config import CONFIG, WEIGHTS
-from robocompose.sweep.config import LauncherConfig, SweepConfig
 
 if TYPE_CHECKING:
     from ray import ObjectRef
@@ -36,14 +38,36 @@ LOOPBACK = "127.0.0.1"
 # Read by Ray when imported: set to "0", a Ray started for this machine alone listens and
 # advertises on loopback instead of the machine's network address.
 RAY_LOCAL_ONLY = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+RAY_EXTRA = "pip install 'robocompose[sweep]'"  # the extra that installs Ray
+RAY_CLIENT = "ray://"  # an address of a cluster's Ray Client server (port 10001 by default)
+CONNECT_TIMEOUT_S = 5.0  # Ray itself retries an unreachable address for minutes
+
+
+class Job(Protocol):
+    """What a task runs, pickled to a Ray worker: it names the checkpoint folders it reads, so
+    they can be shipped, and runs on the node's copies of them."""
+
+    def parent_paths(self) -> list[Path]: ...
+
+    def on_parents(self, paths: list[str]) -> Job: ...
+
+    def run(self, seeds: list[int]) -> list[dict[str, Any]]: ...
 
 
 @dataclass(frozen=True)
 class Task:
-    cell: int  # index into the plan's cells
-    name: str  # the cell's axis values, for messages
-    job: SweepConfig
+    index: int  # what it belongs to: a sweep's cell, an evaluation's run
+    name: str  # that, for messages
+    job: Job
     seeds: list[int]
+
+
+def tasks_of(index: int, name: str, job: Job, seeds: Sequence[int], per_task: int) -> list[Task]:
+    """`seeds` of one job split into tasks of at most `per_task` episodes."""
+    return [
+        Task(index, name, job, list(seeds[start : start + per_task]))
+        for start in range(0, len(seeds), per_task)
+    ]
 
 
 class WorkersLost(RuntimeError):
@@ -53,42 +77,26 @@ class WorkersLost(RuntimeError):
         episodes: dict[str, int] = defaultdict(int)
         for task in tasks:
             episodes[task.name] += len(task.seeds)
-        cells = "; ".join(f"{name} ({n} episodes)" for name, n in episodes.items())
+        unfinished = "; ".join(f"{name} ({n} episodes)" for name, n in episodes.items())
         super().__init__(
             f"{len(tasks)} task(s) lost their Ray worker on each of {tries} tries ({cause}). "
-            f"Not finished: {cells}. Every finished episode is in the table: rerun the same "
+            f"Not finished: {unfinished}. Every finished episode is saved: rerun the same "
             "command to run only these (launcher.max_retries sets the retries)."
         )
         self.tasks = list(tasks)
 
 
-def run_task(job: SweepConfig, seeds: list[int]) -> list[dict[str, Any]]:
-    """The episodes `seeds` of one cell, on one torch thread (evaluate's default), so parallel
-    tasks share the cores and a result does not depend on the thread count."""
-    from robocompose.evaluation import evaluate  # here: planning a sweep needs no torch
-
-    result = evaluate(
-        job.policy(),
-        seeds,
-        steps=job.composition.steps,
-        label=job.label(),
-        num_envs=job.num_envs,
-        device=job.device,
-        batch_invariant=job.batch_invariant,
-        progress=False,
-    )
-    return result.records
+class LauncherUnavailable(RuntimeError):
+    """`launcher=ray` cannot start: Ray is not installed, or its cluster cannot be reached."""
 
 
-def launch(
-    config: LauncherConfig, tasks: Sequence[Task]
-) -> Iterator[tuple[Task, list[dict[str, Any]]]]:
+def launch(config: LauncherConfig, tasks: Sequence[Task]) -> Iterator[tuple[Task, list[dict]]]:
     """Each task with its episode records, as tasks finish (no Ray is started for none)."""
-    if config.name == "ray" and tasks:
+    if config.remote and tasks:
         yield from _ray(config, tasks)
         return
     for task in tasks:
-        yield task, run_task(task.job, task.seeds)
+        yield task, task.job.run(task.seeds)
 
 
 def checkpoint_cache() -> Path:
@@ -137,10 +145,8 @@ class ShippedCheckpoint:
     size: int  # bytes
 
 
-def run_shipped_task(
-    job: SweepConfig, seeds: list[int], parents: list[ShippedCheckpoint]
-) -> list[dict[str, Any]]:
-    """`run_task` on a Ray worker, its parents read from this node's checkpoint cache (fetched
+def run_shipped_task(job: Job, seeds: list[int], parents: list[ShippedCheckpoint]) -> list[dict]:
+    """A task on a Ray worker, its parents read from this node's checkpoint cache (fetched
     from the object store by the first task on the node that needs them)."""
     import ray
 
@@ -148,7 +154,7 @@ def run_shipped_task(
     for parent in parents:
         fetch = functools.partial(ray.get, parent.files)
         local.append(str(materialise(parent.digest, fetch, cache)))
-    return run_task(dataclasses.replace(job, parents=local), seeds)
+    return job.on_parents(local).run(seeds)
 
 
 def _ship(paths: Iterable[Path]) -> dict[Path, ShippedCheckpoint]:
@@ -163,32 +169,84 @@ def _ship(paths: Iterable[Path]) -> dict[Path, ShippedCheckpoint]:
     return shipped
 
 
+def _check_reachable(address: str) -> None:
+    """A `HOST:PORT` (or `ray://HOST:PORT`) address that takes no connection fails here, in
+    seconds, naming it: Ray itself keeps retrying one for minutes."""
+    host, _, port = address.removeprefix(RAY_CLIENT).rpartition(":")
+    if not host or not port.isdigit():
+        return  # "auto", or a form Ray reads itself
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), CONNECT_TIMEOUT_S).close()
+    except OSError as e:
+        raise LauncherUnavailable(
+            f"cannot reach the Ray cluster at launcher.address={address} ({e}). Start it "
+            "(`ray start --head` on the head node) or set the address it printed."
+        ) from None
+
+
+def connect(config: LauncherConfig) -> bool:
+    """Connect this process to Ray: the cluster at `address`, else a Ray started here
+    (`num_cpus`, `temp_dir`, on loopback); nothing if already connected. True when this call
+    connected, so its caller disconnects (`ray.shutdown()`)."""
+    if not config.address:
+        os.environ.setdefault(RAY_LOCAL_ONLY, "0")
+    try:
+        import ray
+    except ImportError:
+        raise LauncherUnavailable(
+            f"launcher=ray needs Ray, which is not installed: {RAY_EXTRA} (the `sweep` extra; "
+            "`make setup` installs it), on the driver and on every node."
+        ) from None
+    if ray.is_initialized():
+        return False
+    options: dict[str, Any] = {}
+    if config.address:
+        _check_reachable(config.address)
+    else:
+        options = {"num_cpus": config.num_cpus, "_node_ip_address": LOOPBACK}
+        if config.temp_dir:
+            options["_temp_dir"] = config.temp_dir
+    # Ray Client hands these to the server's own `ray.init`, which then fails
+    if not (config.address or "").startswith(RAY_CLIENT):
+        options |= {"include_dashboard": False, "logging_level": logging.WARNING}
+    try:
+        ray.init(address=config.address, **options)
+    except ConnectionError as e:
+        raise LauncherUnavailable(
+            f"cannot reach the Ray cluster at launcher.address={config.address} "
+            f"({str(e).strip().splitlines()[0]})."
+        ) from None
+    return True
+
+
+@contextlib.contextmanager
+def connected(config: LauncherConfig) -> Iterator[None]:
+    """Within the block, one Ray for every `launch` of a run made of several (a search's
+    rounds): started or joined once, not per round (a new session starts new workers, which
+    import torch again); disconnected at the end if this block connected. Nothing for a local
+    launcher."""
+    owner = config.remote and connect(config)
+    try:
+        yield
+    finally:
+        if owner:
+            import ray
+
+            ray.shutdown()
+
+
 def _ray(config: LauncherConfig, tasks: Sequence[Task]) -> Iterator[tuple[Task, list[dict]]]:
-    """Tasks as Ray tasks (one CPU each). Starts a local Ray unless `address` names a cluster
-    or this process is already connected; disconnects (and stops a Ray it started) at the end.
+    """Tasks as Ray tasks (one CPU each), on the Ray `connect` finds or starts; disconnects (and
+    stops a Ray it started) at the end.
 
     A task whose worker dies is rerun (`max_retries`); an exception raised by a task is not
     (`retry_exceptions=False`): a task's episodes are fixed by its seeds, so it would fail the
-    same way again, and the error stops the sweep at once. A task still lost after its retries
+    same way again, and the error stops the run at once. A task still lost after its retries
     does not stop the others: they finish and are yielded, then `WorkersLost` names it."""
-    if not config.address:
-        os.environ.setdefault(RAY_LOCAL_ONLY, "0")
+    owner = connect(config)
     import ray
     from ray.exceptions import NodeDiedError, ObjectLostError, OutOfMemoryError, WorkerCrashedError
 
-    owner = not ray.is_initialized()
-    if owner:
-        local = {}
-        if not config.address:
-            local = {"num_cpus": config.num_cpus, "_node_ip_address": LOOPBACK}
-        if config.temp_dir and not config.address:
-            local["_temp_dir"] = config.temp_dir
-        ray.init(
-            address=config.address,
-            include_dashboard=False,
-            logging_level=logging.WARNING,
-            **local,
-        )
     # a task's process or node died (Ray reran it `max_retries` times) or its result went with it
     lost_errors = (WorkerCrashedError, NodeDiedError, OutOfMemoryError, ObjectLostError)
     try:
