@@ -476,7 +476,7 @@ def wording_kind(row: dict[str, Any]) -> str:
 def _questions(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
     """Questions the person needed (the request cannot be done as said: ambiguous, contradicting
     itself, ...) against those the planner should have answered itself (a feasible request)."""
-    if not all("asked" in r for r in rows if r["outcome"] == "asked_or_refused"):
+    if any("message" in r and "asked" not in r for r in rows):
         return None  # rows from before questions and refusals were told apart
     asked = [r for r in rows if r.get("asked")]
     needed = sum(r["expect"] != GOAL for r in asked)

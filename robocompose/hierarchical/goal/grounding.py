@@ -22,6 +22,7 @@ import re
 from dataclasses import dataclass
 
 from robocompose.hierarchical.goal.facts import SceneNames, colour_of
+from robocompose.hierarchical.goal.lifting import lift
 
 # colour words a person may use for a block or a bin (the scenes use the first eight)
 COLOUR_WORDS = (
@@ -88,10 +89,5 @@ def ungrounded_blocks(request: str, constraints: str, scene: SceneNames) -> list
         return []
     block_colours = {colour_of(b) for b in scene.blocks}
     named = {w for w in _CONSTRAINT_WORD.findall(constraints) if w in block_colours}
-    said = request.lower()  # a name that is no colour word ("mug", "small_box"): said at all
-    spoken = {
-        w
-        for w in block_colours - set(COLOUR_WORDS)
-        if re.search(rf"\b{w.replace('_', '[ _-]')}\b", said)
-    }
-    return sorted(named - mentions(request).blocks - spoken)
+    # said in any form lifting reads: the name, a synonym, another language, one typo away
+    return sorted(named - lift(request, scene).said_blocks)

@@ -64,6 +64,8 @@ class Lifted:
     request: str
     scene: SceneNames
     binding: Mapping[str, str]  # placeholder -> the scene's word ("X" -> "red")
+    # the scene words the request names as blocks, in whatever form ("gren", "rouge", "navy")
+    said_blocks: frozenset[str] = frozenset()
 
     def lower(self, constraints: str) -> str:
         """Constraint text over placeholders -> over the scene's words (`X_bin` -> `red_bin`)."""
@@ -140,7 +142,7 @@ def lift(request: str, scene: SceneNames) -> Lifted:
         tuple(_placeheld(b, placeholder) for b in scene.blocks),
         tuple(_placeheld(b, placeholder) for b in scene.bins),
     )
-    return Lifted(text, lifted, binding)
+    return Lifted(text, lifted, binding, frozenset(said_blocks))
 
 
 def _misspelt(token: str, words: list[str]) -> str | None:

@@ -57,6 +57,12 @@ def test_bin_mentions_are_told_from_block_mentions():
         ("flip the stack", "bottom_up(blue, green, red)", []),
         ("sort all but green", "sort except green", []),
         ("if red is on blue, put green on red", "if on(red, blue) then on(green, red)", []),
+        # named in another form lifting reads: a typo, another language, a synonym
+        ("pls set teh gren block atop red", "on(green, red)", []),
+        ("pose le cube vert sur le rouge", "on(green, red)", []),
+        ("stell den grünen Block auf den blauen", "on(green, blue)", []),
+        ("put the scarlet one on navy", "on(red, blue)", []),
+        ("pose le cube vert sur un autre", "on(green, red)", ["red"]),
     ],
 )
 def test_blocks_the_model_chose_for_the_person(request_, constraints, unnamed):
