@@ -70,6 +70,7 @@ FILE_SECONDS = {
     "hierarchical/adapter/test_train.py": 30,
     "test_config.py": 24,
     "policies/test_policy.py": 17,
+    "composition/test_counterfactual.py": 15,
     "hierarchical/planners/test_saycan.py": 16,
     "policies/test_train_watch.py": 15,
     "hierarchical/sandbox/test_sandbox_hostile.py": 14,
