@@ -39,6 +39,7 @@ import torch
 from robocompose.hierarchical.llm import local as local_llm
 from robocompose.hierarchical.llm.models import ModelError, goal_adapter, resolve_model
 from robocompose.hierarchical.llm.prefix_state import default_state_dir
+from robocompose.launch.launchers import RAY_LOCAL_ONLY
 
 STATE_ENV = "ROBOCOMPOSE_LLM_STATE"
 # JAX reads its configuration from these variables when it is first imported
@@ -97,6 +98,9 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", os.path.join(run, "jax-cache"))
         for name, value in JAX_CACHE.items():
             os.environ.setdefault(name, value)
+    # read by Ray when first imported (a test module may import it while being collected):
+    # every Ray the tests start, here or in a `ray start`, stays on loopback
+    os.environ[RAY_LOCAL_ONLY] = "0"
     index = _worker_index()
     if index is None:
         return

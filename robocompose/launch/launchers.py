@@ -184,11 +184,18 @@ def _check_reachable(address: str) -> None:
         ) from None
 
 
+def _on_loopback(address: str) -> bool:
+    """A cluster on this machine's loopback: Ray would otherwise swap 127.0.0.1 for the
+    machine's network address, where such a cluster does not listen."""
+    host = address.removeprefix(RAY_CLIENT).rpartition(":")[0].strip("[]")
+    return host in ("127.0.0.1", "localhost", "::1")
+
+
 def connect(config: LauncherConfig) -> bool:
     """Connect this process to Ray: the cluster at `address`, else a Ray started here
     (`num_cpus`, `temp_dir`, on loopback); nothing if already connected. True when this call
     connected, so its caller disconnects (`ray.shutdown()`)."""
-    if not config.address:
+    if not config.address or _on_loopback(config.address):
         os.environ.setdefault(RAY_LOCAL_ONLY, "0")
     try:
         import ray

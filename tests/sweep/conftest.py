@@ -3,18 +3,13 @@ and a perturbed copy), fast enough for a few dozen episodes."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 import torch
 
-from robocompose.launch.launchers import RAY_LOCAL_ONLY
 from robocompose.policies.checkpoint import load_policy, save_policy
 from robocompose.shipped import shipped_path
-
-# every Ray these tests start (in this process or a `ray start`) stays on loopback
-os.environ[RAY_LOCAL_ONLY] = "0"
 
 
 @pytest.fixture(scope="session")
