@@ -35,7 +35,16 @@ P1 also records the candidate the search's rule picks over every parent alone an
 Vertex gap (`--parts vertex`, per task `vertex_gap`): each parent's vertex of the convex
     composition against the parent on its own sampler, paired on fresh seeds, and the path a
     vertex ran on before (the pair's grid) where that grid is the other parent's.
-Selector (`--parts selector`, per task `selector`): how each of its scores ranks (the executed
+Verifier (`--parts verifier`, per task `selector`, composition_parts/verifier.py): the selector
+    by a chunk verifier trained on the search's own rollouts (every searchable operator in its
+    pool), refined by `--verifier-rounds` rounds of its own episodes on seeds of their own, then
+    on the fresh seeds against the better parent and the oracle; headlines
+    `oracle_gap_half_tasks` and `selector_verifier_mean_delta_pts`.
+Selector cost (`--parts selector_latency`, `selector_latency.<task>`): its ms per chunk over
+    the floor's at batch 1 and 16, by `agreement` and by the task's verifier, with 1, 2, 4, 8
+    native samples per parent.
+Selector (`--parts selector`, per task `selector`, or `selector_by_score` once the verifier's
+    selector is stored): how each of its scores ranks (the executed
     chunk's rank among the candidates, successful vs failed native episodes: AUC, 0.5 is
     chance), then the selector on fresh seeds against the better parent and the per-seed oracle
     (`oracle_gap_closed` = (selector - better) / (oracle - better); headline: mean over tasks).
@@ -58,7 +67,8 @@ Episodes are written under runs/benchmarks/composition/ as they finish; a rerun 
     python benchmarks/composition.py [--parts quality,latency] [--tasks PushT,...]
         [--fresh-episodes 200]
 
-`--parts all` (the default) runs every part but `selector`, which runs only when named.
+`--parts all` (the default) runs every part but `selector` and `verifier`, which run only when
+named.
 """
 
 from __future__ import annotations
@@ -76,17 +86,29 @@ from composition_parts.selector import (
     selector_scores,
     store_selector,
 )
+from composition_parts.selector_latency import selector_latency
 from composition_parts.shared import HELDOUT_SEED_START, OUT, RESULTS, parents_of, record_task
+from composition_parts.verifier import store_verifier_selector, verifier_selector
 from composition_parts.vertex import store_vertex_gap, vertex_gap
 
 from robocompose.shipped import PARENT_PAIRS
 
-PARTS = ("quality", "latency", "search", "k3", "vertex", "selector")
+PARTS = (
+    "quality",
+    "latency",
+    "search",
+    "k3",
+    "vertex",
+    "selector",
+    "verifier",
+    "selector_latency",
+)
+ONLY_WHEN_NAMED = ("selector", "verifier")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    add_parts(parser, PARTS, default=[p for p in PARTS if p != "selector"])
+    add_parts(parser, PARTS, default=[p for p in PARTS if p not in ONLY_WHEN_NAMED])
     add_selector_args(parser)
     parser.add_argument("--vertex-episodes", type=int, default=100, help="vertex gap seeds")
     parser.add_argument("--tasks", default=",".join(PARENT_PAIRS))
@@ -107,6 +129,11 @@ def main() -> None:
     parser.add_argument("--k3-episodes", type=int, default=64, help="P4 grid seeds")
     parser.add_argument("--k3-fresh-episodes", type=int, default=100, help="P4 fresh seeds")
     parser.add_argument("--repeats", type=int, default=50)
+    parser.add_argument("--verifier-rounds", type=int, default=2, help="selector rounds")
+    parser.add_argument("--round-episodes", type=int, default=100, help="seeds per round")
+    parser.add_argument(
+        "--verifier-std-weight", type=float, default=1.0, help="lower bound: mean - k * std"
+    )
     args = parser.parse_args()
     tasks = args.tasks.split(",")
     for task in tasks if "latency" in args.parts else ():
@@ -130,6 +157,26 @@ def main() -> None:
             lambda results, task=task, run=run, scores=scores: store_selector(
                 results, task, run | {"score_ranking": scores}, args.selector_score
             )
+        )
+    for task in tasks if "verifier" in args.parts else ():
+        entry = verifier_selector(
+            task,
+            args.p1_search_episodes,
+            args.verifier_rounds,
+            args.round_episodes,
+            args.fresh_episodes,
+            args.p1_first_slice,
+            args.verifier_std_weight,
+        )
+        RESULTS.update(
+            lambda results, task=task, entry=entry: store_verifier_selector(results, task, entry)
+        )
+    for task in tasks if "selector_latency" in args.parts else ():
+        found = selector_latency(task, args.repeats)
+        RESULTS.update(
+            lambda results, task=task, found=found: results.setdefault(
+                "selector_latency", {}
+            ).__setitem__(task, found)
         )
     for task in tasks if "search" in args.parts else ():
         record_task(

@@ -12,7 +12,8 @@ from common import resume_records
 
 from robocompose.compare import Comparison, compare
 from robocompose.composition.api import candidate_label, compose
-from robocompose.composition.builtin_methods import SELECTOR_CANDIDATES, SelectorMethod
+from robocompose.composition.builtin_methods import SelectorMethod
+from robocompose.composition.config import CompositionConfig
 from robocompose.composition.selector import SCORES, candidates
 from robocompose.evaluation import EvalResult, evaluate
 from robocompose.stats import auc, paired_outcomes
@@ -29,7 +30,7 @@ class _LoggedCandidates(SelectorMethod):
         self.executed, self.log, self.previous = executed, [], None
 
     def predict_actions(self, policy, obs, noise):
-        found = candidates(policy, obs, noise, SELECTOR_CANDIDATES)
+        found = candidates(policy, obs, noise, policy.config.selector_samples)
         row = {}
         for name, score in SCORES.items():
             values = score(policy, obs, found, self.previous)  # (C, B)
@@ -53,7 +54,7 @@ def _auc(positive: list[float], negative: list[float]) -> float | None:
 def selector_scores(task: str, episodes: int) -> dict:
     """How well each selector score ranks: on `episodes` fresh seeds per parent, parent i alone
     executes its own chunks (the episode is its native one) while every chunk's candidates
-    (SELECTOR_CANDIDATES native samples per parent, one convex 0.5/0.5 composition) are scored;
+    (`selector_samples` native samples per parent, one convex 0.5/0.5 composition) are scored;
     the executed chunk's rank among them is logged with the episode's outcome. AUC of the mean
     rank per episode (and of every chunk's rank) between successful and failed episodes: 0.5
     ranks like chance. Pooled over the parents and per parent: pooled, a score that merely
@@ -67,7 +68,7 @@ def selector_scores(task: str, episodes: int) -> dict:
     chunk_pooled: dict[str, dict[bool, list]] = {n: {True: [], False: []} for n in SCORES}
     for i, name in enumerate(names):
 
-        def run(seed: int, offset: int = i * SELECTOR_CANDIDATES) -> dict:
+        def run(seed: int, offset: int = i * CompositionConfig.selector_samples) -> dict:
             policy = compose(parents, "selector", (0.5, 0.5))
             policy.method = _LoggedCandidates(offset)
             result = evaluate(policy, [seed], num_envs=1, progress=False)
@@ -174,9 +175,12 @@ def _outcomes(result: EvalResult) -> list[bool]:
 
 def store_selector(results: dict, task: str, selector: dict, score: str = "agreement") -> None:
     """`selector` (the shipped score) beside the task's P1 row, another score's run under
-    `selector_by_score`; then the headlines."""
+    `selector_by_score` (every training-free run there once the learned selector holds
+    `selector`: `--parts verifier`); then the headlines."""
     row = results.setdefault("quality", {}).setdefault(task, {})
-    if score != "agreement":
+    if "verifier" in row.get("selector", {}):
+        row.setdefault("selector_by_score", {})[score] = selector
+    elif score != "agreement":
         ranking = selector.pop("score_ranking", None)
         row.setdefault("selector_by_score", {})[score] = selector
         if ranking is not None and "selector" in row:  # the study is the same whatever the score

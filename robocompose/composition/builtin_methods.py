@@ -13,6 +13,7 @@ from robocompose.composition.methods import (
     CompositionMethod,
     DenoiserMethod,
     Weights,
+    get_method,
     register_method,
 )
 from robocompose.composition.weight_search import simplex_grid
@@ -28,7 +29,6 @@ if TYPE_CHECKING:
 # coarse grid: at 10 steps PickPlace's 99% flow composed with itself by OR succeeds 0-5% of the
 # time, at 40 steps 100% (20 episodes each).
 SUPERDIFF_STEPS = 40
-SELECTOR_CANDIDATES = 2  # native samples per parent at every chunk (the selector)
 
 
 @register_method("convex")
@@ -201,19 +201,25 @@ class MergeMethod(CompositionMethod):
 
 @register_method("selector")
 class SelectorMethod(CompositionMethod):
-    """At every chunk, SELECTOR_CANDIDATES native samples of each parent and one convex
-    composition at `weights`; per row the candidate the score (`selector_score`) rates best is
-    executed (`robocompose.composition.selector`): by default the one the others agree with
-    most (the medoid of the executed steps), no reward, no training; `verifier`: a verifier
-    trained on chunk logs. Out of the defaults: docs/results/composition.md shows how its
-    scores rank."""
+    """At every chunk, `selector_samples` native samples of each parent and one composition
+    at `weights` (convex, or `selector_composition`'s operator); per row the candidate the
+    score (`selector_score`) rates best is executed (`robocompose.composition.selector`): by
+    default the one the others agree with most (the medoid of the executed steps), no reward,
+    no training; `verifier`: a verifier trained on chunk logs. Out of the defaults:
+    docs/results/composition.md shows how its scores rank."""
 
     samples_full_chunk = False  # candidates of other horizons: only the executed steps align
-    weights_sum_to_one = True
     weights_nonnegative = True
 
     def check(self, config: CompositionConfig) -> None:
         super().check(config)
+        try:  # the composed candidate's rules for `weights` (convex: on the simplex)
+            self._composed(config).check(config)
+        except ValueError as e:
+            raise ValueError(
+                f"{e} (the selector's composed candidate: selector_composition="
+                f"{config.selector_composition})"
+            ) from None
         learned = config.selector_score == "verifier"
         if learned and not config.verifier:
             raise ValueError(
@@ -231,10 +237,15 @@ class SelectorMethod(CompositionMethod):
     def verifier_file(self, config: CompositionConfig) -> str | None:
         return config.verifier if config.selector_score == "verifier" else None
 
-    def operator(self, config: CompositionConfig) -> Operator:
-        from robocompose.composition.operators import Convex
+    @staticmethod
+    def _composed(config: CompositionConfig) -> CompositionMethod:
+        return get_method(config.selector_composition)
 
-        return Convex(config.weights)
+    def needs_finite_sigma_max(self, config: CompositionConfig) -> bool:
+        return self._composed(config).needs_finite_sigma_max(config)
+
+    def operator(self, config: CompositionConfig) -> Operator:
+        return self._composed(config).operator(config)
 
     def choose(
         self,
@@ -253,7 +264,7 @@ class SelectorMethod(CompositionMethod):
 
         from robocompose.composition.selector import candidates, score_of
 
-        found = candidates(policy, obs, noise, SELECTOR_CANDIDATES)
+        found = candidates(policy, obs, noise, policy.config.selector_samples)
         rate = score_of(score or policy.config.selector_score)
         best = rate(policy, obs, found, previous).argmax(0)  # (B,)
         policy.chosen_sources = [found.sources[c] for c in best.tolist()]

@@ -23,6 +23,8 @@ FINITE_SIGMA_SAMPLERS = ("mcmc",)
 # the selector's scores (composition.selector) that need no state across chunks; "verifier" is
 # learned, from the `verifier` file (a test keeps these in step with the selector's)
 SELECTOR_SCORES = ("agreement", "denoising", "likelihood", "verifier")
+# the methods whose operator can make the selector's composed candidate (the searchable ones)
+SELECTOR_COMPOSITIONS = ("convex", "weighted_sum")
 # fields added after compositions' fingerprints and search records were first written, with
 # the default that left them out
 LATER_FIELDS: dict[str, Any] = {
@@ -30,6 +32,8 @@ LATER_FIELDS: dict[str, Any] = {
     "selector_score": "agreement",
     "verifier": None,
     "verifier_std_weight": 0.0,
+    "selector_composition": "convex",
+    "selector_samples": 2,
 }
 
 
@@ -59,6 +63,12 @@ class CompositionConfig:
     # selector_score=verifier only: rank by the ensemble's mean minus this many standard
     # deviations of its members (0: the mean; > 0: a lower confidence bound)
     verifier_std_weight: float = 0.0
+    # selector only: the method whose operator, at `weights`, makes its composed candidate
+    # (a search's winner: convex weights, or the product of experts / a sharpened parent)
+    selector_composition: str = one_of(SELECTOR_COMPOSITIONS, "convex")
+    # selector only: native samples of each parent at every chunk (its candidates: this many per
+    # parent, plus the composed one; more give a verifier more to choose from, at their cost)
+    selector_samples: int = 2
     sampler_kwargs: dict[str, Any] = field(default_factory=dict)
     # Parents on their own threads. Off by default: for every shipped pair at batch 1, one
     # thread running the parents in turn was as fast or faster (sub-millisecond forwards fight
@@ -93,6 +103,8 @@ class CompositionConfig:
             raise ValueError(f"`steps` must be >= 1 or None. Got {self.steps}.")
         if self.n_action_steps is not None and self.n_action_steps < 1:
             raise ValueError(f"`n_action_steps` must be >= 1 or None. Got {self.n_action_steps}.")
+        if self.selector_samples < 1:
+            raise ValueError(f"`selector_samples` must be >= 1. Got {self.selector_samples}.")
         if not (math.isfinite(self.verifier_std_weight) and self.verifier_std_weight >= 0):
             raise ValueError(
                 f"`verifier_std_weight` must be a finite number >= 0. Got "

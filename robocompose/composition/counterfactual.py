@@ -29,7 +29,7 @@ import mujoco
 import numpy as np
 import torch
 
-from robocompose.composition.builtin_methods import SELECTOR_CANDIDATES, SelectorMethod
+from robocompose.composition.builtin_methods import SelectorMethod
 from robocompose.composition.composed_policy import ComposedPolicy
 from robocompose.composition.methods import Composition
 from robocompose.composition.selector import candidates
@@ -283,7 +283,7 @@ def labelling(
         "per_episode": None if chunks is not None else per_episode,
         "sample_seed": sample_seed,
         "finisher_seed": finisher_seed,
-        "candidates_per_parent": SELECTOR_CANDIDATES,
+        "candidates_per_parent": policy.config.selector_samples,
     }
 
 
@@ -360,7 +360,7 @@ def _boundary(
     run from its restored state and finished on the boundary's one finisher noise."""
     started = time.perf_counter()
     plan, (step, snapshot) = plans[b], starts[b]
-    found = candidates(policy, plan.obs, plan.noise, SELECTOR_CANDIDATES)
+    found = candidates(policy, plan.obs, plan.noise, policy.config.selector_samples)
     same = [c for c in range(len(found.sources)) if torch.equal(found.executed[c], plan.chosen)]
     if not same:
         raise RuntimeError(

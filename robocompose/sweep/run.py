@@ -20,6 +20,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from robocompose.composition.config import LATER_FIELDS
 from robocompose.config import ConfigError
 from robocompose.interrupt import ResumableInterrupt, interrupt_deferred
 from robocompose.launch.episodes import EpisodeJob
@@ -72,7 +73,13 @@ def _check_manifest(path: Path, sweep_plan: SweepPlan) -> None:
         path.write_text(json.dumps(manifest, indent=2) + "\n")
         return
     saved, now = _flat(json.loads(path.read_text())), _flat(manifest)
-    differ = sorted(k for k in saved.keys() | now.keys() if saved.get(k) != now.get(k))
+    # a composition field added after the folder was written held its default there
+    later = {f"config.composition.{k}": v for k, v in LATER_FIELDS.items()}
+    differ = sorted(
+        k
+        for k in saved.keys() | now.keys()
+        if saved.get(k, later.get(k)) != now.get(k, later.get(k))
+    )
     if differ:
         raise ConfigError(
             f"{path.parent} holds a sweep with another config (differs in {', '.join(differ)}); "

@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass
 
 from robocompose.hierarchical.goal.facts import SceneNames, colour_of
-from robocompose.hierarchical.goal.lifting import lift
+from robocompose.hierarchical.goal.lifting import OTHER_WORDS, lift
 
 # colour words a person may use for a block or a bin (the scenes use the first eight)
 COLOUR_WORDS = (
@@ -30,7 +30,15 @@ COLOUR_WORDS = (
     "black", "pink", "brown", "grey", "gray", "magenta", "violet", "teal", "gold", "silver",
     "indigo", "maroon", "navy", "beige", "turquoise", "lime",
 )  # fmt: skip
-BIN_NOUNS = frozenset({"bin", "bins", "box", "boxes", "basket", "baskets", "tray", "container"})
+BIN_NOUNS = frozenset({
+    "bin", "bins", "box", "boxes", "basket", "baskets", "tray", "container",
+    "kiste", "korb", "behälter", "schale",  # German: the colour comes first, as in English
+})  # fmt: skip
+# French and Spanish bins: the colour comes after the noun ("le bac rouge", "la caja roja")
+BIN_NOUNS_BEFORE = frozenset({
+    "bac", "bacs", "boîte", "boite", "panier", "caisse", "caja", "cajas", "cesta", "contenedor",
+    "bandeja",
+})  # fmt: skip
 _FILLERS = frozenset({"s", "coloured", "colored", "one"})  # "blue's bin", "the red-coloured box"
 # words that point at blocks without naming them: quantifiers, "the others", "the top block"
 _REFERENCE = re.compile(
@@ -48,30 +56,48 @@ _CONSTRAINT_WORD = re.compile(r"\b[a-z][a-z_]*?(?:_bin)?\b")
 
 @dataclass(frozen=True)
 class Mentions:
-    """Colour words of a request, split by what they name: a block or a bin."""
+    """Colours a request names, in English, split by what they name: a block or a bin."""
 
     blocks: frozenset[str]
     bins: frozenset[str]
 
 
-def mentions(request: str) -> Mentions:
-    """The colours the request uses for blocks and for bins ("red bin" is a bin mention)."""
+def _colour(word: str, scene_colours: set[str]) -> str | None:
+    """The colour `word` names: a scene's own colour name first, then the colour it is another
+    word for (a synonym, French, German, Spanish: as lifting reads it), then itself when it is
+    a colour word; None for any other word."""
+    if word in scene_colours:
+        return word
+    for colour, others in OTHER_WORDS.items():
+        if word in others:
+            return colour
+    return word if word in COLOUR_WORDS else None
+
+
+def mentions(request: str, scene: SceneNames | None = None) -> Mentions:
+    """The colours the request uses for blocks and for bins ("red bin", "la caja roja" are bin
+    mentions), each word read as `_colour` reads it in `scene`."""
+    scene_colours = {colour_of(n) for n in (*scene.blocks, *scene.bins)} if scene else set()
     words = _WORD.findall(request.lower())
     blocks, bins = set(), set()
     for i, word in enumerate(words):
-        if word not in COLOUR_WORDS:
+        colour = _colour(word, scene_colours)
+        if colour is None:
             continue
-        rest = [w for w in words[i + 1 : i + 3] if w not in _FILLERS][:1]
-        (bins if rest and rest[0] in BIN_NOUNS else blocks).add(word)
+        after = [w for w in words[i + 1 : i + 3] if w not in _FILLERS][:1]
+        before = words[i - 1 : i] if i else []
+        is_bin = (after and after[0] in BIN_NOUNS) or (before and before[0] in BIN_NOUNS_BEFORE)
+        (bins if is_bin else blocks).add(colour)
     return Mentions(frozenset(blocks), frozenset(bins))
 
 
 def missing_names(request: str, scene: SceneNames) -> list[str]:
-    """What the request names that the scene lacks, e.g. ["yellow bin", "purple"]; a colour said
-    of a block may name a bin of that colour ("put green into red")."""
+    """What the request names that the scene lacks, e.g. ["yellow bin", "purple"], in English
+    whatever language it was said in; a colour said of a block may name a bin of that colour
+    ("put green into red")."""
     block_colours = {colour_of(b) for b in scene.blocks}
     bin_colours = {colour_of(b) for b in scene.bins}
-    said = mentions(request)
+    said = mentions(request, scene)
     missing = [f"{c} bin" for c in sorted(said.bins) if c not in bin_colours]
     missing += [c for c in sorted(said.blocks) if c not in block_colours | bin_colours]
     return missing

@@ -35,6 +35,15 @@ BINS = SceneNames(("red_block", "blue_block"), ("red_bin", "green_bin", "blue_bi
         ("put the red block in the green bin", STACK, ["green bin"]),  # Stack has no bins
         ("put red into green", BINS, []),  # a colour said of a block may name a bin
         ("stack green on red, then blue on green", STACK, []),
+        # another word for a colour the scene has is that colour; for one it lacks, missing
+        ("put the navy block on red", STACK, []),
+        ("put the violet block on red", STACK, ["purple"]),
+        # other languages: French and Spanish name the bin before its colour, German after
+        ("pon el bloque morado en la caja roja", BINS, ["purple"]),
+        ("pon el bloque azul en la caja amarilla", BINS, ["yellow bin"]),
+        ("mets le cube bleu dans le bac vert", BINS, []),
+        ("leg den blauen Würfel in die gelbe Kiste", BINS, ["yellow bin"]),
+        ("mets le cube rouge dans le bac vert", STACK, ["green bin"]),
     ],
 )
 def test_names_the_scene_lacks(request_, scene, missing):
@@ -44,6 +53,12 @@ def test_names_the_scene_lacks(request_, scene, missing):
 def test_bin_mentions_are_told_from_block_mentions():
     said = mentions("Put the purple block in the red bin and also in the purple bin.")
     assert said.blocks == {"purple"} and said.bins == {"red", "purple"}
+
+
+def test_a_scene_name_wins_over_the_colour_it_is_another_word_for():
+    violet = SceneNames(("violet_block", "red_block"))
+    assert mentions("put the violet block on red", violet).blocks == {"violet", "red"}
+    assert missing_names("put the violet block on red", violet) == []
 
 
 @pytest.mark.parametrize(

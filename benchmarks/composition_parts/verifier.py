@@ -1,0 +1,180 @@
+"""Verifier (`--parts verifier`, per task `selector`): the selector driven by a chunk verifier
+learned from the search's own rollouts, refined by rounds of its own episodes, measured on fresh
+seeds against the better parent and the per-seed oracle.
+
+Three disjoint seed ranges per task:
+1. search seeds (SEED_START...): `search` races every searchable operator and each parent alone,
+   logging every executed chunk; those episodes train the first verifier. The search's choice
+   (P1 with the whole pool) is measured on the fresh seeds below.
+2. round seeds (ROUND_SEED_START...): each round the selector, by the newest verifier, plays new
+   seeds with chunk logs, and a verifier is trained again on every log so far (the selector
+   visits states the search's candidates did not).
+3. fresh seeds (HELDOUT_SEED_START...): the parents, the searched choice and the selector by the
+   last verifier, each paired seed by seed against the better parent there;
+   oracle_gap_closed = (selector - better) / (oracle - better).
+
+The selector's composed candidate is the search's best composition (its operator and weights).
+Everything resumes: the search's and each round's episodes and chunk logs are on disk, a
+verifier file already written is kept.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+from pathlib import Path
+
+from common import ROOT
+
+from robocompose.compare import compare
+from robocompose.composition.api import candidate_label, compose, search
+from robocompose.composition.verifier import load_verifier
+from robocompose.composition.verifier_training import train_verifier
+from robocompose.evaluation import evaluate
+
+from .quality import _candidate_fresh
+from .selector import selector_headlines
+from .shared import HELDOUT_SEED_START, OUT, SEED_START, paired_entry, parents_of, pick_best
+
+ROUND_SEED_START = 200_000  # the verifier's rounds: neither search nor fresh seeds
+HALF = 0.5  # `oracle_gap_half_tasks`: tasks whose selector closes at least this share
+
+
+def _verifier(logs: list[Path], out: Path) -> dict:
+    """Train on `logs` into `out` unless that file is there; its training report."""
+    if not out.is_file():
+        report = train_verifier(logs, out)
+        print(f"verifier {out.name}: {report.summary()}", flush=True)
+    return load_verifier(out).header["report"]
+
+
+def verifier_selector(
+    task: str,
+    search_episodes: int,
+    rounds: int,
+    round_episodes: int,
+    fresh_episodes: int,
+    first_slice: int,
+    std_weight: float,
+) -> dict:
+    """The pipeline above for one task; its stored entry."""
+    parents, names = parents_of(task)
+    folder = OUT / task / "verifier"
+    search_seeds = list(range(SEED_START, SEED_START + search_episodes))
+    found = search(
+        parents,
+        search_seeds,
+        out_dir=folder / "search",
+        first_slice=first_slice,
+        chunk_log=True,
+        progress=False,
+    )
+    print(f"{task} search over every operator:\n{found.table()}", flush=True)
+    composed = found.best_composed
+    settings = {
+        "selector_composition": composed.operator,
+        "selector_score": "verifier",
+        "verifier_std_weight": std_weight,
+    }
+    logs = [folder / "search" / "chunks"]
+    reports = [_verifier(logs, folder / "round0.safetensors")]
+    round_rows = []
+    for r in range(1, rounds + 1):
+        start = ROUND_SEED_START + (r - 1) * round_episodes
+        seeds = list(range(start, start + round_episodes))
+        policy = compose(
+            parents,
+            "selector",
+            composed.weights,
+            verifier=str(folder / f"round{r - 1}.safetensors"),
+            **settings,
+        )
+        played = folder / f"round{r}"
+        result = evaluate(
+            policy,
+            seeds,
+            out=played / "episodes.jsonl",
+            chunk_log=played / "chunks",
+            progress=False,
+        )
+        print(f"{task} round {r} selector: {result.summary()}", flush=True)
+        round_rows.append({"round": r, "seeds": {"start": start, "episodes": len(seeds)}})
+        round_rows[-1] |= result.row()
+        logs.append(played / "chunks")
+        reports.append(_verifier(logs, folder / f"round{r}.safetensors"))
+
+    fresh_seeds = list(range(HELDOUT_SEED_START, HELDOUT_SEED_START + fresh_episodes))
+    fresh_dir = OUT / task / "fresh"
+    on_fresh = compare(*parents, fresh_seeds, out_dir=fresh_dir, labels=tuple(names))
+    rows = {n: r.row() for n, r in zip(names, on_fresh.results, strict=True)}
+    better = pick_best(rows)
+    final = folder / f"round{rounds}.safetensors"
+    selector = compose(parents, "selector", composed.weights, verifier=str(final), **settings)
+    label = f"{candidate_label('selector', composed.weights)}_verifier_r{rounds}"
+    pair = compare(
+        selector,
+        parents[names.index(better)],
+        fresh_seeds,
+        out_dir=fresh_dir,
+        labels=(label, better),
+    )
+    print(f"{task} fresh selector - {better}: {pair.paired.format()}", flush=True)
+    choice = found.choice
+    candidate = (
+        {"kind": "composition", "operator": choice.operator, "weights": list(choice.weights)}
+        if found.chosen_kind == "composition"
+        else {"kind": "parent_native", "parent": names[choice.index]}
+    )
+    chosen_fresh = _candidate_fresh(candidate, parents, names, better, on_fresh, fresh_dir)
+    print(f"{task} fresh search choice - {better}: {chosen_fresh['formatted']}", flush=True)
+    success, oracle = pair.results[0].row()["success"], on_fresh.oracle
+    base = rows[better]["success"]
+    return {
+        "method": (
+            f"selector (verifier after {rounds} rounds, lower bound k={std_weight}; "
+            f"{selector.config.selector_samples} native samples per parent + {composed.operator} "
+            f"{list(composed.weights)})"
+        ),
+        "seeds": {"start": fresh_seeds[0], "episodes": len(fresh_seeds)},
+        "better_parent": better,
+        **pair.results[0].row(),
+        "minus_better_parent": paired_entry(pair),
+        "oracle": oracle,
+        "oracle_gap_closed": (success - base) / (oracle - base) if oracle > base else None,
+        "verifier": {
+            "file": os.path.relpath(final, ROOT),
+            "search_seeds": {"start": SEED_START, "episodes": search_episodes},
+            "rounds": round_rows,
+            "training": reports,
+        },
+        "search_all_operators": {
+            "operators": found.provenance["search"]["operators"],
+            "chosen": candidate,
+            "episodes_spent": found.episodes_spent,
+            "fresh_minus_better_parent": chosen_fresh,
+        },
+    }
+
+
+def store_verifier_selector(results: dict, task: str, entry: dict) -> None:
+    """The learned selector becomes the task's `selector` (the training-free run it replaces
+    moves to `selector_by_score.agreement`); then the headlines."""
+    row = results.setdefault("quality", {}).setdefault(task, {})
+    previous = row.get("selector")
+    if previous is not None and "verifier" not in previous:
+        row.setdefault("selector_by_score", {})["agreement"] = previous
+    row["selector"] = entry
+    selector_headlines(results)
+    shares = {
+        t: r["selector"].get("oracle_gap_closed")
+        for t, r in results["quality"].items()
+        if "selector" in r
+    }
+    results["oracle_gap_half_tasks"] = sorted(
+        t for t, s in shares.items() if s is not None and s >= HALF
+    )
+    selectors = [r.get("selector", {}) for r in results["quality"].values()]
+    learned = [s for s in selectors if "verifier" in s]
+    results["selector_verifier_mean_delta_pts"] = 100 * statistics.mean(
+        r["minus_better_parent"]["difference"] for r in learned
+    )
