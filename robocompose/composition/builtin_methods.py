@@ -233,9 +233,24 @@ class SelectorMethod(CompositionMethod):
             )
         if learned and not Path(config.verifier).is_file():
             raise ValueError(f"`verifier` {config.verifier} is not a file.")
+        contrast = config.selector_score == "contrast"
+        if contrast and len(config.selector_contrast or ()) != len(config.weights):
+            raise ValueError(
+                "`selector_contrast` must name a weaker checkpoint of each parent for "
+                f"selector_score 'contrast' ({len(config.weights)} parents). Got "
+                f"{config.selector_contrast}."
+            )
+        if config.selector_contrast is not None and not contrast:
+            raise ValueError(
+                "`selector_contrast` is read by selector_score 'contrast' only. Got "
+                f"selector_score {config.selector_score!r}."
+            )
 
     def verifier_file(self, config: CompositionConfig) -> str | None:
         return config.verifier if config.selector_score == "verifier" else None
+
+    def contrast_checkpoints(self, config: CompositionConfig) -> list[str] | None:
+        return list(config.selector_contrast or ()) if config.selector_score == "contrast" else None
 
     @staticmethod
     def _composed(config: CompositionConfig) -> CompositionMethod:

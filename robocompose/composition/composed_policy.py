@@ -124,6 +124,7 @@ class ComposedPolicy:
         parallel = self._executor is not None and (self._groups is None or len(self._groups) > 1)
         self.times = ParentTimes(parent_names(parents), parallel=parallel)
         self.verifier = self._verifier()
+        self.contrast = self._contrast()
         self.chosen_sources: list[str] | None = None
 
     def _verifier(self) -> Verifier | None:
@@ -135,6 +136,27 @@ class ComposedPolicy:
         n_exec = self.executed.stop - self.executed.start
         verifier.check_fits(target_of(self.parents, parent_names(self.parents), n_exec))
         return verifier.to(*self._placement())
+
+    def _contrast(self) -> list[GenerativePolicy] | None:
+        """The weaker checkpoints the method scores against, each checked against its parent:
+        its samples must be chunks of the same steps and actions, from the same observations."""
+        paths = self.method.contrast_checkpoints(self.config)
+        if paths is None:
+            return None
+        from robocompose.policies.checkpoint import load_policy
+
+        weak = [load_policy(p) for p in paths]  # its own copy: moved with this policy
+        for i, (parent, other, path) in enumerate(zip(self.parents, weak, paths, strict=True)):
+            mine, theirs = parent.config, other.config
+            for field in ("obs_keys", "obs_shapes", "n_obs_steps", "horizon", "action_dim"):
+                if getattr(mine, field) != getattr(theirs, field):
+                    raise ValueError(
+                        f"selector_contrast[{i}] ({path}) must be a weaker checkpoint of parent "
+                        f"{i}: its {field} is {getattr(theirs, field)}, the parent's "
+                        f"{getattr(mine, field)}."
+                    )
+            other.to(*self._placement())
+        return weak
 
     @property
     def steps(self) -> int:
@@ -155,6 +177,8 @@ class ComposedPolicy:
             parent.to(*args, **kwargs)
         if self.verifier is not None:
             self.verifier.to(*args, **kwargs)
+        for weak in self.contrast or ():
+            weak.to(*args, **kwargs)
         self._probes = None  # a conversion that swaps parameters leaves no stale probe
         self._place()
         return self
@@ -324,7 +348,7 @@ class ComposedPolicy:
     def fingerprint(self) -> str:
         """Hashes everything that changes actions: the parents, the settings and the resolved
         sigma grid (a Karras grid replaces the reference one when the method needs it); a
-        verifier by its file's content, wherever it lies."""
+        verifier by its file's content and weaker checkpoints by theirs, wherever they lie."""
         parts = [p.fingerprint() for p in self.parents]
         config = self.config.as_record() | {
             "steps": self.steps,
@@ -332,6 +356,8 @@ class ComposedPolicy:
         }
         if self.verifier is not None:
             config["verifier"] = self.verifier.digest
+        if self.contrast is not None:
+            config["selector_contrast"] = [p.fingerprint() for p in self.contrast]
         for how_it_runs in ("parallel", "fuse"):  # the same actions to float rounding
             del config[how_it_runs]
         text = json.dumps([parts, config], sort_keys=True, default=str)

@@ -20,9 +20,10 @@ from robocompose.choices import check_choices, one_of
 # without it (a test keeps both in step); the annealed MCMC's scores vanish at sigma = inf
 SAMPLER_NAMES = ("euler", "heun", "ancestral", "mcmc")
 FINITE_SIGMA_SAMPLERS = ("mcmc",)
-# the selector's scores (composition.selector) that need no state across chunks; "verifier" is
-# learned, from the `verifier` file (a test keeps these in step with the selector's)
-SELECTOR_SCORES = ("agreement", "denoising", "likelihood", "verifier")
+# the selector's scores (composition.selector) that need no state across chunks; "contrast"
+# also needs a weaker checkpoint of each parent (`selector_contrast`); "verifier" is learned,
+# from the `verifier` file (a test keeps these in step with the selector's)
+SELECTOR_SCORES = ("agreement", "denoising", "likelihood", "contrast", "verifier")
 # the methods whose operator can make the selector's composed candidate (the searchable ones)
 SELECTOR_COMPOSITIONS = ("convex", "weighted_sum")
 # fields added after compositions' fingerprints and search records were first written, with
@@ -34,6 +35,7 @@ LATER_FIELDS: dict[str, Any] = {
     "verifier_std_weight": 0.0,
     "selector_composition": "convex",
     "selector_samples": 2,
+    "selector_contrast": None,
 }
 
 
@@ -69,6 +71,9 @@ class CompositionConfig:
     # selector only: native samples of each parent at every chunk (its candidates: this many per
     # parent, plus the composed one; more give a verifier more to choose from, at their cost)
     selector_samples: int = 2
+    # selector_score=contrast only: a weaker checkpoint of each parent, in the parents' order
+    # (e.g. an early training checkpoint), whose samples a candidate should stay away from
+    selector_contrast: Sequence[str] | None = None
     sampler_kwargs: dict[str, Any] = field(default_factory=dict)
     # Parents on their own threads. Off by default: for every shipped pair at batch 1, one
     # thread running the parents in turn was as fast or faster (sub-millisecond forwards fight
@@ -103,6 +108,8 @@ class CompositionConfig:
             raise ValueError(f"`steps` must be >= 1 or None. Got {self.steps}.")
         if self.n_action_steps is not None and self.n_action_steps < 1:
             raise ValueError(f"`n_action_steps` must be >= 1 or None. Got {self.n_action_steps}.")
+        if self.selector_contrast is not None:
+            self.selector_contrast = [str(p) for p in self.selector_contrast]
         if self.selector_samples < 1:
             raise ValueError(f"`selector_samples` must be >= 1. Got {self.selector_samples}.")
         if not (math.isfinite(self.verifier_std_weight) and self.verifier_std_weight >= 0):

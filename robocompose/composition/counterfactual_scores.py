@@ -54,7 +54,9 @@ def boundary_scores(
                 continue
             obs = {k: torch.as_tensor(v, device=device)[None] for k, v in b.obs.items()}
             full = None if b.full is None else torch.as_tensor(b.full, device=device)[:, None]
-            found = Candidates(torch.as_tensor(b.executed, device=device)[:, None], full, b.sources)
+            executed = torch.as_tensor(b.executed, device=device)[:, None]
+            noise = torch.as_tensor(b.noise, device=device)[None]
+            found = Candidates(executed, full, b.sources, noise)
             previous = None if b.previous is None else torch.as_tensor(b.previous, device=device)
             rated = score(policy, obs, found, None if previous is None else previous[None])
             values.append(rated[:, 0].double().cpu().numpy())

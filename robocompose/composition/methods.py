@@ -56,6 +56,7 @@ class Composition(Protocol):
     executed: slice  # the steps of parent 0's chunk that are executed
     times: ParentTimes
     verifier: Verifier | None  # the learned verifier the method scores by (`verifier_file`)
+    contrast: list[GenerativePolicy] | None  # weaker parents (`contrast_checkpoints`)
     # a method that picks each row's chunk among candidates says which, per row, in every call
     # ("parent<i>" or "composition"; a chunk log records it); None: the composition's own
     chosen_sources: list[str] | None
@@ -130,6 +131,11 @@ class CompositionMethod:
     def verifier_file(self, config: CompositionConfig) -> str | None:
         """The learned verifier file this method scores by (the composed policy loads it and
         checks it fits), None for none."""
+        return None
+
+    def contrast_checkpoints(self, config: CompositionConfig) -> list[str] | None:
+        """Weaker checkpoints of the parents this method scores against (the composed policy
+        loads them and checks each fits its parent), None for none."""
         return None
 
     def operator(self, config: CompositionConfig) -> Operator | None:

@@ -56,6 +56,7 @@ class Candidates:
     executed: torch.Tensor  # (C, B, n_exec, A): the steps that would run
     full: torch.Tensor | None  # (C, B, H, A): whole chunks, when the parents' chunks align
     sources: list[str]  # "parent<i>" or "composition", per candidate
+    noise: torch.Tensor | None = None  # (B, H, A): the chunk's noise they were drawn from
 
     def need_full(self, score: str) -> torch.Tensor:
         if self.full is None:
@@ -102,7 +103,7 @@ def candidates(
     executed.append(composed[:, policy.executed])
     full.append(composed)
     sources.append("composition")
-    return Candidates(torch.stack(executed), torch.stack(full) if aligned else None, sources)
+    return Candidates(torch.stack(executed), torch.stack(full) if aligned else None, sources, noise)
 
 
 def agreement(policy: Composition, obs, cands: Candidates, previous=None) -> torch.Tensor:
@@ -212,6 +213,42 @@ def bidirectional(policy: Composition, obs, cands: Candidates, previous=None) ->
     return _ranks(coherence(policy, obs, cands, previous)) + _ranks(forward)
 
 
+def weak_samples(policy: Composition, obs, noise: torch.Tensor, per_parent: int) -> torch.Tensor:
+    """`per_parent` samples of each parent's weaker checkpoint (`policy.contrast`): their
+    executed steps (N, B, n, A) in parent 0's normalised space. Noise from per-row generators
+    of their own (seeded by the row's noise shifted by one: not the candidates' draws)."""
+    if policy.contrast is None:
+        raise ValueError(
+            "selector score 'contrast' needs `selector_contrast`: a weaker checkpoint of each "
+            "parent (e.g. an early training checkpoint)."
+        )
+    generators = RowGenerators(noise + 1.0)
+    normalize = policy.parents[0].action_normalizer.normalize
+    n_exec = policy.executed.stop - policy.executed.start
+    out = []
+    for i, weak in enumerate(policy.contrast):
+        view = policy.parent_view(policy.parents[i], obs)
+        own = noise[:, : weak.config.horizon]
+        begin = policy.executed.start - policy.starts[i]
+        for _ in range(per_parent):
+            chunk = normalize(weak.sample(view, policy.steps, randn(own.shape, generators, own)))
+            out.append(chunk[:, begin : begin + n_exec])
+    return torch.stack(out)
+
+
+def contrast(policy: Composition, obs, cands: Candidates, previous=None) -> torch.Tensor:
+    """Bidirectional Decoding's forward contrast (C, B): a candidate's mean distance to the
+    weaker checkpoints' samples (negatives) minus its mean distance to the other candidates
+    (positives, as `agreement`): what the strong samples agree on and the weak ones do not.
+    The weak samples are drawn here, from `cands.noise`."""
+    if cands.noise is None:
+        raise ValueError("selector score 'contrast' needs the candidates' noise.")
+    flat = cands.executed.flatten(2).transpose(0, 1)  # (B, C, n * A)
+    weak = weak_samples(policy, obs, cands.noise, policy.config.selector_samples)
+    negatives = torch.cdist(flat, weak.flatten(2).transpose(0, 1)).mean(-1)  # (B, C)
+    return negatives.transpose(0, 1) + agreement(policy, obs, cands)
+
+
 def verifier(policy: Composition, obs, cands: Candidates, previous=None) -> torch.Tensor:
     """The composition's verifier's estimate of success (C, B) for each candidate's executed
     steps (in env units, as the chunk logs it learned from hold them) from the row's current
@@ -239,8 +276,9 @@ SCORES: dict[str, Score] = {
     "bidirectional": bidirectional,
 }
 LEARNED: dict[str, Score] = {"verifier": verifier}  # from a model trained on chunk logs
+CONTRASTED: dict[str, Score] = {"contrast": contrast}  # training-free, with weaker checkpoints
 
 
 def score_of(name: str) -> Score:
-    """The score `name`, training-free or learned."""
-    return {**SCORES, **LEARNED}[name]
+    """The score `name`: training-free, against weaker checkpoints, or learned."""
+    return {**SCORES, **CONTRASTED, **LEARNED}[name]

@@ -15,9 +15,12 @@ from robocompose.composition.selector import (
     agreement,
     candidates,
     coherence,
+    contrast,
     likelihood,
     ode_log_density,
+    weak_samples,
 )
+from robocompose.policies.checkpoint import save_policy
 from tests.composition.test_composed_policy import _obs, tiny_policy
 
 
@@ -103,3 +106,44 @@ def test_whole_chunk_scores_refuse_parents_of_other_horizons() -> None:
     found.full = None
     with pytest.raises(ValueError, match="horizon"):
         likelihood(policy, obs, found)
+
+
+def test_contrast_pushes_away_from_the_weaker_checkpoints_samples(tmp_path) -> None:
+    """Forward contrast: agreement plus the mean distance to the weaker checkpoints' samples,
+    which are drawn per row (a row's rating does not depend on its batch) and differ from the
+    candidates' draws; a candidate moved onto the weak samples loses its rating."""
+    flow, ddpm = _pair()
+    weak = [save_policy(tiny_policy(seed), tmp_path / f"weak{seed}") for seed in (7, 8)]
+    config = CompositionConfig(
+        operator="selector", selector_score="contrast", selector_contrast=[str(w) for w in weak]
+    )
+    policy = ComposedPolicy([flow, ddpm], config)
+    obs, noise = _obs(3), torch.randn(3, 16, 2, generator=torch.Generator().manual_seed(5))
+    with torch.no_grad():
+        found = candidates(policy, obs, noise, per_parent=2)
+        negatives = weak_samples(policy, obs, noise, 2)
+        values = contrast(policy, obs, found)
+        row = candidates(policy, {k: v[1:2] for k, v in obs.items()}, noise[1:2], per_parent=2)
+        alone = contrast(policy, {k: v[1:2] for k, v in obs.items()}, row)
+    assert negatives.shape == (4, 3, 4, 2)
+    assert not any(torch.equal(n, c) for n in negatives for c in found.executed)
+    torch.testing.assert_close(alone[:, 0], values[:, 1])
+    mean_distance = (found.executed[:, None] - negatives[None]).flatten(3).norm(dim=3).mean(1)
+    torch.testing.assert_close(values, agreement(policy, obs, found) + mean_distance)
+    found.executed[0] = negatives.mean(0)  # candidate 0 now sits among the weak samples
+    assert torch.all(contrast(policy, obs, found)[0] < values[0])
+
+
+def test_contrast_needs_a_fitting_weaker_checkpoint_of_each_parent(tmp_path) -> None:
+    flow, ddpm = _pair()
+    other = save_policy(tiny_policy(3, horizon=8), tmp_path / "short")
+    fits = save_policy(tiny_policy(4), tmp_path / "fits")
+    with pytest.raises(ValueError, match="weaker checkpoint of each parent"):
+        ComposedPolicy(
+            [flow, ddpm], CompositionConfig(operator="selector", selector_score="contrast")
+        )
+    config = CompositionConfig(
+        operator="selector", selector_score="contrast", selector_contrast=[str(fits), str(other)]
+    )
+    with pytest.raises(ValueError, match=r"selector_contrast\[1\] .* its horizon is 8"):
+        ComposedPolicy([flow, ddpm], config)

@@ -15,7 +15,7 @@ from robocompose.cli import main
 from robocompose.composition.composed_policy import ComposedPolicy, parent_names
 from robocompose.composition.config import SELECTOR_SCORES, CompositionConfig
 from robocompose.composition.methods import method_of
-from robocompose.composition.selector import LEARNED, SCORES, candidates
+from robocompose.composition.selector import CONTRASTED, LEARNED, SCORES, candidates
 from robocompose.composition.verifier import Target, Verifier, load_verifier, target_of
 from robocompose.composition.verifier_config import VerifierTrainConfig
 from robocompose.composition.verifier_training import train_verifier
@@ -179,7 +179,7 @@ def test_the_config_names_the_missing_verifier_field() -> None:
         )
     with pytest.raises(ValueError, match="`selector_score` must be one of"):
         CompositionConfig(operator="selector", selector_score="coherence")
-    assert set(SELECTOR_SCORES) <= set(SCORES) | set(LEARNED)
+    assert set(SELECTOR_SCORES) <= set(SCORES) | set(CONTRASTED) | set(LEARNED)
 
 
 def test_the_verb_trains_prints_the_auc_and_writes_the_file(tmp_path, capsys) -> None:
