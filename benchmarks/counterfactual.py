@@ -9,7 +9,8 @@ within-boundary AUC and mean per-boundary ranking accuracy with 95% bootstrap in
 (`counterfactual_scores.Ranking`), the candidates' success by source, how often the
 selector's own pick succeeded, the seconds per boundary (its candidates and branches) and per
 episode (those and the selector's own episode); with `--verifier TASK=FILE`, the
-verifier's too (`verifier_auc_counterfactual`).
+verifier's too (`verifier_auc_counterfactual`); with `--contrast TASK=WEAK0,WEAK1` (a weaker
+checkpoint of each parent), Bidirectional Decoding's forward contrast, the untrained baseline.
 
 The finisher: `--finisher TASK=CHECKPOINT`, else composition.json's better parent for the
 task, else the better of the pair on `--finisher-episodes` seeds (measured, resumable). Each
@@ -27,6 +28,7 @@ import argparse
 import os
 import time
 from collections import defaultdict
+from dataclasses import replace
 
 import numpy as np
 from common import RUNS_DIR, ResultsFile, cpu_model
@@ -34,6 +36,7 @@ from composition_parts.shared import HELDOUT_SEED_START, pick_best
 
 from robocompose.compare import compare
 from robocompose.composition.api import compose
+from robocompose.composition.composed_policy import ComposedPolicy
 from robocompose.composition.counterfactual import (
     CounterfactualEpisode,
     counterfactual_episode,
@@ -118,7 +121,11 @@ def _sources(episodes: list[CounterfactualEpisode], names: list[str]) -> dict[st
 
 
 def summarise(
-    policy, episodes: list[CounterfactualEpisode], names: list[str], verifier: str | None
+    policy,
+    episodes: list[CounterfactualEpisode],
+    names: list[str],
+    verifier: str | None,
+    contrast: list[str] | None = None,
 ) -> dict:
     """The task's labels and every score's ranking of them."""
     boundaries = [b for e in episodes for b in e.boundaries]
@@ -140,6 +147,13 @@ def summarise(
         "seconds_per_boundary": float(np.mean([b.seconds for b in boundaries])),
         "seconds_per_episode": float(np.mean([e.seconds for e in episodes])),
     }
+    if contrast is not None:  # BID's forward contrast: the untrained baseline
+        config = replace(policy.config, selector_score="contrast", selector_contrast=contrast)
+        judge = ComposedPolicy(policy.parents, config)
+        scores["contrast"] = ranking(
+            boundary_scores(judge, boundaries, "contrast"), labels
+        ).to_dict()
+        entry["contrast"] = {"checkpoints": contrast}
     if verifier is not None:
         judge = verifier_policy(policy, verifier)
         found = ranking(boundary_scores(judge, boundaries, "verifier"), labels).to_dict()
@@ -158,11 +172,18 @@ def main() -> None:
     parser.add_argument("--finisher", action="append", default=[], help="TASK=CHECKPOINT")
     parser.add_argument("--verifier", action="append", default=[], help="TASK=FILE")
     parser.add_argument(
+        "--contrast",
+        action="append",
+        default=[],
+        help="TASK=WEAK0,WEAK1: a weaker checkpoint of each parent, for the contrast score",
+    )
+    parser.add_argument(
         "--finisher-episodes", type=int, default=100, help="seeds to measure the better parent"
     )
     args = parser.parse_args()
     finishers = _per_task(args.finisher, "--finisher")
     verifiers = _per_task(args.verifier, "--verifier")
+    contrasts = {t: v.split(",") for t, v in _per_task(args.contrast, "--contrast").items()}
     seeds = list(range(args.seed_start, args.seed_start + args.episodes))
     for task in args.tasks.split(","):
         paths = parent_pair(task)
@@ -183,7 +204,7 @@ def main() -> None:
             "finisher_from": source,
             "seeds": {"start": seeds[0], "episodes": len(seeds)},
             "boundaries_per_episode": args.boundaries,
-            **summarise(policy, episodes, names, verifiers.get(task)),
+            **summarise(policy, episodes, names, verifiers.get(task), contrasts.get(task)),
             "wall_seconds_this_run": round(time.perf_counter() - started, 1),
             "cpu": cpu_model(),
             "load_average": list(os.getloadavg()),

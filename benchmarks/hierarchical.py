@@ -396,7 +396,7 @@ def run_reading(
     first, second = readers(config, args.goal_readings)
     adapted = getattr(first, "lora", None) is not None
     label = READING_LABELS[args.goal_readings if adapted else "examples"]
-    label += goal_setting_label(args)
+    label += goal_setting_label(args, getattr(first, "lora", None))
     prefix = "unseen" if unseen else f"reading_{split}"
     path = out_dir / f"{prefix}_{model.replace('.', '_')}_{label}.jsonl"
     done = _done(path)
@@ -495,9 +495,11 @@ def goal_options(args: argparse.Namespace) -> dict[str, Any]:
     return options | ({"orders": args.orders} if args.orders else {})
 
 
-def goal_setting_label(args: argparse.Namespace) -> str:
-    """What sets a goal-planner run apart from the default, for its file and row names."""
-    parts = [f"lora-{Path(args.lora).stem}"] if args.lora else []
+def goal_setting_label(args: argparse.Namespace, adapter: str | Path | None) -> str:
+    """What sets a goal-planner run apart, for its file and row names: the adapter file it
+    read with (named even when it is the shipped one, so a newly shipped adapter never resumes
+    an older one's file), then the options."""
+    parts = [f"lora-{Path(adapter).stem}"] if adapter else []
     parts += ["revise"] * args.revise + ["revise-solver"] * args.revise_solver
     parts += ["channel"] * args.noisy_channel + [f"orders{args.orders}"] * bool(args.orders)
     return "".join(f"+{p}" for p in parts)
@@ -519,7 +521,8 @@ def run_categories(model: str, args: argparse.Namespace, out_dir: Path) -> None:
         subset = category_subset(items, per_category)
         label = planner
         if planner == "goal":
-            label = READING_LABELS[readings if adapter else "examples"] + goal_setting_label(args)
+            label = READING_LABELS[readings if adapter else "examples"]
+            label += goal_setting_label(args, adapter)
         path = out_dir / f"families_{slug}_{label}_{args.split}.jsonl"
         done = _done(path)
         for item in subset:

@@ -258,6 +258,85 @@ def selector() -> str:
     return fmt.table(header, rows) + pooled
 
 
+def _choice(chosen: dict) -> str:
+    if chosen["kind"] == "parent_native":
+        return f"{chosen['parent']} alone"
+    return f"{chosen['operator']} {fmt.weights(chosen['weights'])}"
+
+
+def verifier_selector() -> str:
+    """The selector by the learned verifier: the search over every operator it learned from, its
+    rounds, and on fresh seeds against the better parent and the oracle; the verifier's ranking
+    of counterfactual labels beside the untrained scores' (counterfactual.json)."""
+    d = fmt.read("composition.json")
+    labelled = fmt.read("counterfactual.json").get("tasks", {})
+    rows = []
+    for task, q in sorted(d["quality"].items()):
+        s = q.get("selector", {})
+        if "verifier" not in s:
+            continue
+        v, searched = s["verifier"], s["search_all_operators"]
+        aucs = " -> ".join(f"{r['auc_held_out']:.2f}" for r in v["training"])
+        rounds = ", ".join(f"{100 * r['success']:.0f}%" for r in v["rounds"]) or "-"
+        scores = labelled.get(task, {}).get("scores", {})
+        counterfactual = " / ".join(
+            "-" if scores.get(k, {}).get("auc") is None else f"{scores[k]['auc']:.2f}"
+            for k in ("verifier", "contrast", "agreement")
+        )
+        rows.append(
+            [
+                task,
+                _choice(searched["chosen"]),
+                fmt.points(searched["fresh_minus_better_parent"]),
+                aucs,
+                rounds,
+                fmt.rate(s),
+                fmt.points(s["minus_better_parent"]),
+                fmt.pct(s["oracle"]),
+                fmt.signed(s["oracle_gap_closed"]),
+                counterfactual,
+            ]
+        )
+    header = (
+        "task",
+        "search over every operator: choice",
+        "its choice - better parent (fresh)",
+        "verifier held-out AUC by round",
+        "selector in its rounds",
+        "selector (fresh)",
+        "- better parent (paired)",
+        "oracle",
+        "share of the oracle gap",
+        "counterfactual AUC verifier / contrast / agreement",
+    )
+    half = ", ".join(d.get("oracle_gap_half_tasks", [])) or "none"
+    return fmt.table(header, rows) + f"\n\nTasks where it closes half the oracle gap: {half}."
+
+
+def selector_cost() -> str:
+    """The selector's ms per chunk over the floor's, by score and samples per parent."""
+    d = fmt.read("composition.json").get("selector_latency", {})
+    rows = []
+    for task, t in sorted(d.items()):
+        for score in ("agreement", "verifier"):
+            if score not in t["batch1"]:
+                continue
+            for k, one in t["batch1"][score].items():
+                sixteen = t["batch16"][score][k]
+                rows.append(
+                    [
+                        task,
+                        score,
+                        f"{k} ({one['candidates']} candidates)",
+                        f"{one['ms']:.1f} ms, {one['ratio_to_floor']:.1f}x",
+                        f"{sixteen['ms']:.1f} ms, {sixteen['ratio_to_floor']:.1f}x",
+                    ]
+                )
+    header = ("task", "score", "samples per parent", "batch 1: per chunk, / floor",
+              "batch 16: per chunk, / floor")  # fmt: skip
+    return fmt.table(header, rows)
+
+
 def search_k3() -> str:
     """Three parents on Stack: each method's cheapest budget landing near the grid optimum in
     90% of the seed orders, then the best picks measured on fresh seeds."""
@@ -417,6 +496,8 @@ TABLES = (
     composition_cost,
     latency_floor,
     selector,
+    verifier_selector,
+    selector_cost,
     search_k3,
     external,
     external_grid,
