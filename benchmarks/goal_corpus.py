@@ -8,7 +8,14 @@ five-word runs of the test split, found in the corpus, each recounted here from 
 (must be 0: the builder drops any pair that leaks), and `leak_check_wordings` the same for the
 held-out wordings collection (typos, other languages, self-corrections); `seconds` to build it.
 
-    python benchmarks/goal_corpus.py [--pairs 12000] [--seed 0]
+With `--paraphrase-sources N`: the local model rewrites the first N English corpus requests
+(`hierarchical.adapter.paraphrase`: the plain model writes, the adapted reader judges), into
+runs/benchmarks/goal_corpus/paraphrases.jsonl as each is done (a rerun resumes), and
+`paraphrases` reports the sources done, every rewrite's verdict, the pairs kept, the corpus's
+distinct 3-grams with them added, and both leak checks over the kept pairs.
+`robocompose adapt paraphrases=runs/benchmarks/goal_corpus/paraphrases.jsonl` trains on them too.
+
+    python benchmarks/goal_corpus.py [--pairs 12000] [--seed 0] [--paraphrase-sources 200]
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from robocompose.hierarchical.adapter.corpus import (
     ngrams,
     write_corpus,
 )
+from robocompose.hierarchical.adapter.paraphrase import paraphrase_corpus, read_paraphrases
 from robocompose.hierarchical.adapter.train import LoRAConfig
 from robocompose.hierarchical.goal.lifting import lift
 from robocompose.hierarchical.instructions import instruction_items
@@ -50,11 +58,39 @@ def leak_check(pairs: list[CorpusPair], collection: str) -> dict[str, int]:
     }
 
 
+def paraphrased(pairs: list[CorpusPair], sources: int, threads: int) -> dict:
+    """The local model's paraphrases of the first `sources` English pairs (resumed)."""
+    from robocompose.hierarchical.llm import LLMConfig
+    from robocompose.hierarchical.planners.goal import readers
+
+    english = [p for p in pairs if p.language == "en"][:sources]
+    config = LLMConfig(model=LoRAConfig().model, n_threads=threads, cache=False)
+    writer, _ = readers(config, "examples")
+    reader, _ = readers(config, "adapted")
+    path = RUNS_DIR / "goal_corpus" / "paraphrases.jsonl"
+    start = time.perf_counter()
+    verdicts = paraphrase_corpus(english, writer, reader, path)
+    kept = read_paraphrases(path)
+    done = sum(1 for line in path.read_text().splitlines() if line.strip())
+    return {
+        "sources": done,
+        "verdicts": dict(verdicts),
+        "kept": len(kept),
+        "distinct_3grams_with_them": diversity([*pairs, *kept])["distinct_3grams"],
+        "leak_check": leak_check(kept, "test"),
+        "leak_check_wordings": leak_check(kept, "wordings"),
+        "seconds_this_run": round(time.perf_counter() - start, 1),
+        "file": str(path.relative_to(RUNS_DIR.parents[1])),
+    }
+
+
 def main() -> None:
     defaults = LoRAConfig()
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pairs", type=int, default=defaults.pairs)
     parser.add_argument("--seed", type=int, default=defaults.seed)
+    parser.add_argument("--paraphrase-sources", type=int, default=0, help="0: no paraphrases")
+    parser.add_argument("--n-threads", type=int, default=2, help="the local model's threads")
     args = parser.parse_args()
     start = time.perf_counter()
     pairs = build_corpus(args.pairs, args.seed)
@@ -67,6 +103,10 @@ def main() -> None:
         "leak_check": test,
         "leak_check_wordings": wordings,
     }
+    if args.paraphrase_sources:
+        result["paraphrases"] = paraphrased(pairs, args.paraphrase_sources, args.n_threads)
+    else:
+        result["paraphrases"] = RESULTS.read().get("paraphrases")
     RESULTS.write(result)
     print(
         f"{result['pairs']} pairs, {result['distinct_3grams']} distinct 3-grams, "

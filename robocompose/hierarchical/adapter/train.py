@@ -57,6 +57,8 @@ class LoRAConfig:
     batch: int = 4
     data: str = "corpus"
     pairs: int = 12_000
+    # data="corpus" only: a file of the local model's paraphrases (`adapter.paraphrase`), added
+    paraphrases: str | None = None
     variants: int = 8
     seed: int = 0
     device: str = "cpu"
@@ -70,6 +72,8 @@ class LoRAConfig:
             raise ValueError(f"`targets` has {unknown}; choose from {sorted(GGUF_NAMES)}.")
         if self.data not in DATA:
             raise ValueError(f"`data` must be one of {DATA}. Got {self.data!r}.")
+        if self.paraphrases is not None and self.data != "corpus":
+            raise ValueError("`paraphrases` are added to data='corpus' only.")
         if self.device not in ("cpu", "cuda"):
             raise ValueError(f"`device` must be 'cpu' or 'cuda'. Got {self.device!r}.")
         for name in ("rank", "steps", "batch", "pairs", "variants", "threads", "save_every"):
@@ -119,7 +123,12 @@ def training_data(config: LoRAConfig) -> list[tuple[Any, str]]:
     if config.data == "corpus":
         from robocompose.hierarchical.adapter.corpus import build_corpus
 
-        return [pair.messages() for pair in build_corpus(config.pairs, config.seed)]
+        pairs = build_corpus(config.pairs, config.seed)
+        if config.paraphrases is not None:
+            from robocompose.hierarchical.adapter.paraphrase import read_paraphrases
+
+            pairs += read_paraphrases(config.paraphrases)
+        return [pair.messages() for pair in pairs]
     from robocompose.hierarchical.adapter.pairs import example_pairs, training_pairs
 
     pairs = [*training_pairs(config.variants), *example_pairs(config.variants)]
