@@ -78,23 +78,24 @@ def candidates(
     policy: Composition, obs: dict[str, torch.Tensor], noise: torch.Tensor, per_parent: int
 ) -> Candidates:
     """`per_parent` native samples of each parent, then one composed sample (the configured
-    operator at the configured weights on the configured sampler)."""
+    operator at the configured weights on the configured sampler). A parent's samples run as
+    one batch of `per_parent` x B rows: each row's chunk is its own (rows never mix), and one
+    call costs far less than `per_parent` calls at batch 1."""
     generators = RowGenerators(noise)
     steps = policy.steps
-    n_exec = policy.executed.stop - policy.executed.start
+    b, n_exec = noise.shape[0], policy.executed.stop - policy.executed.start
     normalize = policy.parents[0].action_normalizer.normalize
     aligned = _aligned(policy)
     executed, full, sources = [], [], []
     for i, parent in enumerate(policy.parents):
         view = policy.parent_view(parent, obs)
-        horizon = parent.config.horizon
+        own = noise[:, : parent.config.horizon]
+        draws = [own, *(randn(own.shape, generators, noise) for _ in range(per_parent - 1))]
+        rows = {k: v.repeat(per_parent, *[1] * (v.dim() - 1)) for k, v in view.items()}
+        with policy.times.sampling(i, per_parent * b):
+            chunks = normalize(parent.sample(rows, steps, torch.cat(draws))).split(b)
         begin = policy.executed.start - policy.starts[i]
-        for j in range(per_parent):
-            own = (
-                noise[:, :horizon] if j == 0 else randn(noise[:, :horizon].shape, generators, noise)
-            )
-            with policy.times.sampling(i, noise.shape[0]):
-                chunk = normalize(parent.sample(view, steps, own))
+        for chunk in chunks:
             executed.append(chunk[:, begin : begin + n_exec])
             full.append(chunk)
             sources.append(f"parent{i}")
@@ -224,14 +225,15 @@ def weak_samples(policy: Composition, obs, noise: torch.Tensor, per_parent: int)
         )
     generators = RowGenerators(noise + 1.0)
     normalize = policy.parents[0].action_normalizer.normalize
-    n_exec = policy.executed.stop - policy.executed.start
+    b, n_exec = noise.shape[0], policy.executed.stop - policy.executed.start
     out = []
     for i, weak in enumerate(policy.contrast):
         view = policy.parent_view(policy.parents[i], obs)
         own = noise[:, : weak.config.horizon]
+        draws = [randn(own.shape, generators, own) for _ in range(per_parent)]
+        rows = {k: v.repeat(per_parent, *[1] * (v.dim() - 1)) for k, v in view.items()}
         begin = policy.executed.start - policy.starts[i]
-        for _ in range(per_parent):
-            chunk = normalize(weak.sample(view, policy.steps, randn(own.shape, generators, own)))
+        for chunk in normalize(weak.sample(rows, policy.steps, torch.cat(draws))).split(b):
             out.append(chunk[:, begin : begin + n_exec])
     return torch.stack(out)
 
