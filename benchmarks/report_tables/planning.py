@@ -267,7 +267,21 @@ def goal_corpus() -> str:
         + ".\n\n"
     )
     rows = [[kind, n] for kind, n in d["wordings_per_relation"].items()]
-    return intro + fmt.table(("kind of goal", "sentences"), rows)
+    return intro + fmt.table(("kind of goal", "sentences"), rows) + _paraphrases(d)
+
+
+def _paraphrases(d: dict) -> str:
+    p = d.get("paraphrases")
+    if not p:
+        return ""
+    verdicts = ", ".join(f"{k} {v}" for k, v in sorted(p["verdicts"].items()))
+    leak = p["leak_check"]
+    return (
+        f"\n\nParaphrases by the local model: {p['sources']} source requests rewritten, "
+        f"{sum(p['verdicts'].values())} rewrites ({verdicts}); {p['kept']} kept, which share "
+        f"{leak['shared_sentences']} sentences and {leak['shared_5grams']} lifted 5-grams with the "
+        f"test split; with them the corpus has {p['distinct_3grams_with_them']} distinct 3-grams."
+    )
 
 
 def language_to_rewards() -> str:
