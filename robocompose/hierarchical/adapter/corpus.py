@@ -8,8 +8,9 @@ is solved against its scene and kept only when it gives a goal (or, for a reques
 done as asked, none). The model reads the requests lifted (`goal.lifting`): the corpus holds
 the words, the training prompt the placeholders.
 
-No pair may leak the test split: a pair sharing a sentence, or any five-word run once lifted,
-with a test item is dropped (`leaks`), so neither a test sentence nor a test template is in it.
+No pair may leak a held-out collection (the test split, the wordings collection): a pair sharing
+a sentence, or any five-word run once lifted, with a held-out item is dropped (`leaks`), so
+neither a held-out sentence nor a held-out template is in it.
 
     pairs = build_corpus(12_000, seed=0)
     pair.request, pair.label, pair.messages()    # the short prompt over placeholders, the answer
@@ -272,16 +273,18 @@ def ngrams(text: str, n: int) -> set[tuple[str, ...]]:
 
 @dataclass(frozen=True)
 class LeakCheck:
-    """What the corpus shares with the held-out split, lifted: sentences and five-word runs."""
+    """What the corpus shares with the held-out collections (the test split and the wordings
+    collection), lifted: sentences and five-word runs."""
 
     sentences: frozenset[str]
     fivegrams: frozenset[tuple[str, ...]]
 
     @classmethod
-    def of_test_split(cls) -> LeakCheck:
-        from robocompose.hierarchical.instructions import instruction_items
+    def of_held_out(cls) -> LeakCheck:
+        from robocompose.hierarchical.instructions import HELD_OUT, instruction_items
 
-        lifted = [_lifted_item(item) for item in instruction_items("test")]
+        items = [item for collection in HELD_OUT for item in instruction_items(collection)]
+        lifted = [_lifted_item(item) for item in items]
         grams: set[tuple[str, ...]] = set()
         for text in lifted:
             grams |= ngrams(text, 5)
@@ -302,7 +305,7 @@ def build_corpus(
     """`count` distinct pairs (distinct once lifted), every kind and language drawn evenly by
     sentence; each label confirmed by the solver; none leaking the test split."""
     sentences, data = wordings()
-    check = leak_check or LeakCheck.of_test_split()
+    check = leak_check or LeakCheck.of_held_out()
     rng = random.Random(seed)
     seen: set[tuple[str, str]] = set()
     out: list[CorpusPair] = []

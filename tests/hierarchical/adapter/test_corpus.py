@@ -74,10 +74,11 @@ def test_every_colour_word_the_corpus_writes_lifts():
                 assert lifted.request == "put X there", (language, word)
 
 
-def test_the_leak_check_drops_a_test_template():
-    """A corpus pair worded like a test item (other colours, same words) leaks."""
-    check = LeakCheck.of_test_split()
-    item = instruction_items("test")[0]
+@pytest.mark.parametrize("collection", HELD_OUT)
+def test_the_leak_check_drops_a_held_out_template(collection):
+    """A corpus pair worded like a held-out item (other colours, same words) leaks."""
+    check = LeakCheck.of_held_out()
+    item = instruction_items(collection)[0]
     lifted = lift(item.instruction, item.scene.names()).request
     assert any(p in lifted for p in PLACEHOLDERS)
     assert ngrams(lifted, 5) <= check.fivegrams

@@ -92,3 +92,12 @@ def test_paraphrases_are_added_to_the_corpus_only(tmp_path) -> None:
         LoRAConfig(data="dev", paraphrases=str(tmp_path / "p.jsonl"))
     with pytest.raises(FileNotFoundError, match="p.jsonl does not exist"):
         read_paraphrases(tmp_path / "p.jsonl")
+
+
+def test_a_kept_pair_that_leaks_under_the_current_check_is_not_read(tmp_path) -> None:
+    other = replace(PAIR, request="set the blue block atop red")
+    path = tmp_path / "p.jsonl"
+    path.write_text(json.dumps({"source": 0, "rewrites": [], "kept": [PAIR.row(), other.row()]}))
+    assert [p.request for p in read_paraphrases(path, NO_LEAKS)] == [PAIR.request, other.request]
+    held_out = LeakCheck(frozenset({"set the x block atop y"}), frozenset())
+    assert [p.request for p in read_paraphrases(path, held_out)] == [PAIR.request]
