@@ -72,6 +72,7 @@ FILE_SECONDS = {
     "test_config.py": 24,
     "policies/test_policy.py": 17,
     "composition/test_counterfactual.py": 15,
+    "hierarchical/adapter/test_paraphrase.py": 17,
     "hierarchical/planners/test_saycan.py": 16,
     "policies/test_train_watch.py": 15,
     "hierarchical/sandbox/test_sandbox_hostile.py": 14,
