@@ -41,7 +41,8 @@ def test_demo_writes_its_table_plot_video_and_record(tmp_path, capsys) -> None:
 
     # every episode is on disk: the rerun only reads them back; with the filmed episode's
     # record gone it films again, and demo.json names the file it wrote (the first is kept)
-    (folder / "video_episode.jsonl").unlink()
+    [filmed] = (folder / "video_episodes").iterdir()  # one file, named by the chosen candidate
+    filmed.unlink()
     with pytest.warns(UserWarning, match=r"seed_100000\.mp4 exists \(kept\)"):
         again = demo.run(config)
     assert again["rows"] == record["rows"]

@@ -372,10 +372,14 @@ def successive_halving(
         list(_scored(evaluate, alive, seeds[:n]))
         rounds.append({"seeds": n, "alive": [c.key.label for c in alive]})
         bar.update()
-        if len(alive) == 1 and n == len(seeds):
+        ranked = sorted(alive, key=lambda c: (c.rate, c.mean_score), reverse=True)
+        if n == len(seeds):  # every seed spent: the best, mean score breaking a tie
+            alive = ranked[:1]
             break
-        alive = sorted(alive, key=lambda c: (c.rate, c.mean_score), reverse=True)
-        alive = alive[: max(1, math.ceil(len(alive) / eta))]
+        # a candidate tied in success with the last one kept stays: on a few seeds a tie is
+        # noise, and mean score alone dropped the demo's best candidate in its first round
+        cut = ranked[max(1, math.ceil(len(alive) / eta)) - 1].rate
+        alive = [c for c in ranked if c.rate >= cut]
         n = len(seeds) if len(alive) == 1 else min(len(seeds), 2 * n)
     bar.close()
     winner = _against_parents(evaluate, pool, alive[0], seeds)

@@ -121,7 +121,9 @@ def run(config: DemoConfig) -> dict:
     filmed = evaluate(
         chosen_policy(parents, found.choice),
         [video_seed],
-        out=out / "video_episode.jsonl",
+        # one file per candidate: a rerun whose search chose another (new seeds, a new version)
+        # films it instead of refusing the last winner's episode
+        out=out / "video_episodes" / f"{found.choice.label}.jsonl",
         label="chosen",
         video_seeds=[video_seed],
         video_dir=out / "videos",

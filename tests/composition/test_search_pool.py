@@ -174,3 +174,21 @@ def test_search_json_records_the_chosen_method_and_compare_builds_it(tmp_path: P
     older["result"]["chosen"] = [0.5, 0.5]
     (tmp_path / "older.json").write_text(json.dumps(older))
     assert CandidateSpec.chosen_by(tmp_path / "older.json").operator == "convex"
+
+
+def test_halving_keeps_every_candidate_tied_at_the_cut() -> None:
+    """On the first ten seeds three candidates tie at 10/10; the one that keeps succeeding has
+    the lowest mean score there. Cutting the tie by mean score would drop it (as the demo's
+    first round dropped the product of experts); kept, it wins on all the seeds."""
+    steady, early_a, early_b, poor = (Composed("convex", (w, 1 - w)) for w in (0.1, 0.2, 0.3, 0.4))
+
+    def run(key, seeds):
+        if key == steady:
+            return [{"seed": s, "success": True, "score": 0.5} for s in seeds]
+        score = {early_a: 0.9, early_b: 0.8, poor: 0.1}[key]
+        return [{"seed": s, "success": key != poor and s < 10, "score": score} for s in seeds]
+
+    found = successive_halving(run, [early_a, early_b, steady, poor], list(range(40)), 10,
+                               progress=False)  # fmt: skip
+    assert found.choice == steady
+    assert found.extra["rounds"][1]["alive"] == [c.label for c in (early_a, early_b, steady)]
