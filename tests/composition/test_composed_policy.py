@@ -227,7 +227,8 @@ def test_successive_halving_finds_the_best_for_fewer_episodes() -> None:
         _bernoulli_evaluator(p_of), _convex(grid), seeds, first_slice=25, progress=False
     )
     assert abs(full.chosen[0] - 0.7) < 0.11 and abs(fast.chosen[0] - 0.7) < 0.11
-    assert fast.episodes_spent < 0.35 * full.episodes_spent
+    # a bit more than a third: candidates tied at a cut stay a round longer
+    assert fast.episodes_spent < 0.4 * full.episodes_spent
     assert "**chosen**" in fast.table()
 
 
