@@ -28,14 +28,13 @@ from typing import Any
 
 from tqdm import tqdm
 
-from robocompose.hierarchical.adapter.corpus import CorpusPair, LeakCheck
+from robocompose.hierarchical.adapter.corpus import OPERATORS, CorpusPair, LeakCheck
 from robocompose.hierarchical.base import LLMBackend, Message
 from robocompose.hierarchical.goal.constraints import ConstraintSyntaxError, parse
 from robocompose.hierarchical.goal.facts import SceneNames, colour_of, state_of
 from robocompose.hierarchical.goal.grammar import gbnf
 from robocompose.hierarchical.goal.lifting import PLACEHOLDERS, Lifted
 from robocompose.hierarchical.goal.solver import Goal, Outcome, goal_facts, solve
-from robocompose.hierarchical.skills.declarations import PICK, PLACE, PLACE_AT
 
 INSTRUCTIONS = (
     "You rewrite requests to a robot arm that moves coloured blocks between a table and bins. "
@@ -48,7 +47,6 @@ _PLACEHOLDER = re.compile(rf"\b({'|'.join(PLACEHOLDERS)})\b")
 _NUMBERING = re.compile(r"^\s*(?:\d+[.)]|[-*•])\s*")
 # a line about the rewrites, not one ("Sure! Here are three rewrites of the request ...:")
 _CHATTER = re.compile(r"\b(rewrites?|rephras\w*|request)\b|:$", re.IGNORECASE)
-OPERATORS = PICK + PLACE + PLACE_AT
 
 
 @dataclass(frozen=True)
