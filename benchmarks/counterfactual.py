@@ -16,10 +16,13 @@ The finisher: `--finisher TASK=CHECKPOINT`, else composition.json's better paren
 task, else the better of the pair on `--finisher-episodes` seeds (measured, resumable). Each
 episode goes to runs/benchmarks/counterfactual/<task>/seed_<seed>.npz as it ends (a rerun
 skips those; a file labelled by other policies or settings is refused); the task's entry in
-results/counterfactual.json is written from all its episodes once they are there.
+results/counterfactual.json is written from all its episodes once they are there. With
+`--training` the episodes are a verifier's training labels (`robocompose verifier
+counterfactual=...`): their own seeds and folder, <task>/training, and no stored entry.
 
     python benchmarks/counterfactual.py [--tasks Stack,...] [--episodes 50] [--boundaries 4]
-        [--finisher Stack=Stack_flow_mlp] [--verifier Stack=runs/verifier/stack.safetensors]
+        [--training] [--finisher Stack=Stack_flow_mlp]
+        [--verifier Stack=runs/verifier/stack.safetensors]
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import os
 import time
 from collections import defaultdict
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 from common import RUNS_DIR, ResultsFile, cpu_model
@@ -56,6 +60,9 @@ OUT = RUNS_DIR / "counterfactual"
 RESULTS = ResultsFile("counterfactual.json", writer="counterfactual.py")
 COMPOSITION = ResultsFile("composition.json")  # read only: its measured better parents
 WEIGHTS = (0.5, 0.5)
+# a verifier's counterfactual training labels (`--training`): neither the search's seeds, the
+# verifier rounds' (200000...) nor the fresh ones
+TRAINING_SEED_START = 250_000
 
 
 def _per_task(items: list[str], flag: str) -> dict[str, str]:
@@ -83,13 +90,13 @@ def finisher_of(
     return pick_best(rows), f"measured on {episodes} seeds"
 
 
-def label(task: str, policy, finisher, seeds: list[int], boundaries: int) -> list:
-    """Every seed's counterfactual episode: read back when its file is there (labelled as this
-    run would), else run and written as it ends."""
+def label(task: str, policy, finisher, seeds: list[int], boundaries: int, folder: Path) -> list:
+    """Every seed's counterfactual episode: read back from `folder` when its file is there
+    (labelled as this run would), else run and written there as it ends."""
     expected = labelling(policy, finisher, per_episode=boundaries)
     episodes = []
     for seed in seeds:
-        path = episode_path(OUT / task, seed)
+        path = episode_path(folder, seed)
         if path.is_file():
             episode = read_episode(path)
             if episode.settings != expected:
@@ -168,7 +175,13 @@ def main() -> None:
     parser.add_argument("--tasks", default=",".join(PARENT_PAIRS))
     parser.add_argument("--episodes", type=int, default=50, help="selector episodes per task")
     parser.add_argument("--boundaries", type=int, default=4, help="boundaries per episode")
-    parser.add_argument("--seed-start", type=int, default=HELDOUT_SEED_START)
+    parser.add_argument("--seed-start", type=int, default=None, help="default: fresh seeds")
+    parser.add_argument(
+        "--training",
+        action="store_true",
+        help=f"label a verifier's training seeds ({TRAINING_SEED_START}...) into "
+        "<task>/training, and store no result",
+    )
     parser.add_argument("--finisher", action="append", default=[], help="TASK=CHECKPOINT")
     parser.add_argument("--verifier", action="append", default=[], help="TASK=FILE")
     parser.add_argument(
@@ -184,7 +197,10 @@ def main() -> None:
     finishers = _per_task(args.finisher, "--finisher")
     verifiers = _per_task(args.verifier, "--verifier")
     contrasts = {t: v.split(",") for t, v in _per_task(args.contrast, "--contrast").items()}
-    seeds = list(range(args.seed_start, args.seed_start + args.episodes))
+    start = args.seed_start
+    if start is None:
+        start = TRAINING_SEED_START if args.training else HELDOUT_SEED_START
+    seeds = list(range(start, start + args.episodes))
     for task in args.tasks.split(","):
         paths = parent_pair(task)
         names = [p.name for p in paths]
@@ -195,7 +211,16 @@ def main() -> None:
         )
         finisher = parents[names.index(name)] if name in names else load_policy(name)
         started = time.perf_counter()
-        episodes = label(task, policy, finisher, seeds, args.boundaries)
+        folder = OUT / task / "training" if args.training else OUT / task
+        episodes = label(task, policy, finisher, seeds, args.boundaries, folder)
+        if args.training:
+            informative = sum(b.informative for e in episodes for b in e.boundaries)
+            print(
+                f"{task}: {len(episodes)} training episodes in {folder}, {informative} "
+                "informative boundaries",
+                flush=True,
+            )
+            continue
         entry = {
             "parents": names,
             "selector_score": policy.config.selector_score,

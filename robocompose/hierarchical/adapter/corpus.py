@@ -34,7 +34,7 @@ from robocompose.hierarchical.goal.constraints import ConstraintSyntaxError, par
 from robocompose.hierarchical.goal.facts import TABLE, SceneNames, state_of
 from robocompose.hierarchical.goal.lifting import Lifted, lift
 from robocompose.hierarchical.goal.prompt import short_messages
-from robocompose.hierarchical.goal.solver import Goal, solve
+from robocompose.hierarchical.goal.solver import Goal, Outcome, solve
 from robocompose.hierarchical.skills.declarations import PICK, PLACE, PLACE_AT
 
 WORDINGS = Path(__file__).with_name("wordings.yaml")
@@ -256,14 +256,19 @@ def _names_of(colour: str, phrases: Mapping[str, Any]) -> list[str]:
     return words
 
 
+def solved(label: str, pair: CorpusPair) -> Outcome | None:
+    """Constraint text `label` solved against the pair's start; None when it does not parse."""
+    try:
+        program = parse(label, pair.scene)
+    except ConstraintSyntaxError:
+        return None
+    return solve(program, state_of(pair.support, pair.scene), pair.scene, OPERATORS)
+
+
 def confirmed(pair: CorpusPair) -> bool:
     """The label, solved against the pair's start, gives a goal (feasible) or none."""
-    try:
-        program = parse(pair.label, pair.scene)
-    except ConstraintSyntaxError:
-        return False
-    outcome = solve(program, state_of(pair.support, pair.scene), pair.scene, OPERATORS)
-    return isinstance(outcome, Goal) == pair.feasible
+    outcome = solved(pair.label, pair)
+    return outcome is not None and isinstance(outcome, Goal) == pair.feasible
 
 
 def ngrams(text: str, n: int) -> set[tuple[str, ...]]:

@@ -28,13 +28,12 @@ from typing import Any
 
 from tqdm import tqdm
 
-from robocompose.hierarchical.adapter.corpus import OPERATORS, CorpusPair, LeakCheck
+from robocompose.hierarchical.adapter.corpus import CorpusPair, LeakCheck, solved
 from robocompose.hierarchical.base import LLMBackend, Message
-from robocompose.hierarchical.goal.constraints import ConstraintSyntaxError, parse
-from robocompose.hierarchical.goal.facts import SceneNames, colour_of, state_of
+from robocompose.hierarchical.goal.facts import SceneNames, colour_of
 from robocompose.hierarchical.goal.grammar import gbnf
 from robocompose.hierarchical.goal.lifting import PLACEHOLDERS, Lifted
-from robocompose.hierarchical.goal.solver import Goal, Outcome, goal_facts, solve
+from robocompose.hierarchical.goal.solver import same_goal
 
 INSTRUCTIONS = (
     "You rewrite requests to a robot arm that moves coloured blocks between a table and bins. "
@@ -84,21 +83,6 @@ def in_words(text: str, lifted: Lifted) -> str:
     return _PLACEHOLDER.sub(lambda m: colour_of(lifted.binding[m[1]]), text)
 
 
-def _outcome(label: str, pair: CorpusPair) -> Outcome | None:
-    try:
-        program = parse(label, pair.scene)
-    except ConstraintSyntaxError:
-        return None
-    return solve(program, state_of(pair.support, pair.scene), pair.scene, OPERATORS)
-
-
-def same_meaning(a: Outcome | None, b: Outcome | None) -> bool:
-    """Two solved readings agree: the same goal facts, or neither is a goal."""
-    if isinstance(a, Goal) and isinstance(b, Goal):
-        return goal_facts(a) == goal_facts(b)
-    return a is not None and b is not None and not isinstance(a, Goal) and not isinstance(b, Goal)
-
-
 def read_as(reader: LLMBackend, pair: CorpusPair, max_tokens: int) -> str:
     """The constraints the goal reader writes for `pair`'s request, in the scene's words (the
     planner's short lifted prompt, under the grammar over its placeholders)."""
@@ -125,8 +109,8 @@ def judge(
     )
     if check.leaks(pair):
         return None, "leaks"
-    read = _outcome(read_as(reader, pair, max_tokens), pair)
-    if not same_meaning(read, _outcome(source.label, source)):
+    read = solved(read_as(reader, pair, max_tokens), pair)
+    if not same_goal(read, solved(source.label, source)):
         return None, "another meaning"
     return pair, "kept"
 

@@ -11,6 +11,12 @@ requests. Two word-level checks stand around the rewrite:
 - `ungrounded_blocks(request, text, scene)`: blocks the constraints name that the request
   neither names nor points at (by position, "the others", "all", ...). The planner asks back
   which block is meant instead of choosing one for the person.
+- `beyond_skills(request, scene)`: the request asks the arm for something its pick-and-place
+  skills cannot do: throw or smash (never), knock or push a tower over without saying where the
+  blocks go, put a block inside another block. A model read "knock the tower over" as "every
+  block on the table" and moved the robot; the planner refuses before any model reads.
+- `bare_bin(request, scene)`: "in the bin" where the scene has several bins and nothing says
+  which; the planner asks which before a model picks one for the person.
 
     scene = SceneNames(("red_block",), ("red_bin",))
     missing_names("put red in the yellow bin", scene)      # ["yellow bin"]
@@ -51,6 +57,32 @@ _REFERENCE = re.compile(
     r"|underneath|beneath|below|above|under)\b"
 )
 _WORD = re.compile(r"[a-z]+")
+# what the arm will never do, whatever else the request says
+_UNSAFE = re.compile(
+    r"\b(throw|throws|throwing|thrown|fling|flings|flinging|flung|hurl|hurls|hurling|smash"
+    r"|smashes|smashing|crush|crushes|crushing|shatter|shatters|kick|kicks|kicking|launch"
+    r"|launches|launching|hit|hits|hitting|strike|strikes|striking|punch|punches|punching|slam"
+    r"|slams|slamming)\b"
+    r"|\bas hard as\b|\bat (me|him|her|them|someone|somebody|anyone|whoever|people)\b"
+    r"|\b(my|your|his|her|their|someone's|somebody's)\s+(hand|hands|head|foot|feet|face|arm"
+    r"|arms|finger|fingers|leg|legs|lap)\b",
+    re.IGNORECASE,
+)
+# uncontrolled moves: fine when the request also says where the blocks end up
+_UNCONTROLLED = re.compile(
+    r"\b(knock|knocks|knocking|push|pushes|pushing|tip|tips|tipping|shove|shoves|shoving)\b"
+    r"(\s+\w+){0,4}?\s+(over|down)\b|\b(topple|topples|toppling|collapse|demolish)\b",
+    re.IGNORECASE,
+)
+_PLACEMENT = re.compile(
+    r"\b(on|onto|into|in|atop|under|beneath|underneath|on top of)\s+(the\s+)?(table|floor"
+    r"|[A-Z]\b)|\b[A-Z](\s+\w+)?\s+(bin|box|basket|tray)\b",
+)
+# a block said to go inside another block (over the lifted request: placeholders)
+_CONTAINED = re.compile(
+    r"\b(inside|within)\s+(of\s+)?(the\s+)?([A-Z])\b(?!\s*(?:'s\s+)?(?:bin|box|basket|tray))"
+    r"|\b(in|into)\s+(the\s+)?([A-Z])\s+(block|cube)\b",
+)
 _CONSTRAINT_WORD = re.compile(r"\b[a-z][a-z_]*?(?:_bin)?\b")
 
 
@@ -101,6 +133,49 @@ def missing_names(request: str, scene: SceneNames) -> list[str]:
     missing = [f"{c} bin" for c in sorted(said.bins) if c not in bin_colours]
     missing += [c for c in sorted(said.blocks) if c not in block_colours | bin_colours]
     return missing
+
+
+def beyond_skills(request: str, scene: SceneNames) -> str | None:
+    """Why the request asks for what picking and placing cannot do, or None: throwing or
+    smashing; knocking a tower over without a place for the blocks ("knock the tower down:
+    every block on the table" is a placement); a block inside a block."""
+    found = _UNSAFE.search(request)
+    if found:
+        return (
+            f"the arm only picks blocks up and sets them down gently, and {found[0].lower()!r} "
+            "asks for force or for a person in the way"
+        )
+    lifted = lift(request, scene)
+    found = _UNCONTROLLED.search(request)
+    if found and not _PLACEMENT.search(lifted.request):
+        return (
+            f"the arm picks blocks up and sets them down; it cannot {found[0].lower()!r}. Say "
+            "where the blocks should go (e.g. 'every block on the table')"
+        )
+    bins = {b.rpartition("_")[0] for b in lifted.scene.bins}
+    for found in _CONTAINED.finditer(lifted.request):
+        holder = found[4] or found[7]
+        if found[7] or holder not in bins:
+            name = lifted.binding.get(holder, holder).replace("_", " ")
+            return (
+                f"a block cannot go inside the {name} block; blocks go on blocks, on the table "
+                "or in bins"
+            )
+    return None
+
+
+# a bin as a destination with nothing after it that says which ("in the bin." but not "in the
+# bin of its colour", "in the bin that matches it"), over the lifted request
+_BARE_BIN = re.compile(
+    r"\b(in|into|inside|to)\s+(the|a|one)\s+(bin|box|basket|tray|container)\s*"
+    r"(?:[.,;:!?]|$|and\b|then\b|please\b)",
+    re.IGNORECASE,
+)
+
+
+def bare_bin(request: str, scene: SceneNames) -> bool:
+    """The request puts something in "the bin" of a scene with several, saying none."""
+    return len(scene.bins) > 1 and _BARE_BIN.search(lift(request, scene).request) is not None
 
 
 def points_at_unnamed(request: str) -> bool:

@@ -369,6 +369,16 @@ def goal_facts(goal: Goal) -> frozenset[Fact]:
     return frozenset(f for f in goal.facts if f[0] in ("on", "on_table", "in", "hand_empty"))
 
 
+def same_goal(a: Outcome | None, b: Outcome | None) -> bool:
+    """Two readings agree: the same goal facts, or neither is a goal (None: no reading at all,
+    which agrees with nothing)."""
+    if a is None or b is None:
+        return False
+    if isinstance(a, Goal) and isinstance(b, Goal):
+        return goal_facts(a) == goal_facts(b)
+    return not isinstance(a, Goal) and not isinstance(b, Goal)
+
+
 __all__ = [
     "Goal",
     "Question",
@@ -380,5 +390,6 @@ __all__ = [
     "distances",
     "describe_config",
     "goal_facts",
+    "same_goal",
     "QUANTIFIERS",
 ]

@@ -38,9 +38,14 @@ import numpy as np
 from robocompose.choices import check_choice
 from robocompose.hierarchical.base import Completion, LLMBackend, Message, Plan, SkillCall
 from robocompose.hierarchical.goal.constraints import ConstraintSyntaxError, parse
-from robocompose.hierarchical.goal.facts import SceneNames
+from robocompose.hierarchical.goal.facts import SceneNames, colour_of
 from robocompose.hierarchical.goal.grammar import gbnf
-from robocompose.hierarchical.goal.grounding import missing_names, ungrounded_blocks
+from robocompose.hierarchical.goal.grounding import (
+    bare_bin,
+    beyond_skills,
+    missing_names,
+    ungrounded_blocks,
+)
 from robocompose.hierarchical.goal.lifting import Lifted, lift
 from robocompose.hierarchical.goal.prompt import (
     example_orders,
@@ -55,6 +60,7 @@ from robocompose.hierarchical.goal.solver import (
     Question,
     Refusal,
     goal_facts,
+    same_goal,
     scene_names,
     solve,
 )
@@ -234,7 +240,9 @@ class GoalPlanner:
             raise ValueError(f"the goal planner needs the skills {missing} in the registry.")
         self.grammar = gbnf(self.scene) if self.config.constrain == "grammar" else None
         self._goal: tuple[str, Goal, str] | None = None  # (instruction, goal, constraints)
-        self._refused: str | None = None  # the last instruction refused for a missing name
+        # the last instruction a word check refused or asked about: an answer joins it, and only
+        # what the answer adds is checked again
+        self._refused: str | None = None
 
     @property
     def goal(self) -> Goal | None:
@@ -257,7 +265,9 @@ class GoalPlanner:
     ) -> GoalPlan:
         """Calls from the world's facts now to the instruction's goal (see the module doc).
 
-        Before the LLM: a colour the request names that the scene lacks is refused. After each
+        Before the LLM: a colour the request names that the scene lacks is refused, and so is
+        what picking and placing cannot do (`beyond_skills`); "in the bin" among several bins is
+        asked back. After each
         rewrite: a goal naming blocks the request does not is asked back; then the rewrites under
         the other example orders must solve to the same goal (else: which reading?)."""
         facts = self.world.facts()
@@ -273,6 +283,14 @@ class GoalPlanner:
             names = " or ".join(missing)
             reason = f"there is no {names} in the scene (it has {scene_names(self.scene)})"
             return GoalPlan(refusal=Refusal(reason, "absent"))
+        beyond = beyond_skills(said, self.scene)
+        if beyond:
+            self._refused = instruction
+            return GoalPlan(refusal=Refusal(beyond, "unsupported"))
+        if bare_bin(said, self.scene):
+            self._refused = instruction
+            bins = " or ".join(f"the {colour_of(b).replace('_', ' ')} bin" for b in self.scene.bins)
+            return GoalPlan(question=Question(f"Which bin do you mean: {bins}?", kind="unclear"))
         readings: list[tuple[str, Outcome]] = []
         completions: tuple[Completion, ...] = ()
         for (llm, chat, lifted), (text, done, problem) in self._rewrites(instruction, facts):
@@ -299,9 +317,9 @@ class GoalPlanner:
                     )
                     return GoalPlan(constraints=text, question=question, completions=completions)
             readings.append((text, outcome))
-            if not _same_goal(readings[0][1], outcome):
+            if not same_goal(readings[0][1], outcome):
                 break
-        if all(_same_goal(readings[0][1], o) for _, o in readings):
+        if all(same_goal(readings[0][1], o) for _, o in readings):
             text, outcome = readings[0]
             return self._settle(instruction, text, outcome, facts, completions)
         if self.config.revise:
@@ -379,7 +397,7 @@ class GoalPlanner:
     ) -> GoalPlan:
         """Readings that disagree: the goal the noisy channel clearly prefers, or a question."""
         goals = _distinct_goals(readings)
-        votes = [sum(_same_goal(g, o) for _, o in readings) for g in goals]
+        votes = [sum(same_goal(g, o) for _, o in readings) for g in goals]
         none = sum(not isinstance(o, Goal) for _, o in readings)
         scores = self._channel_scores(instruction, goals) if self.config.noisy_channel else None
         if scores is not None and goals:
@@ -387,7 +405,7 @@ class GoalPlanner:
             best = ranked[0]
             lead = scores[best] - scores[ranked[1]] if len(goals) > 1 else float("inf")
             if lead >= self.config.channel_margin and votes[best] > none:
-                text = next(t for t, o in readings if _same_goal(goals[best], o))
+                text = next(t for t, o in readings if same_goal(goals[best], o))
                 return self._settle(instruction, text, goals[best], facts, completions)
             goals = [goals[k] for k in ranked]
         return GoalPlan(
@@ -567,17 +585,10 @@ class GoalPlanner:
         raise RuntimeError("no free spot on the table to put a block down")
 
 
-def _same_goal(a: Outcome, b: Outcome) -> bool:
-    """Two readings agree: the same goal facts, or neither is a goal."""
-    if isinstance(a, Goal) and isinstance(b, Goal):
-        return goal_facts(a) == goal_facts(b)
-    return not isinstance(a, Goal) and not isinstance(b, Goal)
-
-
 def _distinct_goals(readings: Sequence[tuple[str, Outcome]]) -> list[Goal]:
     goals: list[Goal] = []
     for _, outcome in readings:
-        if isinstance(outcome, Goal) and all(not _same_goal(outcome, g) for g in goals):
+        if isinstance(outcome, Goal) and all(not same_goal(outcome, g) for g in goals):
             goals.append(outcome)
     return goals
 

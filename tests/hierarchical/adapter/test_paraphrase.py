@@ -9,18 +9,17 @@ from dataclasses import replace
 
 import pytest
 
-from robocompose.hierarchical.adapter.corpus import CorpusPair, LeakCheck, build_corpus
+from robocompose.hierarchical.adapter.corpus import CorpusPair, LeakCheck, build_corpus, solved
 from robocompose.hierarchical.adapter.paraphrase import (
-    _outcome,
     in_words,
     judge,
     paraphrase_corpus,
     read_paraphrases,
     rewrites,
-    same_meaning,
 )
 from robocompose.hierarchical.adapter.train import LoRAConfig
 from robocompose.hierarchical.goal.facts import SceneNames
+from robocompose.hierarchical.goal.solver import same_goal
 
 PAIR = CorpusPair(
     kind="on",
@@ -66,9 +65,9 @@ def test_a_rewrite_sharing_a_held_out_sentence_is_dropped_unread() -> None:
 
 def test_meaning_is_the_solved_goal_not_the_text() -> None:
     under = replace(PAIR, label="under(red, green)")
-    assert same_meaning(_outcome(under.label, under), _outcome(PAIR.label, PAIR))
-    assert not same_meaning(_outcome("on(red, green)", PAIR), _outcome(PAIR.label, PAIR))
-    assert not same_meaning(None, _outcome(PAIR.label, PAIR))  # an unparsable reading
+    assert same_goal(solved(under.label, under), solved(PAIR.label, PAIR))
+    assert not same_goal(solved("on(red, green)", PAIR), solved(PAIR.label, PAIR))
+    assert not same_goal(None, solved(PAIR.label, PAIR))  # an unparsable reading
 
 
 @pytest.mark.smollm2

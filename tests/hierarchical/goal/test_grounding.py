@@ -8,13 +8,19 @@ import pytest
 
 from robocompose.hierarchical.goal.constraints import parse
 from robocompose.hierarchical.goal.facts import SceneNames
-from robocompose.hierarchical.goal.grounding import mentions, missing_names, ungrounded_blocks
+from robocompose.hierarchical.goal.grounding import (
+    bare_bin,
+    beyond_skills,
+    mentions,
+    missing_names,
+    ungrounded_blocks,
+)
 from robocompose.hierarchical.goal.prompt import EXAMPLES, example_orders
-from robocompose.hierarchical.goal.solver import choose, solve
+from robocompose.hierarchical.goal.solver import choose, same_goal, solve
+from robocompose.hierarchical.instructions import instruction_items
 from robocompose.hierarchical.planners.goal import (
     GoalPlanner,
     _distinct_goals,
-    _same_goal,
     _which_reading,
 )
 from robocompose.hierarchical.skills.scripted import build_registry
@@ -100,6 +106,73 @@ def test_a_missing_bin_is_refused_before_any_llm_call():
         world.close()
 
 
+UNSEEN = SceneNames(("mug_block", "small_box_block", "teal_block"))
+
+
+@pytest.mark.parametrize(
+    ("request_", "scene", "refused"),
+    [
+        ("smash the tower as hard as you can", STACK, "smash"),
+        ("toss the red cube at whoever is nearby", STACK, "at whoever"),
+        ("set the blue block down on my hand", STACK, "my hand"),
+        ("Knock the tower over.", STACK, "knock the tower over"),
+        ("push the stack down", STACK, "push the stack down"),
+        ("Put the red block inside the blue block.", STACK, "inside the blue block"),
+        ("put the mug inside the small box", UNSEEN, "inside the small box block"),
+        ("drop red into the blue cube", BINS, "inside the blue block"),
+        # where the blocks end up is said: picking and placing can do it
+        ("knock the tower down: every block on the table", STACK, None),
+        ("break the tower up, all blocks onto the table", STACK, None),
+        ("toss the red block into the red bin", BINS, None),
+        ("put the blue block inside the red bin", BINS, None),
+        ("put red into blue", BINS, None),  # blue names a bin too
+        ("take the tower down", STACK, None),
+    ],
+)
+def test_what_picking_and_placing_cannot_do(request_, scene, refused):
+    why = beyond_skills(request_, scene)
+    assert why is None if refused is None else refused in why
+
+
+def test_a_request_beyond_the_skills_is_refused_before_any_llm_call():
+    planner, world = _planner()  # llm=None: an LLM call would raise
+    try:
+        plan = planner.plan("throw the blue block as hard as you can")
+        assert plan.kind == "refuse" and plan.refusal.kind == "unsupported"
+        assert "throw" in plan.message and not plan.completions and world.steps == 0
+    finally:
+        world.close()
+
+
+@pytest.mark.parametrize(
+    ("request_", "scene", "bare"),
+    [
+        ("put the blue block in the bin", BINS, True),
+        ("Put the block on the table in a bin.", BINS, True),
+        ("drop red into the box, please", BINS, True),
+        ("put the blue block in the bin", SceneNames(("blue_block",), ("red_bin",)), False),
+        ("put the blue block in the green bin", BINS, False),
+        ("put blue in the bin that matches it", BINS, False),
+        ("each cube into the bin of its colour", BINS, False),
+        ("sort them; one bin stays empty", BINS, False),
+    ],
+)
+def test_a_bin_said_without_which(request_, scene, bare):
+    assert bare_bin(request_, scene) is bare
+
+
+def test_which_bin_is_asked_and_the_answer_joins_the_request():
+    planner, world = _planner()  # llm=None: an LLM call would raise
+    try:
+        plan = planner.plan("put the blue block in the bin")
+        assert plan.kind == "ask" and not plan.completions and world.steps == 0
+        assert all(f"the {c} bin" in plan.message for c in ("red", "green", "blue"))
+        with pytest.raises(AttributeError):  # the answer passes the check: the model reads
+            planner.plan("put the blue block in the bin; the green one")
+    finally:
+        world.close()
+
+
 def test_readings_that_differ_become_a_question_with_both_goals():
     planner, world = _planner()
     try:
@@ -108,7 +181,7 @@ def test_readings_that_differ_become_a_question_with_both_goals():
                     planner.operators)  # fmt: skip
         other = solve(parse("in(red, green_bin)", planner.scene), facts, planner.scene,
                       planner.operators)  # fmt: skip
-        assert _same_goal(one, one) and not _same_goal(one, other)
+        assert same_goal(one, one) and not same_goal(one, other)
         readings = [("a", one), ("b", other), ("c", one)]
         question = _which_reading(_distinct_goals(readings), readings)
         assert len(question.options) == 2
@@ -134,3 +207,14 @@ def test_names_that_are_no_colour_words_count_as_said():
     request = "put the mug on the small box"
     assert ungrounded_blocks(request, "on(mug, small_box)", scene) == []
     assert ungrounded_blocks(request, "on(teal, small_box)", scene) == ["teal"]
+
+
+def test_no_word_check_fires_on_a_feasible_item():
+    """The checks before the model are word lists: they must leave every request the
+    collections mark feasible to the model."""
+    for collection in ("dev", "test", "long_horizon"):
+        for item in instruction_items(collection):
+            if item.feasible:
+                names = item.scene.names()
+                assert beyond_skills(item.instruction, names) is None, item.key
+                assert not bare_bin(item.instruction, names), item.key
