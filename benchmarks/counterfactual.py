@@ -17,8 +17,12 @@ task, else the better of the pair on `--finisher-episodes` seeds (measured, resu
 episode goes to runs/benchmarks/counterfactual/<task>/seed_<seed>.npz as it ends (a rerun
 skips those; a file labelled by other policies or settings is refused); the task's entry in
 results/counterfactual.json is written from all its episodes once they are there. With
-`--training` the episodes are a verifier's training labels (`robocompose verifier
-counterfactual=...`): their own seeds and folder, <task>/training, and no stored entry.
+`--training` the episodes are labels for training a chunk ranker: seeds of their own (neither
+the search's, the verifier rounds' nor the fresh ones), folder <task>/training, no entry. With
+`--finisher-seed K` the same boundaries are labelled again under another finisher noise (into
+<task>/finisher<K>); `--repeatability 1,2,3` then stores, under `repeatability.<task>`, how far a
+boundary's chunk decides its outcome at all: the AUC a score that knew each candidate's chance
+would reach (`counterfactual_scores.repeatability`), the ceiling for every score above.
 
     python benchmarks/counterfactual.py [--tasks Stack,...] [--episodes 50] [--boundaries 4]
         [--training] [--finisher Stack=Stack_flow_mlp]
@@ -50,6 +54,7 @@ from robocompose.composition.counterfactual_file import episode_path, read_episo
 from robocompose.composition.counterfactual_scores import (
     boundary_scores,
     ranking,
+    repeatability,
     verifier_policy,
 )
 from robocompose.composition.selector import SCORES
@@ -90,10 +95,18 @@ def finisher_of(
     return pick_best(rows), f"measured on {episodes} seeds"
 
 
-def label(task: str, policy, finisher, seeds: list[int], boundaries: int, folder: Path) -> list:
+def label(
+    task: str,
+    policy,
+    finisher,
+    seeds: list[int],
+    boundaries: int,
+    folder: Path,
+    finisher_seed: int = 0,
+) -> list:
     """Every seed's counterfactual episode: read back from `folder` when its file is there
     (labelled as this run would), else run and written there as it ends."""
-    expected = labelling(policy, finisher, per_episode=boundaries)
+    expected = labelling(policy, finisher, per_episode=boundaries, finisher_seed=finisher_seed)
     episodes = []
     for seed in seeds:
         path = episode_path(folder, seed)
@@ -105,7 +118,9 @@ def label(task: str, policy, finisher, seeds: list[int], boundaries: int, folder
                     f"{expected}: move that folder away to label afresh."
                 )
         else:
-            episode = counterfactual_episode(policy, finisher, seed, per_episode=boundaries)
+            episode = counterfactual_episode(
+                policy, finisher, seed, per_episode=boundaries, finisher_seed=finisher_seed
+            )
             save_episode(path, episode)
             per = np.mean([b.seconds for b in episode.boundaries])
             print(
@@ -170,6 +185,29 @@ def summarise(
     return entry
 
 
+def repeatability_entry(
+    task: str, policy, finisher, seeds: list[int], boundaries: int, noises: list[int]
+) -> dict:
+    """The same boundaries under finisher noises `noises` (each labelled before: a missing
+    episode is labelled here), and how far their chunk decides their outcome. Labels made by
+    another release or CPU path (float rounding) play other episodes: compare noises labelled
+    by one."""
+    runs = []
+    for k in noises:
+        folder = OUT / task / f"finisher{k}" if k else OUT / task
+        episodes = label(task, policy, finisher, seeds, boundaries, folder, k)
+        runs.append([b for e in episodes for b in e.boundaries])
+    found = repeatability(runs)
+    return {
+        "seeds": {"start": seeds[0], "episodes": len(seeds)},
+        "finisher_noises": noises,
+        **found.to_dict(),
+        "selector_chosen_success": float(
+            np.mean([b.success[b.chosen] for run in runs for b in run])
+        ),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--tasks", default=",".join(PARENT_PAIRS))
@@ -193,6 +231,19 @@ def main() -> None:
     parser.add_argument(
         "--finisher-episodes", type=int, default=100, help="seeds to measure the better parent"
     )
+    parser.add_argument(
+        "--finisher-seed",
+        type=int,
+        default=0,
+        help="K > 0: label the same boundaries again under finisher noise K, into "
+        "<task>/finisher<K> (for --repeatability), and store no result",
+    )
+    parser.add_argument(
+        "--repeatability",
+        default="",
+        help="NOISES, e.g. 1,2,3: store how far the chunk decides the outcome, from these "
+        "finisher noises' labels of the first --episodes seeds (labelled by one code path)",
+    )
     args = parser.parse_args()
     finishers = _per_task(args.finisher, "--finisher")
     verifiers = _per_task(args.verifier, "--verifier")
@@ -211,8 +262,23 @@ def main() -> None:
         )
         finisher = parents[names.index(name)] if name in names else load_policy(name)
         started = time.perf_counter()
+        if args.repeatability:
+            noises = [int(k) for k in args.repeatability.split(",")]
+            entry = repeatability_entry(task, policy, finisher, seeds, args.boundaries, noises)
+            RESULTS.set(["repeatability", task], entry)
+            print(f"{task} repeatability: {entry}", flush=True)
+            continue
         folder = OUT / task / "training" if args.training else OUT / task
-        episodes = label(task, policy, finisher, seeds, args.boundaries, folder)
+        if args.finisher_seed:
+            folder = OUT / task / f"finisher{args.finisher_seed}"
+        episodes = label(task, policy, finisher, seeds, args.boundaries, folder, args.finisher_seed)
+        if args.finisher_seed:
+            print(
+                f"{task}: {len(episodes)} episodes under finisher noise {args.finisher_seed} "
+                f"in {folder}",
+                flush=True,
+            )
+            continue
         if args.training:
             informative = sum(b.informative for e in episodes for b in e.boundaries)
             print(

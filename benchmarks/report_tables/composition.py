@@ -313,6 +313,41 @@ def verifier_selector() -> str:
     return fmt.table(header, rows) + f"\n\nTasks where it closes half the oracle gap: {half}."
 
 
+def chunk_repeatability() -> str:
+    """How far a boundary's chunk decides its outcome: the same counterfactual boundaries under
+    several finisher noises (counterfactual.json `repeatability`)."""
+    d = fmt.read("counterfactual.json").get("repeatability", {})
+    rows = []
+    for task, r in sorted(d.items()):
+        ci = r["ceiling_auc_ci95"]
+        ceiling = "-" if r["ceiling_auc"] is None else f"{r['ceiling_auc']:.2f}"
+        if ci is not None:
+            ceiling += f" [{ci[0]:.2f}, {ci[1]:.2f}]"
+        rows.append(
+            [
+                task,
+                f"{r['seeds']['episodes']} episodes, {r['boundaries']} boundaries",
+                r["repeats"],
+                fmt.pct(r["flip_rate"]),
+                fmt.pct(r["informative"]),
+                ceiling,
+                f"{100 * r['choice_gain']:+.1f}",
+                fmt.pct(r["selector_chosen_success"]),
+            ]
+        )
+    header = (
+        "task",
+        "labelled",
+        "finisher noises",
+        "candidates whose outcome a noise flips",
+        "boundaries with mixed outcomes (per noise)",
+        "ceiling AUC (knowing each chance)",
+        "a chooser by the other noises: + pts per boundary",
+        "the selector's own pick",
+    )
+    return fmt.table(header, rows)
+
+
 def selector_cost() -> str:
     """The selector's ms per chunk over the floor's, by score and samples per parent."""
     d = fmt.read("composition.json").get("selector_latency", {})
@@ -497,6 +532,7 @@ TABLES = (
     latency_floor,
     selector,
     verifier_selector,
+    chunk_repeatability,
     selector_cost,
     search_k3,
     external,

@@ -25,11 +25,21 @@ from robocompose.composition.selector import Candidates, score_of
 from robocompose.devices import torch_threads_set
 from robocompose.stats import auc, bootstrap_interval
 
-__all__ = ["NEEDS_PREVIOUS", "Ranking", "boundary_scores", "ranking", "verifier_policy"]
+__all__ = [
+    "NEEDS_PREVIOUS",
+    "Ranking",
+    "Repeatability",
+    "boundary_scores",
+    "ranking",
+    "repeatability",
+    "verifier_policy",
+]
 
 # scores that keep to the previously executed chunk: at an episode's first chunk they are all
 # zero (coherence) or agreement's (bidirectional), so they rank nothing of their own there
 NEEDS_PREVIOUS = ("coherence", "bidirectional")
+# env units: one boundary's candidates under two finisher noises may differ by float rounding
+ACTIONS_ATOL = 1e-4
 
 
 def verifier_policy(policy: ComposedPolicy, verifier: str | os.PathLike[str]) -> ComposedPolicy:
@@ -121,4 +131,71 @@ def ranking(
         ),
         boundaries=len(scored),
         informative=units,
+    )
+
+
+@dataclass(frozen=True)
+class Repeatability:
+    """How much of a boundary's outcome its chunk decides, from the same boundaries labelled
+    under K finisher noises (the same candidates each time; only what follows them differs).
+
+    ceiling_auc: the within-boundary AUC of each repeat's labels ranked by the candidates'
+    success over the other K - 1 repeats, averaged over repeats: what a score that knew every
+    candidate's chance of success (as well as K - 1 draws tell) would reach, so no learned or
+    training-free score can be expected above it; choice_gain: the success a chooser by those
+    K - 1 draws adds over a candidate at random, measured on the held-out repeat (cross-fitted,
+    so chance picks count for nothing); flip_rate: the share of candidates whose outcome
+    differs between repeats; informative: the share of boundaries with mixed outcomes, per
+    repeat on average."""
+
+    repeats: int
+    boundaries: int
+    ceiling_auc: float | None
+    ceiling_auc_ci95: tuple[float, float] | None  # of the first repeat's ranking
+    choice_gain: float
+    flip_rate: float
+    informative: float
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def repeatability(runs: Sequence[Sequence[Boundary]]) -> Repeatability:
+    """`runs[k][i]`: boundary i labelled under finisher noise k (K >= 2 runs of the same
+    boundaries, their candidates equal up to `ACTIONS_ATOL`)."""
+    if len(runs) < 2:
+        raise ValueError(f"repeatability needs the boundaries under >= 2 noises. Got {len(runs)}.")
+    first = runs[0]
+    for k, run in enumerate(runs[1:], start=1):
+        if len(run) != len(first):
+            raise ValueError(
+                f"run {k} holds {len(run)} boundaries, run 0 holds {len(first)}: label the same "
+                "episodes under each noise."
+            )
+        for a, b in zip(first, run, strict=True):
+            # equal up to float rounding: labels made on another CPU path (or release) count
+            if a.step != b.step or not np.allclose(a.actions, b.actions, atol=ACTIONS_ATOL):
+                raise ValueError(
+                    f"run {k}: the boundary at step {b.step} has other candidates than run 0's "
+                    f"at step {a.step}: the runs must label the same episodes with one policy."
+                )
+    outcomes = np.stack([[b.success for b in run] for run in runs]).astype(float)  # (K, N, C)
+    repeats = len(runs)
+    rankings, gains = [], []
+    for k in range(repeats):
+        others = np.delete(outcomes, k, axis=0).mean(0)  # (N, C)
+        rankings.append(ranking(list(others), list(outcomes[k] > 0.5)))
+        best = others == others.max(1, keepdims=True)  # ties: a pick among them at random
+        picked = (outcomes[k] * best).sum(1) / best.sum(1)
+        gains.append(float((picked - outcomes[k].mean(1)).mean()))
+    aucs = [r.auc for r in rankings if r.auc is not None]
+    mixed = (outcomes.min(0) != outcomes.max(0)).mean()
+    return Repeatability(
+        repeats=repeats,
+        boundaries=len(first),
+        ceiling_auc=float(np.mean(aucs)) if aucs else None,
+        ceiling_auc_ci95=rankings[0].auc_ci95,
+        choice_gain=float(np.mean(gains)),
+        flip_rate=float(mixed),
+        informative=float(np.mean([r.informative for r in rankings]) / len(first)),
     )

@@ -20,6 +20,7 @@ from robocompose.composition.counterfactual_file import episode_path, read_episo
 from robocompose.composition.counterfactual_scores import (
     boundary_scores,
     ranking,
+    repeatability,
     verifier_policy,
 )
 from robocompose.composition.verifier import Verifier, target_of
@@ -157,6 +158,32 @@ def test_the_ranking_of_built_labels_has_the_known_values() -> None:
     assert ranking(values[2:3], labels[2:3]).auc is None
     with pytest.raises(ValueError, match="one entry per boundary"):
         ranking(values, labels[:2])
+
+
+def test_the_same_boundaries_under_another_finisher_noise(selector, parents, episode) -> None:
+    """Finisher noise 1 labels the same boundaries (same steps, same candidates); a chunk
+    that decided everything would give the ceiling 1, outcomes one noise flips give none."""
+    again = counterfactual_episode(selector, parents[1], SEED, chunks=CHUNKS, finisher_seed=1)
+    runs = [episode.boundaries, again.boundaries]
+    for a, b in zip(*runs, strict=True):
+        assert a.step == b.step and a.finisher_key == b.finisher_key
+        np.testing.assert_array_equal(a.actions, b.actions)
+    found = repeatability(runs)
+    assert (found.repeats, found.boundaries) == (2, len(CHUNKS))
+    assert 0 <= found.flip_rate <= 1 and -1 <= found.choice_gain <= 1
+
+    decided = [replace(b, success=np.array([True, False, True, False, False])) for b in runs[0]]
+    built = repeatability([decided, decided, decided])
+    assert built.ceiling_auc == 1.0 and built.flip_rate == 0.0 and built.informative == 1.0
+    assert built.choice_gain == pytest.approx(1 - 2 / 5)  # a success picked, against 2 of 5
+    luck = [[replace(b, success=np.full(5, k == 0)) for b in runs[0]] for k in range(3)]
+    by_luck = repeatability(luck)
+    assert by_luck.ceiling_auc is None and by_luck.choice_gain == 0.0
+    assert by_luck.flip_rate == 1.0 and by_luck.informative == 0.0
+    with pytest.raises(ValueError, match="other candidates"):
+        repeatability([runs[0], runs[0][::-1]])
+    with pytest.raises(ValueError, match=">= 2 noises"):
+        repeatability([runs[0]])
 
 
 def test_a_random_score_ranks_like_chance() -> None:
