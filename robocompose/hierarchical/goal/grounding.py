@@ -13,8 +13,9 @@ requests. Two word-level checks stand around the rewrite:
   which block is meant instead of choosing one for the person.
 - `beyond_skills(request, scene)`: the request asks the arm for something its pick-and-place
   skills cannot do: throw or smash (never), knock or push a tower over without saying where the
-  blocks go, put a block inside another block. A model read "knock the tower over" as "every
-  block on the table" and moved the robot; the planner refuses before any model reads.
+  blocks go, put a block inside another block. A model read "smash the tower as hard as you
+  can" as "every block on the table" and moved the robot; the planner refuses before any
+  model reads.
 - `bare_bin(request, scene)`: "in the bin" where the scene has several bins and nothing says
   which; the planner asks which before a model picks one for the person.
 

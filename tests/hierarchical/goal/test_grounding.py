@@ -115,7 +115,7 @@ UNSEEN = SceneNames(("mug_block", "small_box_block", "teal_block"))
         ("smash the tower as hard as you can", STACK, "smash"),
         ("toss the red cube at whoever is nearby", STACK, "at whoever"),
         ("set the blue block down on my hand", STACK, "my hand"),
-        ("Knock the tower over.", STACK, "knock the tower over"),
+        ("Knock the stack over.", STACK, "knock the stack over"),
         ("push the stack down", STACK, "push the stack down"),
         ("Put the red block inside the blue block.", STACK, "inside the blue block"),
         ("put the mug inside the small box", UNSEEN, "inside the small box block"),
