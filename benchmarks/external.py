@@ -298,7 +298,9 @@ def headlines(doc: dict[str, Any]) -> None:
     """Over every pair measured (these tasks and GymPushT's two pairs): `never_worse`, no
     pair's chosen candidate significantly below its better parent on the fresh seeds, and
     `vertex_gaps_contain_zero`, every vertex gap's interval holding 0; each with its pairs.
-    `selector_gain_pairs`: the pairs whose selector beats the better parent (point estimate),
+    `significant_gain_pairs`: the pairs whose chosen candidate's interval against the better
+    parent lies above 0. `selector_gain_pairs`: the pairs whose selector beats the better
+    parent (point estimate),
     `selector_significant_gain_pairs` those whose interval lies above 0, of `selector_pairs`."""
     pairs = {t: doc[t] for t in PARENTS if t in doc}
     gym = doc.get("GymPushT", {})
@@ -309,6 +311,12 @@ def headlines(doc: dict[str, Any]) -> None:
     gaps = {name: row["vertex_gap"] for name, row in pairs.items() if "vertex_gap" in row}
     doc["never_worse"] = all(chosen.values()) if chosen else None
     doc["never_worse_pairs"] = sorted(chosen)
+    doc["significant_gain_pairs"] = sorted(
+        name
+        for name, row in pairs.items()
+        if "chosen_candidate" in row
+        and row["chosen_candidate"]["minus_better_parent"]["ci95"][0] > 0
+    )
     doc["vertex_gaps_contain_zero"] = (
         all(g["all_contain_zero"] for g in gaps.values()) if gaps else None
     )

@@ -452,7 +452,9 @@ def external() -> str:
         "search returns",
         "its gain over the better parent (paired)",
     )
-    return fmt.table(header, rows)
+    d = fmt.read("external.json")
+    gains = ", ".join(d.get("significant_gain_pairs", [])) or "none"
+    return fmt.table(header, rows) + f"\n\nPairs significantly above their better parent: {gains}."
 
 
 def external_grid() -> str:
