@@ -57,7 +57,7 @@ def child(args: argparse.Namespace) -> None:
     from robocompose.hierarchical.api import make_planner
     from robocompose.hierarchical.instructions import make_world
     from robocompose.hierarchical.llm import LLMConfig
-    from robocompose.hierarchical.planners.goal import readers
+    from robocompose.hierarchical.planners.goal import GoalPlannerConfig, readers
     from robocompose.hierarchical.skills.scripted import build_registry
 
     readings = args.goal_readings if args.planner == "goal" else "examples"
@@ -79,8 +79,9 @@ def child(args: argparse.Namespace) -> None:
             completions: tuple[Any, ...] = ()
         else:
             planner = make_planner(args.planner, llm, registry, world, second)
-            if args.planner == "goal" and adapter is None:
-                planner.config = replace(planner.config, orders=args.goal_orders)
+            if args.planner == "goal" and (adapter is None or args.goal_orders is not None):
+                orders = args.goal_orders or GoalPlannerConfig().orders
+                planner.config = replace(planner.config, orders=orders)
             completions = planner.plan(item.instruction, world.snapshot(), None).completions
         seconds = time.perf_counter() - start
         ready = time.time()
@@ -104,8 +105,10 @@ def _spawn(planner: str, threads: int, state: str, args: argparse.Namespace,
     command = [sys.executable, __file__, "--child", "--planner", planner, "--n-threads",
                str(threads), "--state", state, "--state-dir", args.state_dir, "--model",
                args.model, "--plans-per-process", str(args.plans_per_process),
-               "--offset", str(offset), "--goal-orders", str(args.goal_orders),
-               "--goal-readings", args.goal_readings, "--lora", args.lora]  # fmt: skip
+               "--offset", str(offset), "--goal-readings", args.goal_readings,
+               "--lora", args.lora]  # fmt: skip
+    if args.goal_orders is not None:
+        command += ["--goal-orders", str(args.goal_orders)]
     spawned = time.time()
     out = subprocess.run(command, capture_output=True, text=True, timeout=1800)
     if out.returncode != 0:
@@ -123,8 +126,9 @@ def _done(path: Path) -> set[str]:
 
 
 def _goal_fields(planner: str, args: argparse.Namespace) -> dict[str, Any]:
-    """What sets a goal planner's rows apart: the adapter (and the second reader), or the
-    number of example orders (rows with neither: one rewrite per plan)."""
+    """What sets a goal planner's rows apart: the adapter (and the second reader, and the
+    scene orders when `--goal-orders` sets them), or the number of example orders (rows with
+    neither: one rewrite per plan)."""
     if planner != "goal":
         return {}
     if args.goal_readings in ("both", "adapted"):
@@ -132,8 +136,12 @@ def _goal_fields(planner: str, args: argparse.Namespace) -> dict[str, Any]:
 
         adapter = Path(args.lora) if args.lora else goal_adapter(args.model)
         fields = {"adapter": True, "adapter_file": adapter.stem if adapter else None}
+        fields |= {"orders": args.goal_orders} if args.goal_orders is not None else {}
         return fields | ({"second_reader": True} if args.goal_readings == "both" else {})
-    return {"orders": args.goal_orders} if args.goal_orders != 1 else {}
+    from robocompose.hierarchical.planners.goal import GoalPlannerConfig
+
+    orders = args.goal_orders or GoalPlannerConfig().orders
+    return {"orders": orders} if orders != 1 else {}
 
 
 def _record(
@@ -161,6 +169,7 @@ def run_processes(args: argparse.Namespace) -> None:
         if "adapter" in fields:
             prefix = f"lora-{fields['adapter_file']}_".replace(".", "_")
             prefix += "both_" * ("second_reader" in fields)
+            prefix += f"o{fields['orders']}_" if "orders" in fields else ""
         else:
             prefix = "".join(f"o{n}_" for n in fields.values())
         if args.machine:  # rows of another machine go to their own files
@@ -288,8 +297,8 @@ def main() -> None:
     parser.add_argument("--processes", type=int, default=5)
     parser.add_argument("--states", default="disk,none", help="goal: prompt state kept or not")
     parser.add_argument("--goal-orders", type=int, default=None,
-                        help="goal: rewrites under that many example orders (default: the "
-                        "planner's)")  # fmt: skip
+                        help="goal: rewrites under that many example (or, with an adapter, "
+                        "scene) orders (default: the planner's)")  # fmt: skip
     parser.add_argument(
         "--goal-readings",
         default="both",
@@ -316,10 +325,6 @@ def main() -> None:
     parser.add_argument("--state", default="disk", help=argparse.SUPPRESS)
     parser.add_argument("--offset", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.goal_orders is None:
-        from robocompose.hierarchical.planners.goal import GoalPlannerConfig
-
-        args.goal_orders = GoalPlannerConfig().orders
     if args.child:
         child(args)
         return

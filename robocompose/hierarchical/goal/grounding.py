@@ -17,7 +17,7 @@ requests. Two word-level checks stand around the rewrite:
   can" as "every block on the table" and moved the robot; the planner refuses before any
   model reads.
 - `bare_bin(request, scene)`: "in the bin" where the scene has several bins and nothing says
-  which; the planner asks which before a model picks one for the person.
+  which; the model's reading names one, and the planner asks which, each bin's goal numbered.
 
     scene = SceneNames(("red_block",), ("red_bin",))
     missing_names("put red in the yellow bin", scene)      # ["yellow bin"]

@@ -28,6 +28,7 @@ instruction, or `reset_goal()`, asks the LLM again.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -38,7 +39,7 @@ import numpy as np
 from robocompose.choices import check_choice
 from robocompose.hierarchical.base import Completion, LLMBackend, Message, Plan, SkillCall
 from robocompose.hierarchical.goal.constraints import ConstraintSyntaxError, parse
-from robocompose.hierarchical.goal.facts import SceneNames, colour_of
+from robocompose.hierarchical.goal.facts import SceneNames
 from robocompose.hierarchical.goal.grammar import gbnf
 from robocompose.hierarchical.goal.grounding import (
     bare_bin,
@@ -75,6 +76,7 @@ SPOT_RANGE_M = 0.15  # ... within [-range, range]^2
 SPOT_GAP_M = 0.10  # ... this far from every block, bin centre and spot already chosen
 MAX_REWRITES = 2  # LLM answers that do not parse (free decoding only) before giving up
 PROMPTS = ("examples", "adapted", "lifted")
+_BIN_NAME = re.compile(r"\b\w+_bin\b")  # a bin in constraint text ("red_bin", "any_bin")
 ADAPTED_ORDERS = 2  # scene orders the adapted model's rewrites must agree across (measured)
 # the readings a local model with a shipped adapter plans with (`robocompose plan goal_readings=`):
 # the few-shot base model, the adapted model, or the adapted model checked by the few-shot one
@@ -266,8 +268,8 @@ class GoalPlanner:
         """Calls from the world's facts now to the instruction's goal (see the module doc).
 
         Before the LLM: a colour the request names that the scene lacks is refused, and so is
-        what picking and placing cannot do (`beyond_skills`); "in the bin" among several bins is
-        asked back. After each
+        what picking and placing cannot do (`beyond_skills`). "In the bin" among several bins is
+        asked back after the reading, every bin's goal numbered. After each
         rewrite: a goal naming blocks the request does not is asked back; then the rewrites under
         the other example orders must solve to the same goal (else: which reading?)."""
         facts = self.world.facts()
@@ -287,10 +289,6 @@ class GoalPlanner:
         if beyond:
             self._refused = instruction
             return GoalPlan(refusal=Refusal(beyond, "unsupported"))
-        if bare_bin(said, self.scene):
-            self._refused = instruction
-            bins = " or ".join(f"the {colour_of(b).replace('_', ' ')} bin" for b in self.scene.bins)
-            return GoalPlan(question=Question(f"Which bin do you mean: {bins}?", kind="unclear"))
         readings: list[tuple[str, Outcome]] = []
         completions: tuple[Completion, ...] = ()
         for (llm, chat, lifted), (text, done, problem) in self._rewrites(instruction, facts):
@@ -321,6 +319,11 @@ class GoalPlanner:
                 break
         if all(same_goal(readings[0][1], o) for _, o in readings):
             text, outcome = readings[0]
+            goals = self._every_bin(text, facts) if bare_bin(said, self.scene) else []
+            if len(goals) > 1:  # "in the bin" among several: the model picked one, ask which
+                self._refused = instruction
+                question = _which_reading(goals, [])
+                return GoalPlan(constraints=text, question=question, completions=completions)
             return self._settle(instruction, text, outcome, facts, completions)
         if self.config.revise:
             first_llm, first_chat, first_lifted = self._readers(instruction, facts)[0]
@@ -333,6 +336,22 @@ class GoalPlanner:
             if revised is not None:
                 readings.append(revised)
         return self._resolve(instruction, readings, facts, completions)
+
+    def _every_bin(self, text: str, facts: State) -> list[Goal]:
+        """The distinct goals of `text` with the one bin it names replaced by each of the
+        scene's bins ([] when it names none or several)."""
+        named = set(_BIN_NAME.findall(text))
+        if len(named) != 1:
+            return []
+        pattern = re.compile(rf"\b{re.escape(named.pop())}\b")
+        goals: list[Goal] = []
+        for name in self.scene.bins:
+            outcome = solve(
+                parse(pattern.sub(name, text), self.scene), facts, self.scene, self.operators
+            )
+            if isinstance(outcome, Goal) and not any(same_goal(outcome, g) for g in goals):
+                goals.append(outcome)
+        return goals
 
     def _rewrites(
         self, instruction: str, facts: State

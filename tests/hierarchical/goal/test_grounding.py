@@ -22,6 +22,7 @@ from robocompose.hierarchical.planners.goal import (
     GoalPlanner,
     _distinct_goals,
     _which_reading,
+    reading_config,
 )
 from robocompose.hierarchical.skills.scripted import build_registry
 from robocompose.hierarchical.world import SimWorld
@@ -161,14 +162,21 @@ def test_a_bin_said_without_which(request_, scene, bare):
     assert bare_bin(request_, scene) is bare
 
 
-def test_which_bin_is_asked_and_the_answer_joins_the_request():
-    planner, world = _planner()  # llm=None: an LLM call would raise
+@pytest.mark.qwen
+def test_which_bin_is_asked_with_every_bins_goal_and_a_number_answers(qwen_goal):
+    planner, world = _planner(qwen_goal)
+    planner.config = reading_config(qwen_goal)
     try:
         plan = planner.plan("put the blue block in the bin")
-        assert plan.kind == "ask" and not plan.completions and world.steps == 0
-        assert all(f"the {c} bin" in plan.message for c in ("red", "green", "blue"))
-        with pytest.raises(AttributeError):  # the answer passes the check: the model reads
-            planner.plan("put the blue block in the bin; the green one")
+        assert plan.kind == "ask" and world.steps == 0
+        for k, colour in enumerate(("red", "green", "blue")):
+            assert f"the blue block in the {colour} bin" in plan.message
+            assert f"({k + 1})" in plan.message
+        picked = choose(plan.question, "2")
+        assert picked is not None and ("in", "blue_block", "green_bin") in picked.facts
+        assert planner.choose("put the blue block in the bin", picked).kind == "calls"
+        # a named bin is read as said, with no question
+        assert planner.plan("put the blue block in the green bin").kind == "calls"
     finally:
         world.close()
 
