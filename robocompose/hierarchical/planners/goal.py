@@ -244,7 +244,7 @@ class GoalPlanner:
         self._goal: tuple[str, Goal, str] | None = None  # (instruction, goal, constraints)
         # the last instruction a word check refused or asked about: an answer joins it, and only
         # what the answer adds is checked again
-        self._refused: str | None = None
+        self._checked: str | None = None
 
     @property
     def goal(self) -> Goal | None:
@@ -276,18 +276,18 @@ class GoalPlanner:
         if self._goal is not None and self._goal[0] == instruction:
             _, goal, text = self._goal
             return self.calls_to(goal, facts, text)
-        said = instruction  # an answer to a refusal joins it: check only what the answer adds
-        if self._refused is not None and instruction.startswith(self._refused.rstrip(".")):
-            said = instruction[len(self._refused.rstrip(".")) :]
+        said = instruction  # an answer joins what a check held back: check only what it adds
+        if self._checked is not None and instruction.startswith(self._checked.rstrip(".")):
+            said = instruction[len(self._checked.rstrip(".")) :]
         missing = missing_names(said, self.scene)
         if missing:
-            self._refused = instruction
+            self._checked = instruction
             names = " or ".join(missing)
             reason = f"there is no {names} in the scene (it has {scene_names(self.scene)})"
             return GoalPlan(refusal=Refusal(reason, "absent"))
         beyond = beyond_skills(said, self.scene)
         if beyond:
-            self._refused = instruction
+            self._checked = instruction
             return GoalPlan(refusal=Refusal(beyond, "unsupported"))
         readings: list[tuple[str, Outcome]] = []
         completions: tuple[Completion, ...] = ()
@@ -321,7 +321,7 @@ class GoalPlanner:
             text, outcome = readings[0]
             goals = self._every_bin(text, facts) if bare_bin(said, self.scene) else []
             if len(goals) > 1:  # "in the bin" among several: the model picked one, ask which
-                self._refused = instruction
+                self._checked = instruction
                 question = _which_reading(goals, [])
                 return GoalPlan(constraints=text, question=question, completions=completions)
             return self._settle(instruction, text, outcome, facts, completions)
