@@ -185,6 +185,14 @@ def summarise(
     return entry
 
 
+def folder_of(task: str, training: bool = False, noise: int = 0) -> Path:
+    """Where a task's episodes go: the fresh ones under finisher noise 0, those under noise K
+    (`--finisher-seed K`), or a ranker's training seeds (`--training`)."""
+    if noise:
+        return OUT / task / f"finisher{noise}"
+    return OUT / task / "training" if training else OUT / task
+
+
 def repeatability_entry(
     task: str, policy, finisher, seeds: list[int], boundaries: int, noises: list[int]
 ) -> dict:
@@ -194,8 +202,7 @@ def repeatability_entry(
     by one."""
     runs = []
     for k in noises:
-        folder = OUT / task / f"finisher{k}" if k else OUT / task
-        episodes = label(task, policy, finisher, seeds, boundaries, folder, k)
+        episodes = label(task, policy, finisher, seeds, boundaries, folder_of(task, noise=k), k)
         runs.append([b for e in episodes for b in e.boundaries])
     found = repeatability(runs)
     return {
@@ -268,9 +275,7 @@ def main() -> None:
             RESULTS.set(["repeatability", task], entry)
             print(f"{task} repeatability: {entry}", flush=True)
             continue
-        folder = OUT / task / "training" if args.training else OUT / task
-        if args.finisher_seed:
-            folder = OUT / task / f"finisher{args.finisher_seed}"
+        folder = folder_of(task, args.training, args.finisher_seed)
         episodes = label(task, policy, finisher, seeds, args.boundaries, folder, args.finisher_seed)
         if args.finisher_seed:
             print(

@@ -3,7 +3,7 @@
 A small model maps what the scene lacks onto what it has ("put the white block in the purple
 bin" with no purple bin -> `in(white, blue_bin)`), and fills blocks the request leaves open
 ("put one block in the green bin" -> `in(red, green_bin)`). Both moved the robot on infeasible
-requests. Two word-level checks stand around the rewrite:
+requests. Word-level checks stand around the rewrite:
 
 - `missing_names(request, scene)`: colour words the request uses for a block or a bin the
   scene lacks ("the orange bin", "purple" in a scene without purple). The planner refuses

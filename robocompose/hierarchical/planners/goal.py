@@ -344,14 +344,10 @@ class GoalPlanner:
         if len(named) != 1:
             return []
         pattern = re.compile(rf"\b{re.escape(named.pop())}\b")
-        goals: list[Goal] = []
-        for name in self.scene.bins:
-            outcome = solve(
-                parse(pattern.sub(name, text), self.scene), facts, self.scene, self.operators
-            )
-            if isinstance(outcome, Goal) and not any(same_goal(outcome, g) for g in goals):
-                goals.append(outcome)
-        return goals
+        variants = [pattern.sub(name, text) for name in self.scene.bins]
+        return _distinct_goals(
+            [(v, solve(parse(v, self.scene), facts, self.scene, self.operators)) for v in variants]
+        )
 
     def _rewrites(
         self, instruction: str, facts: State
