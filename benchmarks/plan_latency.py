@@ -57,7 +57,7 @@ def child(args: argparse.Namespace) -> None:
     from robocompose.hierarchical.api import make_planner
     from robocompose.hierarchical.instructions import make_world
     from robocompose.hierarchical.llm import LLMConfig
-    from robocompose.hierarchical.planners.goal import GoalPlannerConfig, readers
+    from robocompose.hierarchical.planners.goal import readers
     from robocompose.hierarchical.skills.scripted import build_registry
 
     readings = args.goal_readings if args.planner == "goal" else "examples"
@@ -80,8 +80,7 @@ def child(args: argparse.Namespace) -> None:
         else:
             planner = make_planner(args.planner, llm, registry, world, second)
             if args.planner == "goal" and (adapter is None or args.goal_orders is not None):
-                orders = args.goal_orders or GoalPlannerConfig().orders
-                planner.config = replace(planner.config, orders=orders)
+                planner.config = replace(planner.config, orders=_orders(args))
             completions = planner.plan(item.instruction, world.snapshot(), None).completions
         seconds = time.perf_counter() - start
         ready = time.time()
@@ -138,10 +137,15 @@ def _goal_fields(planner: str, args: argparse.Namespace) -> dict[str, Any]:
         fields = {"adapter": True, "adapter_file": adapter.stem if adapter else None}
         fields |= {"orders": args.goal_orders} if args.goal_orders is not None else {}
         return fields | ({"second_reader": True} if args.goal_readings == "both" else {})
+    orders = _orders(args)
+    return {"orders": orders} if orders != 1 else {}
+
+
+def _orders(args: argparse.Namespace) -> int:
+    """Scene listings a plan reads: `--goal-orders`, else the goal planner's default."""
     from robocompose.hierarchical.planners.goal import GoalPlannerConfig
 
-    orders = args.goal_orders or GoalPlannerConfig().orders
-    return {"orders": orders} if orders != 1 else {}
+    return args.goal_orders or GoalPlannerConfig().orders
 
 
 def _record(

@@ -81,8 +81,9 @@ _PLACEMENT = re.compile(
 )
 # a block said to go inside another block (over the lifted request: placeholders)
 _CONTAINED = re.compile(
-    r"\b(inside|within)\s+(of\s+)?(the\s+)?([A-Z])\b(?!\s*(?:'s\s+)?(?:bin|box|basket|tray))"
-    r"|\b(in|into)\s+(the\s+)?([A-Z])\s+(block|cube)\b",
+    r"\b(?:inside|within)\s+(?:of\s+)?(?:the\s+)?(?P<inside>[A-Z])\b"
+    r"(?!\s*(?:'s\s+)?(?:bin|box|basket|tray))"
+    r"|\b(?:in|into)\s+(?:the\s+)?(?P<block>[A-Z])\s+(?:block|cube)\b",
 )
 _CONSTRAINT_WORD = re.compile(r"\b[a-z][a-z_]*?(?:_bin)?\b")
 
@@ -155,8 +156,8 @@ def beyond_skills(request: str, scene: SceneNames) -> str | None:
         )
     bins = {b.rpartition("_")[0] for b in lifted.scene.bins}
     for found in _CONTAINED.finditer(lifted.request):
-        holder = found[4] or found[7]
-        if found[7] or holder not in bins:
+        holder = found["inside"] or found["block"]
+        if found["block"] or holder not in bins:
             name = lifted.binding.get(holder, holder).replace("_", " ")
             return (
                 f"a block cannot go inside the {name} block; blocks go on blocks, on the table "
