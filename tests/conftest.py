@@ -22,11 +22,14 @@ Mark a test `@pytest.mark.smollm2` / `@pytest.mark.qwen` to say which it needs; 
 deselects the slow ones.
 
 `make test` hands out whole files (`--dist loadfile`: a module's fixtures load once) longest
-first, so the run does not end with one worker in a minute-long test while the other idles.
+first, so the run does not end with one worker in a minute-long test while the other idles; the
+seconds come from `file_seconds.json`, which a run with `--store-file-seconds` rewrites
+(`PYTEST_ADDOPTS=--store-file-seconds make test`).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -48,44 +51,22 @@ JAX_CACHE = {
     "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0",
 }
 _CREATED: list[str] = []
-# seconds each long file took on one core (a run of 2026-11): only the order files start in;
-# a file not listed starts after these, in collection order
-FILE_SECONDS = {
-    "hierarchical/planners/test_goal.py": 163,
-    "hierarchical/planners/test_skills.py": 103,
-    "hierarchical/planners/test_code.py": 80,
-    "sweep/test_ray_cluster.py": 75,
-    "sweep/test_sweep.py": 73,
-    "hierarchical/run/test_repair.py": 67,
-    "hierarchical/run/test_correction_bank.py": 59,
-    "language_to_rewards/test_pipeline.py": 57,
-    "test_cli_interrupt.py": 53,
-    "policies/test_train.py": 45,
-    "launch/test_ray_episodes.py": 40,
-    "hierarchical/run/test_plan_executor.py": 39,
-    "sim/test_external.py": 38,
-    "policies/test_jax_flow.py": 35,
-    "sim/test_tasks.py": 34,
-    "hierarchical/llm/test_llm.py": 33,
-    "test_demo.py": 32,
-    "hierarchical/adapter/test_train.py": 30,
-    "test_config.py": 24,
-    "policies/test_policy.py": 17,
-    "composition/test_counterfactual.py": 15,
-    "hierarchical/adapter/test_paraphrase.py": 17,
-    "hierarchical/planners/test_saycan.py": 16,
-    "policies/test_train_watch.py": 15,
-    "hierarchical/sandbox/test_sandbox_hostile.py": 14,
-    "sim/test_lerobot_dataset.py": 14,
-    "sim/test_collect.py": 14,
-    "hierarchical/llm/test_prefix_state.py": 14,
-    "sim/test_robosuite_env.py": 13,
-}
+# seconds each test file took on one core in the last run with `--store-file-seconds`: only the
+# order files start in; a file not listed starts after these, in collection order
+FILE_SECONDS = Path(__file__).with_name("file_seconds.json")
 
 
 def _worker_index() -> int | None:
     worker = os.environ.get("PYTEST_XDIST_WORKER", "")
     return int(worker.removeprefix("gw")) if worker.startswith("gw") else None
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--store-file-seconds",
+        action="store_true",
+        help=f"write each test file's seconds to {FILE_SECONDS.name} (the order files start in)",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -115,11 +96,31 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     tests = Path(__file__).parent
+    known = json.loads(FILE_SECONDS.read_text()) if FILE_SECONDS.is_file() else {}
 
-    def seconds(item: pytest.Item) -> int:
-        return FILE_SECONDS.get(item.path.relative_to(tests).as_posix(), 0)
+    def seconds(item: pytest.Item) -> float:
+        return known.get(item.path.relative_to(tests).as_posix(), 0)
 
     items.sort(key=lambda item: -seconds(item))  # stable: a file's tests keep their order
+
+
+_SPENT: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Seconds per test file (setup, call and teardown), gathered where the run is controlled."""
+    if _worker_index() is None:
+        file = report.nodeid.split("::")[0].removeprefix("tests/")
+        _SPENT[file] = _SPENT.get(file, 0.0) + report.duration
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    if not session.config.getoption("--store-file-seconds") or _worker_index() is not None:
+        return
+    known = json.loads(FILE_SECONDS.read_text()) if FILE_SECONDS.is_file() else {}
+    known |= {file: round(spent) for file, spent in _SPENT.items()}
+    ordered = dict(sorted(known.items(), key=lambda kv: (-kv[1], kv[0])))
+    FILE_SECONDS.write_text(json.dumps(ordered, indent=1) + "\n")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
