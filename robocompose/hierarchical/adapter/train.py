@@ -11,7 +11,7 @@ the first shipped adapter. The adapter is saved in llama.cpp's adapter format (g
 "adapter", tensors `<base>.lora_a` / `.lora_b`), so the planner keeps llama.cpp, its grammar and
 its speed: `LocalLLM(lora=path)`. On a GPU: `robocompose adapt ... device=cuda`.
 
-    robocompose adapt --out goal-lora.gguf [--steps 400]     (robocompose.verbs.adapt)
+    robocompose adapt --out goal-lora.gguf [--steps 900]     (robocompose.verbs.adapt)
 
 Training writes `<out>.log.jsonl` (loss per step) and a checkpoint every `save_every` steps
 (`<out>.ckpt.pt`); a rerun resumes from it. Needs the `adapt` extra (torch, transformers, gguf,
@@ -53,7 +53,7 @@ class LoRAConfig:
     alpha: float = 16.0
     targets: tuple[str, ...] = ("q_proj", "v_proj")
     lr: float = 3e-4
-    steps: int = 400  # the shipped adapter's
+    steps: int = 900  # the shipped adapter's
     batch: int = 4
     data: str = "corpus"
     pairs: int = 12_000

