@@ -61,6 +61,10 @@ def _worker_index() -> int | None:
     return int(worker.removeprefix("gw")) if worker.startswith("gw") else None
 
 
+def _file_seconds() -> dict[str, float]:
+    return json.loads(FILE_SECONDS.read_text()) if FILE_SECONDS.is_file() else {}
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--store-file-seconds",
@@ -96,7 +100,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     tests = Path(__file__).parent
-    known = json.loads(FILE_SECONDS.read_text()) if FILE_SECONDS.is_file() else {}
+    known = _file_seconds()
 
     def seconds(item: pytest.Item) -> float:
         return known.get(item.path.relative_to(tests).as_posix(), 0)
@@ -117,7 +121,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 def pytest_sessionfinish(session: pytest.Session) -> None:
     if not session.config.getoption("--store-file-seconds") or _worker_index() is not None:
         return
-    known = json.loads(FILE_SECONDS.read_text()) if FILE_SECONDS.is_file() else {}
+    known = _file_seconds()
     known |= {file: round(spent) for file, spent in _SPENT.items()}
     ordered = dict(sorted(known.items(), key=lambda kv: (-kv[1], kv[0])))
     FILE_SECONDS.write_text(json.dumps(ordered, indent=1) + "\n")
