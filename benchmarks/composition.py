@@ -1,16 +1,20 @@
 """Composition figures, each measured in one run of this script.
 
 P1 quality, per task: the task's shipped parent pair (robocompose.shipped: chosen with headroom,
-    the better parent between 40% and 85%). Everything is chosen on the search seeds: the better
-    parent, the convex (GPC) weights by successive halving, and the operator (searched convex,
-    product of experts w = (1, 1), SuperDiff AND and OR, mixture at the searched weights). Then
-    on fresh seeds (>= 200): the parents with their complementarity (only A succeeds, only B,
-    both, neither), and the searched convex, the product, the chosen operator and the control
-    for the product (the better parent alone with its score doubled, w = (2, 0): p^2, as sharp
-    as the product; and the better parent alone on the control's Karras grid, which separates
-    the control's two changes), each paired seed by seed against the better parent: the
-    difference with Newcombe's paired 95% interval. Headlines: `mean_delta_pts_fresh` (best
-    composed minus better parent on fresh seeds, mean over tasks), `tasks_ci_above_zero`;
+    the better parent between 40% and 85%). Everything is chosen on the search seeds: `search`
+    as a user runs it (every searchable operator's candidates, so the convex simplex grid, the
+    product of experts and each parent sharpened, and each parent alone, in one successive-
+    halving pool, its winner checked against both parents on every seed; chunk logs kept for
+    the verifier) picks the candidate, and the better parent is picked there too. Beside it each
+    operator runs on every search seed (the search's best convex weights, product of experts
+    w = (1, 1), SuperDiff AND and OR, mixture at those weights). Then on fresh seeds (>= 200):
+    the parents with their complementarity (only A succeeds, only B, both, neither), the
+    search's choice, the searched convex, the product and the control for the product (the
+    better parent alone with its score doubled, w = (2, 0): p^2, as sharp as the product; and
+    the better parent alone on the control's Karras grid, which separates the control's two
+    changes), each paired seed by seed against the better parent: the difference with
+    Newcombe's paired 95% interval. Headlines: `mean_delta_pts_fresh` (the search's choice
+    minus the better parent on fresh seeds, mean over tasks), `tasks_ci_above_zero`;
     `mean_delta_pts` is the convex gain on the search seeds (biased up: the weights were picked
     there).
 P2 latency, per task pair: composed (K=2) chunk latency / the slower parent's, batch 1 and 16, 10
@@ -28,18 +32,21 @@ P2 latency, per task pair: composed (K=2) chunk latency / the slower parent's, b
     (eager): the parents' observation encoders, their networks as the composition runs them
     (its stacked groups, conditioning for every step in one call) and an Euler update, timed in
     the same rounds as the composition; the load average is recorded with each batch.
-P1 also records the candidate the search's rule picks over every parent alone and every
-    composition tried (`chosen_candidate`, a tie going to the parent), paired against the better
-    parent on the fresh seeds; `never_worse` (per task and headline): its interval's upper bound
-    is >= 0.
+P1 stores the search's choice as `chosen_candidate` (a tie goes to the parent), with its fresh
+    pairing; `never_worse` (per task and headline): that interval's upper bound is >= 0.
 Vertex gap (`--parts vertex`, per task `vertex_gap`): each parent's vertex of the convex
     composition against the parent on its own sampler, paired on fresh seeds, and the path a
     vertex ran on before (the pair's grid) where that grid is the other parent's.
 Verifier (`--parts verifier`, per task `selector`, composition_parts/verifier.py): the selector
-    by a chunk verifier trained on the search's own rollouts (every searchable operator in its
+    by a chunk verifier trained on P1's search's rollouts (every searchable operator in its
     pool), refined by `--verifier-rounds` rounds of its own episodes on seeds of their own, then
     on the fresh seeds against the better parent and the oracle; headlines
     `oracle_gap_half_tasks` and `selector_verifier_mean_delta_pts`.
+Headlines (`--parts headlines`, and at the end of every run; no episode): each learned
+    selector takes its verifier's AUC on the task's counterfactual labels
+    (`selector.verifier_auc_counterfactual`, from counterfactual.json when that very verifier
+    file scored them: benchmarks/counterfactual.py --verifier), and the verifier's headlines
+    are recomputed.
 Selector cost (`--parts selector_latency`, `selector_latency.<task>`): its ms per chunk over
     the floor's at batch 1 and 16, by `agreement` and by the task's verifier, with 1, 2, 4, 8
     native samples per parent.
@@ -88,7 +95,11 @@ from composition_parts.selector import (
 )
 from composition_parts.selector_latency import selector_latency
 from composition_parts.shared import HELDOUT_SEED_START, OUT, RESULTS, parents_of, record_task
-from composition_parts.verifier import store_verifier_selector, verifier_selector
+from composition_parts.verifier import (
+    store_verifier_selector,
+    verifier_headlines,
+    verifier_selector,
+)
 from composition_parts.vertex import store_vertex_gap, vertex_gap
 
 from robocompose.shipped import PARENT_PAIRS
@@ -102,6 +113,7 @@ PARTS = (
     "selector",
     "verifier",
     "selector_latency",
+    "headlines",
 )
 ONLY_WHEN_NAMED = ("selector", "verifier")
 
@@ -200,6 +212,7 @@ def main() -> None:
             controls=not args.p1_no_controls,
         )
         RESULTS.update(lambda results, task=task, found=found: store_quality(results, task, found))
+    RESULTS.update(verifier_headlines)  # every run: counterfactual.json may have changed since
 
 
 if __name__ == "__main__":

@@ -1,24 +1,30 @@
-"""P1 quality (`--parts quality`): the parents, the searched convex weights, the operators and
-the candidate the search's rule picks, chosen on the search seeds and paired on fresh ones against
-the better parent; the controls for the product."""
+"""P1 quality (`--parts quality`): the search over every operator and each parent alone chooses
+on the search seeds, and its choice is paired on fresh seeds against the better parent; beside
+it, each operator on the search seeds, the searched convex weights and the product on the fresh
+ones, and the controls for the product."""
 
 from __future__ import annotations
 
 import statistics
 
-from search_replay import convex_search
-
 from robocompose.compare import Comparison, compare
-from robocompose.composition.api import candidate_label, compose
-from robocompose.composition.search_plot import plot_search
-from robocompose.composition.weight_search import NativeParent
+from robocompose.composition.api import candidate_label, compose, search
+from robocompose.composition.methods import Weights
+from robocompose.composition.weight_search import (
+    KIND_COMPOSITION,
+    KIND_NATIVE,
+    NativeParent,
+    SearchResult,
+)
 from robocompose.evaluation import evaluate
 from robocompose.stats import paired_outcomes
 
-from .shared import HELDOUT_SEED_START, OUT, SEED_START, parents_of, pick_best
+from .shared import HELDOUT_SEED_START, OUT, SEED_START, parents_of, pick_best, search_folder
 
 # the operators P1 tries on the search seeds (SuperDiff's 40 stochastic steps cost 4x an episode)
 P1_OPERATORS = ("convex", "product_of_experts", "superdiff_and", "superdiff_or", "mixture")
+# a third release's key: the best of three compositions judged on the fresh seeds themselves
+STALE_KEYS = ("best_composed_fresh",)
 CONTROL_KEYS = (
     "product_vs_sharpened_control",
     "better_parent_karras_grid",
@@ -27,8 +33,8 @@ CONTROL_KEYS = (
 
 
 def _native_on(parents: list, names: list[str], seeds: list[int], episodes) -> Comparison:
-    """The parents alone on `seeds`, logged in the files the search's native candidates use
-    (`parent<i>_native.jsonl`), so the search reuses every one of these episodes."""
+    """The parents alone on `seeds`, read back from the files the search's native candidates
+    wrote (`parent<i>_native.jsonl`: its final check ran each parent on every search seed)."""
     results = []
     for i, parent in enumerate(parents):
         label = NativeParent(i, len(parents)).label
@@ -37,18 +43,26 @@ def _native_on(parents: list, names: list[str], seeds: list[int], episodes) -> C
     return Comparison(tuple(names), tuple(results), paired_outcomes(*outcomes))
 
 
-def _chosen_candidate(
-    names: list[str], parents_search: dict[str, dict], composed_search: dict[str, dict]
-) -> tuple[str, dict]:
-    """The candidate with the best success on the search seeds (mean score breaks ties), each
-    parent alone listed first so that a tie goes to it: the search's rule, over the operators
-    too."""
-    rows = {
-        f"native:{n}": {"kind": "parent_native", "parent": n, **parents_search[n]} for n in names
-    }
-    rows |= {k: {"kind": "composition", **r} for k, r in composed_search.items()}
-    key = max(rows, key=lambda k: (rows[k]["success"], rows[k]["mean_score"]))
-    return key, rows[key]
+def _best_convex(found: SearchResult) -> Weights:
+    """The convex weights the search ranked best: of its convex candidates run on the most
+    seeds, the best (what a search of the convex weights alone returned before the pool)."""
+    convex = [c for c in found.candidates if c.key.operator == "convex"]
+    most = max(c.episodes for c in convex)
+    return max(
+        (c for c in convex if c.episodes == most), key=lambda c: (c.rate, c.mean_score)
+    ).weights
+
+
+def _candidate_of(found: SearchResult, names: list[str]) -> dict:
+    """The search's choice as stored: a composition (method and weights) or a parent alone."""
+    choice = found.choice
+    if found.chosen_kind == KIND_COMPOSITION:
+        return {
+            "kind": KIND_COMPOSITION,
+            "operator": choice.operator,
+            "weights": list(choice.weights),
+        }
+    return {"kind": KIND_NATIVE, "parent": names[choice.index]}
 
 
 def quality(
@@ -59,25 +73,30 @@ def quality(
     operators: tuple[str, ...] = P1_OPERATORS,
     controls: bool = True,
 ) -> dict:
-    """P1 the honest way: everything is chosen on the search seeds (the better parent, the
-    convex weights, the operator, and the candidate: a parent alone or a composition), then
-    measured on fresh seeds, each composition paired seed by seed against the better parent."""
+    """P1 the honest way: `search` as a user runs it (every searchable operator and each
+    parent alone in one successive-halving pool, chunk logs kept for the verifier) chooses on
+    the search seeds; its choice is then measured on fresh seeds, paired seed by seed against
+    the better parent (also chosen on the search seeds). Each operator of `operators` is run
+    on every search seed beside it, for the table of what each would have done."""
     parents, names = parents_of(task)
     search_seeds = list(range(SEED_START, SEED_START + search_episodes))
     fresh_seeds = list(range(HELDOUT_SEED_START, HELDOUT_SEED_START + fresh_episodes))
-    folder = OUT / task
-    on_search = _native_on(parents, names, search_seeds, folder / "search" / "episodes")
+    folder = search_folder(task)
+    found = search(
+        parents,
+        search_seeds,
+        out_dir=folder,
+        first_slice=first_slice,
+        chunk_log=True,
+        progress=False,
+    )
+    print(f"{task} search over every operator:\n{found.table()}", flush=True)
+    print(f"{task} search won: {found.chosen_text(names)}", flush=True)
+    on_search = _native_on(parents, names, search_seeds, folder / "episodes")
     parents_search = {n: r.row() for n, r in zip(names, on_search.results, strict=True)}
     better = pick_best(parents_search)
     print(f"{task} on the search seeds:\n{on_search.table()}", flush=True)
-
-    found = convex_search(parents, search_seeds, folder / "search", first_slice=first_slice)
-    print(f"{task} convex search:\n{found.table()}", flush=True)
-    print(f"{task} search won: {found.chosen_text(names)}", flush=True)
-    weights = tuple(found.best_composition)  # the convex trial: a composition, even where a
-    # parent alone won (the chosen candidate below weighs the parents)
-    rows_for_plot = [dict(r, label=n) for n, r in parents_search.items()]
-    plot_search(found, folder / "search" / "search.png", rows_for_plot, task)
+    weights = _best_convex(found)
     trials = {
         "convex": ("convex", weights),
         "product_of_experts": ("weighted_sum", (1.0, 1.0)),
@@ -90,13 +109,18 @@ def quality(
         if key not in operators:
             continue
         label = candidate_label(operator, w)
-        out = folder / "search" / "episodes" / f"{label}.jsonl"  # the search's own file
-        result = evaluate(compose(parents, operator, w), search_seeds, out=out, label=label)
+        result = evaluate(
+            compose(parents, operator, w),
+            search_seeds,
+            out=folder / "episodes" / f"{label}.jsonl",  # the search's own file and chunk log
+            chunk_log=folder / "chunks" / label,
+            label=label,
+            progress=False,
+        )
         composed_search[key] = {"operator": operator, "weights": list(w), **result.row()}
         print(f"{task} search seeds {key}: {result.summary()}", flush=True)
     chosen_key = pick_best(composed_search)
-    candidate_key, candidate = _chosen_candidate(names, parents_search, composed_search)
-    print(f"{task} chosen candidate on the search seeds: {candidate_key}", flush=True)
+    candidate = _candidate_of(found, names)
 
     sharpened = tuple(2.0 * (n == better) for n in names)
     fresh_trials = {
@@ -107,7 +131,7 @@ def quality(
     if controls:
         fresh_trials["sharpened_better_parent"] = ("weighted_sum", sharpened)
     better_policy = parents[names.index(better)]
-    fresh_dir = folder / "fresh"
+    fresh_dir = OUT / task / "fresh"
     on_fresh = compare(*parents, fresh_seeds, out_dir=fresh_dir, labels=tuple(names))
     print(f"{task} on fresh seeds:\n{on_fresh.table()}", flush=True)
     composed_fresh, paired = {}, {}
@@ -124,15 +148,11 @@ def quality(
         paired[key] = pair.to_dict() | {"formatted": pair.paired.format()}
         print(f"{task} fresh {key} - {better}: {pair.paired.format()}", flush=True)
     chosen_fresh = _candidate_fresh(candidate, parents, names, better, on_fresh, fresh_dir)
-    print(f"{task} fresh chosen candidate - {better}: {chosen_fresh['formatted']}", flush=True)
-    skipped = {"skipped": "not rerun with the third version's candidates (--p1-no-controls)"}
+    print(f"{task} fresh search choice - {better}: {chosen_fresh['formatted']}", flush=True)
+    skipped = {"skipped": "not rerun with the fourth version's search (--p1-no-controls)"}
     extra: dict = dict.fromkeys(CONTROL_KEYS, skipped)
     if controls:
         extra = _controls(parents, names, better, better_policy, fresh_seeds, fresh_dir, task)
-    gains = {
-        k: paired[k]["difference"] for k in ("convex", "product_of_experts", "chosen_operator")
-    }
-    best_key = max(gains, key=gains.get)
     best_parent_search = parents_search[better]["success"]
     return {
         # the first release's keys, from the search seeds
@@ -141,6 +161,7 @@ def quality(
         "operators": composed_search,
         "delta_pts": 100 * (composed_search["convex"]["success"] - best_parent_search),
         "search": found.to_dict(),
+        "search_operators": found.provenance["search"]["operators"],
         # the second release's
         "pair": names,
         "modalities": {n: "+".join(p.config.obs_keys) for n, p in zip(names, parents, strict=True)},
@@ -158,12 +179,11 @@ def quality(
             "composed": composed_fresh,
             "paired_vs_better_parent": paired,
         },
-        "best_composed_fresh": best_key,
         **extra,
-        "delta_pts_fresh": 100 * gains[best_key],
-        "ci_above_zero": paired[best_key]["ci_low"] > 0,
-        # the third release's: the candidate the search's rule picks, a parent alone included
-        "chosen_candidate": {"key": candidate_key, "search": candidate, "fresh": chosen_fresh},
+        # the fourth release's headline: the search's own choice (its whole pool), on fresh seeds
+        "chosen_candidate": {"search": candidate, "fresh": chosen_fresh},
+        "delta_pts_fresh": 100 * chosen_fresh["difference"],
+        "ci_above_zero": chosen_fresh["ci_low"] > 0,
         "never_worse": chosen_fresh["ci_high"] >= 0,
     }
 
@@ -248,7 +268,8 @@ def _controls(parents, names, better, better_policy, fresh_seeds, fresh_dir, tas
 
 def store_quality(results: dict, task: str, found: dict) -> None:
     per_task = results.setdefault("quality", {})
-    per_task[task] = per_task.get(task, {}) | found  # keeps the parts stored apart (vertex_gap)
+    kept = {k: v for k, v in per_task.get(task, {}).items() if k not in STALE_KEYS}
+    per_task[task] = kept | found  # keeps the parts stored apart (vertex_gap, selector)
     rows = list(per_task.values())
     results["mean_delta_pts"] = statistics.mean(r["delta_pts"] for r in rows)
     fresh = [r for r in rows if "delta_pts_fresh" in r]

@@ -3,6 +3,8 @@ the seed ranges, a task's parents, and how a paired comparison and a task's row 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from common import RUNS_DIR, ResultsFile
 
 from robocompose.policies.checkpoint import load_policy
@@ -23,6 +25,12 @@ def record_task(part: str, task: str, value: dict, headline: str, summarise) -> 
         results[headline] = summarise(per_task.values())
 
     RESULTS.update(change)
+
+
+def search_folder(task: str) -> Path:
+    """The task's search over every operator (episodes, chunk logs, search.json): P1 measures
+    its choice, the verifier learns from its chunks."""
+    return OUT / task / "search"
 
 
 def parents_of(task: str) -> tuple[list, list[str]]:

@@ -3,7 +3,8 @@ learned from the search's own rollouts, refined by rounds of its own episodes, m
 seeds against the better parent and the per-seed oracle.
 
 Three disjoint seed ranges per task:
-1. search seeds (SEED_START...): `search` races every searchable operator and each parent alone,
+1. search seeds (SEED_START...): the search P1 measures (`search_folder`, shared with
+   `--parts quality`) races every searchable operator and each parent alone,
    logging every executed chunk; those episodes train the first verifier. The search's choice
    (P1 with the whole pool) is measured on the fresh seeds below.
 2. round seeds (ROUND_SEED_START...): each round the selector, by the newest verifier, plays new
@@ -24,7 +25,7 @@ import os
 import statistics
 from pathlib import Path
 
-from common import ROOT
+from common import ROOT, ResultsFile
 
 from robocompose.compare import compare
 from robocompose.composition.api import candidate_label, compose, search
@@ -34,10 +35,19 @@ from robocompose.evaluation import evaluate
 
 from .quality import _candidate_fresh
 from .selector import selector_headlines
-from .shared import HELDOUT_SEED_START, OUT, SEED_START, paired_entry, parents_of, pick_best
+from .shared import (
+    HELDOUT_SEED_START,
+    OUT,
+    SEED_START,
+    paired_entry,
+    parents_of,
+    pick_best,
+    search_folder,
+)
 
 ROUND_SEED_START = 200_000  # the verifier's rounds: neither search nor fresh seeds
 HALF = 0.5  # `oracle_gap_half_tasks`: tasks whose selector closes at least this share
+COUNTERFACTUAL = ResultsFile("counterfactual.json")  # read only: its labels' AUCs
 
 
 def _verifier(logs: list[Path], out: Path) -> dict:
@@ -64,7 +74,7 @@ def verifier_selector(
     found = search(
         parents,
         search_seeds,
-        out_dir=folder / "search",
+        out_dir=search_folder(task),
         first_slice=first_slice,
         chunk_log=True,
         progress=False,
@@ -76,7 +86,7 @@ def verifier_selector(
         "selector_score": "verifier",
         "verifier_std_weight": std_weight,
     }
-    logs = [folder / "search" / "chunks"]
+    logs = [search_folder(task) / "chunks"]
     reports = [_verifier(logs, folder / "round0.safetensors")]
     round_rows = []
     for r in range(1, rounds + 1):
@@ -164,6 +174,26 @@ def store_verifier_selector(results: dict, task: str, entry: dict) -> None:
     if previous is not None and "verifier" not in previous:
         row.setdefault("selector_by_score", {})["agreement"] = previous
     row["selector"] = entry
+    verifier_headlines(results)
+
+
+def counterfactual_auc(task: str, selector: dict) -> float | None:
+    """The AUC of `selector`'s verifier on the task's counterfactual labels
+    (benchmarks/counterfactual.py --verifier), when those labels were scored by that very
+    verifier file."""
+    labelled = COUNTERFACTUAL.read().get("tasks", {}).get(task, {})
+    scored_by = labelled.get("verifier", {}).get("file")
+    return labelled.get("verifier_auc_counterfactual") if scored_by == selector["file"] else None
+
+
+def verifier_headlines(results: dict) -> None:
+    """Every task's learned selector with its verifier's counterfactual AUC, then the
+    headlines over the tasks: the shares of the oracle gap and the mean gain."""
+    for task, row in results.get("quality", {}).items():
+        selector = row.get("selector", {})
+        if "verifier" in selector:
+            auc = counterfactual_auc(task, selector["verifier"])
+            selector["verifier_auc_counterfactual"] = auc
     selector_headlines(results)
     shares = {
         t: r["selector"].get("oracle_gap_closed")
@@ -175,6 +205,7 @@ def store_verifier_selector(results: dict, task: str, entry: dict) -> None:
     )
     selectors = [r.get("selector", {}) for r in results["quality"].values()]
     learned = [s for s in selectors if "verifier" in s]
-    results["selector_verifier_mean_delta_pts"] = 100 * statistics.mean(
-        r["minus_better_parent"]["difference"] for r in learned
-    )
+    if learned:
+        results["selector_verifier_mean_delta_pts"] = 100 * statistics.mean(
+            r["minus_better_parent"]["difference"] for r in learned
+        )

@@ -4,6 +4,7 @@ and what it costs."""
 from __future__ import annotations
 
 from report_tables import fmt
+from robocompose.composition.methods import method_title
 from robocompose.records import rate_of
 
 
@@ -33,7 +34,8 @@ def composition_search() -> str:
                 f"{b['checkpoint']} ({q['modalities'][b['checkpoint']]}): {fmt.rate(b)}",
                 _complementarity(q["complementarity_search"]),
                 *cells,
-                q["chosen_operator"],
+                _choice(q["chosen_candidate"]["search"]),
+                q["search"]["episodes_spent"],
             ]
         )
     header = (
@@ -46,24 +48,28 @@ def composition_search() -> str:
         "SuperDiff AND",
         "SuperDiff OR",
         "mixture",
-        "chosen",
+        "the search's choice",
+        "search episodes",
     )
     return fmt.table(header, rows)
 
 
 def composition_fresh() -> str:
-    """P1 on fresh seeds: each composition minus the better parent, paired per seed."""
+    """P1 on fresh seeds: the search's choice and each composition minus the better parent,
+    paired per seed."""
     results = fmt.read("composition.json")
     rows = []
     for task, q in _measured(results):
-        fresh, better = q["fresh"], q["better_parent"]
+        fresh, better, chosen = q["fresh"], q["better_parent"], q["chosen_candidate"]
         paired = fresh["paired_vs_better_parent"]
-        keys = ("convex", "product_of_experts", "chosen_operator", "sharpened_better_parent")
+        keys = ("convex", "product_of_experts", "sharpened_better_parent")
         rows.append(
             [
                 task,
                 f"{better}: {fmt.rate(fresh['parents'][better])}",
                 _complementarity(fresh["complementarity"]),
+                _choice(chosen["search"]),
+                fmt.points(chosen["fresh"]),
                 *(fmt.paired_cell(paired.get(k)) for k in keys),
                 fmt.paired_cell(q.get("product_vs_sharpened_control")),
                 fmt.paired_cell(q.get("better_parent_karras_grid")),
@@ -74,9 +80,10 @@ def composition_fresh() -> str:
         "task",
         "better parent",
         "only A / only B / both / neither",
+        "the search's choice",
+        "choice - better",
         "convex - better",
         "product - better",
-        "chosen operator - better",
         "better sharpened (control) - better",
         "product - control",
         "better on the Karras grid - better",
@@ -261,7 +268,7 @@ def selector() -> str:
 def _choice(chosen: dict) -> str:
     if chosen["kind"] == "parent_native":
         return f"{chosen['parent']} alone"
-    return f"{chosen['operator']} {fmt.weights(chosen['weights'])}"
+    return f"{method_title(chosen['operator'])} {fmt.weights(chosen['weights'])}"
 
 
 def verifier_selector() -> str:
