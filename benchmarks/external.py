@@ -2,11 +2,12 @@
 external.json per task.
 
 Per task, on the same fresh seeds (>= 100): the preset's scripted expert, both shipped parents,
-the convex composition at the weights searched on separate search seeds (successive halving over
-a 0.25 grid, the parents' vertices included), and the product of experts (weighted sum w = (1,
-1)). Each composition is paired seed by seed against the better parent on the fresh seeds (chosen
-there, which favours the parent): the difference with Newcombe's 95% interval, and the parents'
-complementarity (only A, only B, both, neither).
+the search's choice (`search` on separate search seeds: every searchable operator, so convex
+weights on a 0.25 grid, the product of experts and each parent sharpened, and each parent alone,
+in one successive-halving pool), the best convex weights of that search and the product of
+experts (weighted sum w = (1, 1)). Each is paired seed by seed against the better parent on the
+fresh seeds (chosen there, which favours the parent): the difference with Newcombe's 95%
+interval, and the parents' complementarity (only A, only B, both, neither).
 
 | task | parents (shipped <task>_<kind>) |
 |---|---|
@@ -51,10 +52,10 @@ from common import (
 )
 from composition_parts.selector import add_selector_args, selector_versus
 from composition_parts.vertex import vertex_gap
-from search_replay import convex_search
+from search_replay import best_convex
 
 from robocompose.compare import compare
-from robocompose.composition.api import candidate_label, compose
+from robocompose.composition.api import candidate_label, compose, search
 from robocompose.composition.weight_search import NativeParent
 from robocompose.evaluation import evaluate
 from robocompose.policies.checkpoint import load_policy
@@ -128,10 +129,15 @@ def task_result(
     rows = {n: r.row() for n, r in zip(names, on_fresh.results, strict=True)}
     better = max(names, key=lambda n: (rows[n]["success"], rows[n]["mean_score"]))
 
-    found = convex_search(
-        parents, search_seeds, folder / "search", first_slice=first_slice, step=step
+    found = search(
+        parents,
+        search_seeds,
+        out_dir=folder / "search",
+        first_slice=first_slice,
+        step=step,
+        progress=False,
     )
-    print(f"{task} convex search:\n{found.table()}", flush=True)
+    print(f"{task} search over every operator:\n{found.table()}", flush=True)
     composed = {
         key: {"operator": operator, "weights": list(weights)}
         | against_better(
@@ -142,7 +148,7 @@ def task_result(
             better,
             fresh,
         )
-        for key, (operator, weights) in trials(found.best_composition).items()
+        for key, (operator, weights) in trials(best_convex(found)).items()
     }
     best = max(composed, key=lambda k: composed[k]["success"])
     chosen = chosen_candidate(task, found, parents, names, better, on_fresh, fresh)

@@ -6,11 +6,11 @@ rerun resumes):
 - expert: the MPC expert (robocompose.sim.experts.gym_pusht) on `--fresh` fresh seeds, the env's
   own success rule (coverage > 0.95) and LeRobot's 300-step limit, with seconds per episode and
   ms per step; plus what the demo collection of data/GymPushT.hdf5 attempted (its seeds).
-- policies: the MLP parent pair (GymPushT_*_mlp) on the fresh seeds; the convex
-  weights searched (successive halving, grid step `--step`) on `--search` search seeds disjoint
-  from them; then the searched convex composition and the product of experts (weighted sum,
-  w = (1, 1)) on the same fresh seeds, each paired seed by seed against both parents (difference
-  with Newcombe's paired 95% interval).
+- policies: the MLP parent pair (GymPushT_*_mlp) on the fresh seeds; `search` (every searchable
+  operator, convex weights on grid step `--step`, and each parent alone, in one successive-
+  halving pool) on `--search` search seeds disjoint from them; then its choice, its best convex
+  weights and the product of experts (weighted sum, w = (1, 1)) on the same fresh seeds, each
+  paired seed by seed against both parents (difference with Newcombe's paired 95% interval).
 - flow_unet: the flow UNet (GymPushT_flow_unet, `make train-GymPushT-unet`) on the
   same fresh seeds, paired against each MLP parent: is the task learnable from these demos by
   the backbone that does best on our PushT?
@@ -52,10 +52,10 @@ from common import (
 from composition_parts.selector import add_selector_args, selector_versus
 from composition_parts.vertex import vertex_gap
 from external import APART, chosen_candidate, selector_key
-from search_replay import convex_search
+from search_replay import best_convex
 
 from robocompose.compare import compare
-from robocompose.composition.api import candidate_label, compose
+from robocompose.composition.api import candidate_label, compose, search
 from robocompose.policies.checkpoint import load_policy
 from robocompose.sim.collect import run_expert_episode
 from robocompose.sim.tasks import make_env, make_expert
@@ -150,12 +150,12 @@ def policies(
     parents = [load_policy(CHECKPOINTS / name) for name in pair]
     on_fresh = compare(*parents, fresh, out_dir=OUT / "fresh", labels=pair)
     print(on_fresh.table(), flush=True)
-    found = convex_search(
-        parents, search_seeds, search_dir, step=step, first_slice=10, progress=False
+    found = search(
+        parents, search_seeds, out_dir=search_dir, step=step, first_slice=10, progress=False
     )
     print(found.table(), flush=True)
     trials = {
-        "convex": ("convex", tuple(found.best_composition)),
+        "convex": ("convex", best_convex(found)),
         "product_of_experts": ("weighted_sum", (1.0, 1.0)),
     }
     composed: dict[str, Any] = {}

@@ -37,6 +37,15 @@ def convex_search(
     return search(parents, seeds, out_dir=out_dir, operators=CONVEX, **settings)
 
 
+def best_convex(found: SearchResult) -> tuple[float, ...]:
+    """The convex weights a search over any pool ranked best: of its convex candidates run on
+    the most seeds, the best (what a search of the convex weights alone returned)."""
+    convex = [c for c in found.candidates if c.key.operator == "convex"]
+    most = max(c.episodes for c in convex)
+    kept = [c for c in convex if c.episodes == most]
+    return max(kept, key=lambda c: (c.rate, c.mean_score)).weights
+
+
 def episode_cache(
     parents: Sequence, keys: Sequence[Composed], seeds: Sequence[int], folder: Path
 ) -> dict[Key, dict[int, dict]]:

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import statistics
 
+from search_replay import best_convex
+
 from robocompose.compare import Comparison, compare
 from robocompose.composition.api import candidate_label, compose, search
-from robocompose.composition.methods import Weights
 from robocompose.composition.weight_search import (
     KIND_COMPOSITION,
     KIND_NATIVE,
@@ -41,16 +42,6 @@ def _native_on(parents: list, names: list[str], seeds: list[int], episodes) -> C
         results.append(evaluate(parent, seeds, out=episodes / f"{label}.jsonl", label=label))
     outcomes = [[bool(r["success"]) for r in result.records] for result in results]
     return Comparison(tuple(names), tuple(results), paired_outcomes(*outcomes))
-
-
-def _best_convex(found: SearchResult) -> Weights:
-    """The convex weights the search ranked best: of its convex candidates run on the most
-    seeds, the best (what a search of the convex weights alone returned before the pool)."""
-    convex = [c for c in found.candidates if c.key.operator == "convex"]
-    most = max(c.episodes for c in convex)
-    return max(
-        (c for c in convex if c.episodes == most), key=lambda c: (c.rate, c.mean_score)
-    ).weights
 
 
 def _candidate_of(found: SearchResult, names: list[str]) -> dict:
@@ -96,7 +87,7 @@ def quality(
     parents_search = {n: r.row() for n, r in zip(names, on_search.results, strict=True)}
     better = pick_best(parents_search)
     print(f"{task} on the search seeds:\n{on_search.table()}", flush=True)
-    weights = _best_convex(found)
+    weights = best_convex(found)
     trials = {
         "convex": ("convex", weights),
         "product_of_experts": ("weighted_sum", (1.0, 1.0)),
