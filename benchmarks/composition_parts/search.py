@@ -29,14 +29,15 @@ from robocompose.evaluation import evaluate
 from robocompose.policies.checkpoint import load_policy
 from robocompose.stats import paired_outcomes
 
-from .shared import HELDOUT_SEED_START, OUT, SEED_START, parents_of
+from .shared import HELDOUT_SEED_START, OUT, SEED_START, parents_of, search_folder
 
 
 def search_cost(task: str, episodes: int, first_slice: int, replays: int) -> dict:
     parents, _ = parents_of(task)
     seeds = list(range(SEED_START, SEED_START + episodes))
-    folder = OUT / task / "search"  # P1's search folder: its episodes are the grid's too
-    grid = convex_search(parents, seeds, folder, method="grid")
+    folder = search_folder(task)  # P1's search: its episodes are the grid's too
+    # chunk logs as P1 keeps them, so P1's search can read back any episode the grid adds
+    grid = convex_search(parents, seeds, folder, method="grid", chunk_log=True, progress=False)
     rate = {c.key: c.rate for c in grid.candidates}
     optimum = max(rate.values())
     keys = [c.key for c in grid.candidates]  # each parent alone first, then the weights
