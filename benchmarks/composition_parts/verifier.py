@@ -33,7 +33,7 @@ from robocompose.composition.verifier import load_verifier
 from robocompose.composition.verifier_training import train_verifier
 from robocompose.evaluation import evaluate
 
-from .quality import _candidate_fresh
+from .quality import _candidate_fresh, _candidate_of
 from .selector import selector_headlines
 from .shared import (
     HELDOUT_SEED_START,
@@ -129,12 +129,7 @@ def verifier_selector(
         labels=(label, better),
     )
     print(f"{task} fresh selector - {better}: {pair.paired.format()}", flush=True)
-    choice = found.choice
-    candidate = (
-        {"kind": "composition", "operator": choice.operator, "weights": list(choice.weights)}
-        if found.chosen_kind == "composition"
-        else {"kind": "parent_native", "parent": names[choice.index]}
-    )
+    candidate = _candidate_of(found, names)
     chosen_fresh = _candidate_fresh(candidate, parents, names, better, on_fresh, fresh_dir)
     print(f"{task} fresh search choice - {better}: {chosen_fresh['formatted']}", flush=True)
     success, oracle = pair.results[0].row()["success"], on_fresh.oracle
