@@ -1,13 +1,13 @@
 """Composition on the external tasks (third-party envs from configs/task/ presets): one key of
 external.json per task.
 
-Per task, on the same fresh seeds (>= 100): the preset's scripted expert, both shipped parents,
-the search's choice (`search` on separate search seeds: every searchable operator, so convex
-weights on a 0.25 grid, the product of experts and each parent sharpened, and each parent alone,
-in one successive-halving pool), the best convex weights of that search and the product of
+Per task, on the same fresh seeds (200 by default): the preset's scripted expert, both shipped
+parents, the search's choice (`search` on separate search seeds: every searchable operator, so
+convex weights on a 0.25 grid, the product of experts and each parent sharpened, and each parent
+alone, in one successive-halving pool), the best convex weights of that search and the product of
 experts (weighted sum w = (1, 1)). Each is paired seed by seed against the better parent on the
-fresh seeds (chosen there, which favours the parent): the difference with Newcombe's 95%
-interval, and the parents' complementarity (only A, only B, both, neither).
+fresh seeds (chosen there, which favours the parent): the difference with Newcombe's 95% interval,
+and the parents' complementarity (only A, only B, both, neither).
 
 | task | parents (shipped <task>_<kind>) |
 |---|---|
@@ -27,7 +27,7 @@ vertex (each parent's vertex against the parent natively, on `--vertex-episodes`
 <task>.selector, another score's under <task>.selector_by_score), headlines (no episodes: only the
 headlines over every pair, which every run recomputes at its end).
 
-    python benchmarks/external.py [--tasks FetchReach,Lift,PickPlaceCan] [--fresh 100]
+    python benchmarks/external.py [--tasks FetchReach,Lift,PickPlaceCan] [--fresh 200]
     python benchmarks/external.py --tasks PickPlaceCan --parts grid_cost    # 40 episodes
     python benchmarks/external.py --tasks PickPlaceCan --parts grid_choice
     python benchmarks/external.py --tasks PickPlaceCan --parts vertex       # 100 episodes
@@ -344,8 +344,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--tasks", default=",".join(PARENTS), help=f"comma list of {list(PARENTS)}")
     add_parts(parser, PARTS, default=("main",))
-    parser.add_argument("--fresh", type=int, default=100, help="fresh seeds per policy")
-    parser.add_argument("--search", type=int, default=40, help="search seeds")
+    parser.add_argument("--fresh", type=int, default=200, help="fresh seeds per policy")
+    parser.add_argument("--search", type=int, default=100, help="search seeds")
     parser.add_argument("--first-slice", type=int, default=10, help="halving's first round")
     parser.add_argument("--step", type=float, default=0.25, help="convex weight grid step")
     parser.add_argument(

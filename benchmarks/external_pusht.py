@@ -24,7 +24,7 @@ rerun resumes):
 - compare: our MuJoCo PushT's figures beside these (from sim.json, policies.json and
   composition.json) and what differs between the two tasks.
 
-    python benchmarks/external_pusht.py [--parts expert,policies,compare] [--fresh 100]
+    python benchmarks/external_pusht.py [--parts expert,policies,compare] [--fresh 200]
 
 external.json's headlines over every pair (these two included) are external.py's keys:
 `python benchmarks/external.py --parts headlines` recomputes them after a run of this script.
@@ -279,8 +279,8 @@ def _store(doc: dict[str, Any], part: str, value: dict[str, Any]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     add_parts(parser, PARTS)
-    parser.add_argument("--fresh", type=int, default=100, help="fresh seeds per policy")
-    parser.add_argument("--search", type=int, default=40, help="search seeds")
+    parser.add_argument("--fresh", type=int, default=200, help="fresh seeds per policy")
+    parser.add_argument("--search", type=int, default=100, help="search seeds")
     parser.add_argument("--step", type=float, default=0.25, help="convex weight grid step")
     add_selector_args(parser, episodes=False)  # it runs on the --fresh seeds
     args = parser.parse_args()
