@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import statistics
 
-from search_replay import best_convex
+from search_replay import best_convex, best_of_both
 
 from robocompose.compare import Comparison, compare
 from robocompose.composition.api import candidate_label, compose, search
 from robocompose.composition.weight_search import (
     KIND_COMPOSITION,
     KIND_NATIVE,
+    Composed,
     NativeParent,
     SearchResult,
 )
@@ -47,13 +48,13 @@ def _native_on(parents: list, names: list[str], seeds: list[int], episodes) -> C
 def _candidate_of(found: SearchResult, names: list[str]) -> dict:
     """The search's choice as stored: a composition (method and weights) or a parent alone."""
     choice = found.choice
-    if found.chosen_kind == KIND_COMPOSITION:
-        return {
-            "kind": KIND_COMPOSITION,
-            "operator": choice.operator,
-            "weights": list(choice.weights),
-        }
+    if isinstance(choice, Composed):
+        return _composition_entry(choice)
     return {"kind": KIND_NATIVE, "parent": names[choice.index]}
+
+
+def _composition_entry(key: Composed) -> dict:
+    return {"kind": KIND_COMPOSITION, "operator": key.operator, "weights": list(key.weights)}
 
 
 def quality(
@@ -140,6 +141,10 @@ def quality(
         print(f"{task} fresh {key} - {better}: {pair.paired.format()}", flush=True)
     chosen_fresh = _candidate_fresh(candidate, parents, names, better, on_fresh, fresh_dir)
     print(f"{task} fresh search choice - {better}: {chosen_fresh['formatted']}", flush=True)
+    both = best_of_both(found)
+    both_candidate = _composition_entry(both)
+    both_fresh = _candidate_fresh(both_candidate, parents, names, better, on_fresh, fresh_dir)
+    print(f"{task} fresh both parents ({both}) - {better}: {both_fresh['formatted']}", flush=True)
     skipped = {"skipped": "not rerun with the fourth version's search (--p1-no-controls)"}
     extra: dict = dict.fromkeys(CONTROL_KEYS, skipped)
     if controls:
@@ -176,6 +181,9 @@ def quality(
         "delta_pts_fresh": 100 * chosen_fresh["difference"],
         "ci_above_zero": chosen_fresh["ci_low"] > 0,
         "never_worse": chosen_fresh["ci_high"] >= 0,
+        # the search's best composition that weighs both parents: the gain of composing itself
+        "both_parents_candidate": {"search": both_candidate, "fresh": both_fresh},
+        "delta_pts_fresh_both_parents": 100 * both_fresh["difference"],
     }
 
 
@@ -268,6 +276,9 @@ def store_quality(results: dict, task: str, found: dict) -> None:
     results["tasks_ci_above_zero"] = sorted(
         t for t, r in per_task.items() if r.get("ci_above_zero")
     )
+    both = [r["delta_pts_fresh_both_parents"] for r in rows if "delta_pts_fresh_both_parents" in r]
+    if both:
+        results["mean_delta_pts_fresh_both_parents"] = statistics.mean(both)
     chosen = [r for r in rows if "never_worse" in r]
     if chosen:
         results["never_worse"] = all(r["never_worse"] for r in chosen)

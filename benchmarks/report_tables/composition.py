@@ -70,6 +70,7 @@ def composition_fresh() -> str:
                 _complementarity(fresh["complementarity"]),
                 _choice(chosen["search"]),
                 fmt.points(chosen["fresh"]),
+                *_both_parents(q),
                 *(fmt.paired_cell(paired.get(k)) for k in keys),
                 fmt.paired_cell(q.get("product_vs_sharpened_control")),
                 fmt.paired_cell(q.get("better_parent_karras_grid")),
@@ -82,6 +83,8 @@ def composition_fresh() -> str:
         "only A / only B / both / neither",
         "the search's choice",
         "choice - better",
+        "its best of both parents",
+        "that - better",
         "convex - better",
         "product - better",
         "better sharpened (control) - better",
@@ -92,14 +95,25 @@ def composition_fresh() -> str:
     return fmt.table(header, rows)
 
 
+def _both_parents(q: dict) -> list[str]:
+    """The search's best composition weighing both parents, and its fresh gain."""
+    both = q.get("both_parents_candidate")
+    return [_choice(both["search"]), fmt.points(both["fresh"])] if both else ["-", "-"]
+
+
 def composition_headlines() -> str:
     d = fmt.read("composition.json")
     return fmt.table(
         ("headline", "value"),
         (
             (
-                "chosen candidate minus better parent, mean over tasks (points, fresh seeds)",
+                "the search's choice minus the better parent, mean over tasks (points, fresh "
+                "seeds)",
                 f"{d['mean_delta_pts_fresh']:+.1f}",
+            ),
+            (
+                "its best composition of both parents minus the better parent, mean",
+                f"{d['mean_delta_pts_fresh_both_parents']:+.1f}",
             ),
             ("tasks whose interval lies above 0", ", ".join(d["tasks_ci_above_zero"])),
             (
@@ -268,7 +282,10 @@ def selector() -> str:
 def _choice(chosen: dict) -> str:
     if chosen["kind"] == "parent_native":
         return f"{chosen['parent']} alone"
-    return f"{method_title(chosen['operator'])} {fmt.weights(chosen['weights'])}"
+    weights = chosen["weights"]
+    if chosen["operator"] == "weighted_sum" and sum(w > 0 for w in weights) == 1:
+        return f"one parent sharpened {fmt.weights(weights)}"  # p^2: no composition
+    return f"{method_title(chosen['operator'])} {fmt.weights(weights)}"
 
 
 def verifier_selector() -> str:
