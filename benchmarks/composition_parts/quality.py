@@ -10,7 +10,7 @@ import statistics
 from search_replay import best_convex, best_of_both
 
 from robocompose.compare import Comparison, compare
-from robocompose.composition.api import candidate_label, compose, search
+from robocompose.composition.api import candidate_label, compose
 from robocompose.composition.weight_search import (
     KIND_COMPOSITION,
     KIND_NATIVE,
@@ -21,7 +21,15 @@ from robocompose.composition.weight_search import (
 from robocompose.evaluation import evaluate
 from robocompose.stats import paired_outcomes
 
-from .shared import HELDOUT_SEED_START, OUT, SEED_START, parents_of, pick_best, search_folder
+from .shared import (
+    HELDOUT_SEED_START,
+    OUT,
+    SEED_START,
+    parents_of,
+    pick_best,
+    search_folder,
+    task_search,
+)
 
 # the operators P1 tries on the search seeds (SuperDiff's 40 stochastic steps cost 4x an episode)
 P1_OPERATORS = ("convex", "product_of_experts", "superdiff_and", "superdiff_or", "mixture")
@@ -74,14 +82,7 @@ def quality(
     search_seeds = list(range(SEED_START, SEED_START + search_episodes))
     fresh_seeds = list(range(HELDOUT_SEED_START, HELDOUT_SEED_START + fresh_episodes))
     folder = search_folder(task)
-    found = search(
-        parents,
-        search_seeds,
-        out_dir=folder,
-        first_slice=first_slice,
-        chunk_log=True,
-        progress=False,
-    )
+    found = task_search(task, parents, search_episodes, first_slice)
     print(f"{task} search over every operator:\n{found.table()}", flush=True)
     print(f"{task} search won: {found.chosen_text(names)}", flush=True)
     on_search = _native_on(parents, names, search_seeds, folder / "episodes")

@@ -7,6 +7,8 @@ from pathlib import Path
 
 from common import RUNS_DIR, ResultsFile
 
+from robocompose.composition.api import search
+from robocompose.composition.weight_search import SearchResult
 from robocompose.policies.checkpoint import load_policy
 from robocompose.shipped import parent_pair
 
@@ -31,6 +33,20 @@ def search_folder(task: str) -> Path:
     """The task's search over every operator (episodes, chunk logs, search.json): P1 measures
     its choice, the verifier learns from its chunks."""
     return OUT / task / "search"
+
+
+def task_search(task: str, parents: list, episodes: int, first_slice: int) -> SearchResult:
+    """`search` as a user runs it on the task's search seeds, chunks logged, in
+    `search_folder(task)`: the one search P1 and the verifier part share (a rerun reads it back)."""
+    seeds = list(range(SEED_START, SEED_START + episodes))
+    return search(
+        parents,
+        seeds,
+        out_dir=search_folder(task),
+        first_slice=first_slice,
+        chunk_log=True,
+        progress=False,
+    )
 
 
 def parents_of(task: str) -> tuple[list, list[str]]:

@@ -28,7 +28,7 @@ from pathlib import Path
 from common import ROOT, ResultsFile
 
 from robocompose.compare import compare
-from robocompose.composition.api import candidate_label, compose, search
+from robocompose.composition.api import candidate_label, compose
 from robocompose.composition.verifier import load_verifier
 from robocompose.composition.verifier_training import train_verifier
 from robocompose.evaluation import evaluate
@@ -43,6 +43,7 @@ from .shared import (
     parents_of,
     pick_best,
     search_folder,
+    task_search,
 )
 
 ROUND_SEED_START = 200_000  # the verifier's rounds: neither search nor fresh seeds
@@ -70,15 +71,7 @@ def verifier_selector(
     """The pipeline above for one task; its stored entry."""
     parents, names = parents_of(task)
     folder = OUT / task / "verifier"
-    search_seeds = list(range(SEED_START, SEED_START + search_episodes))
-    found = search(
-        parents,
-        search_seeds,
-        out_dir=search_folder(task),
-        first_slice=first_slice,
-        chunk_log=True,
-        progress=False,
-    )
+    found = task_search(task, parents, search_episodes, first_slice)
     print(f"{task} search over every operator:\n{found.table()}", flush=True)
     composed = found.best_composed
     settings = {
@@ -172,22 +165,22 @@ def store_verifier_selector(results: dict, task: str, entry: dict) -> None:
     verifier_headlines(results)
 
 
-def counterfactual_auc(task: str, selector: dict) -> float | None:
-    """The AUC of `selector`'s verifier on the task's counterfactual labels
-    (benchmarks/counterfactual.py --verifier), when those labels were scored by that very
-    verifier file."""
-    labelled = COUNTERFACTUAL.read().get("tasks", {}).get(task, {})
+def counterfactual_auc(labelled: dict, verifier: dict) -> float | None:
+    """The AUC of `verifier` on a task's counterfactual labels (`labelled`: its entry of
+    counterfactual.json, from benchmarks/counterfactual.py --verifier), when those labels were
+    scored by that very verifier file."""
     scored_by = labelled.get("verifier", {}).get("file")
-    return labelled.get("verifier_auc_counterfactual") if scored_by == selector["file"] else None
+    return labelled.get("verifier_auc_counterfactual") if scored_by == verifier["file"] else None
 
 
 def verifier_headlines(results: dict) -> None:
     """Every task's learned selector with its verifier's counterfactual AUC, then the
     headlines over the tasks: the shares of the oracle gap and the mean gain."""
+    labelled = COUNTERFACTUAL.read().get("tasks", {})
     for task, row in results.get("quality", {}).items():
         selector = row.get("selector", {})
         if "verifier" in selector:
-            auc = counterfactual_auc(task, selector["verifier"])
+            auc = counterfactual_auc(labelled.get(task, {}), selector["verifier"])
             selector["verifier_auc_counterfactual"] = auc
     selector_headlines(results)
     shares = {
