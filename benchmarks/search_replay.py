@@ -37,25 +37,16 @@ def convex_search(
     return search(parents, seeds, out_dir=out_dir, operators=CONVEX, **settings)
 
 
-def best_of(found: SearchResult, keep: Callable[[Key], bool]) -> Composed:
-    """Of a search's compositions that `keep` admits, the one it ranked best: of those run on the
-    most seeds, the best success (mean score breaking a tie)."""
-    pool = [c for c in found.candidates if isinstance(c.key, Composed) and keep(c.key)]
-    most = max(c.episodes for c in pool)
-    kept = [c for c in pool if c.episodes == most]
-    return max(kept, key=lambda c: (c.rate, c.mean_score)).key
-
-
 def best_convex(found: SearchResult) -> tuple[float, ...]:
     """The convex weights a search over any pool ranked best (what a search of the convex
     weights alone returned)."""
-    return best_of(found, lambda key: key.operator == "convex").weights
+    return found.best_composed_where(lambda key: key.operator == "convex").weights
 
 
 def best_of_both(found: SearchResult) -> Composed:
     """The composition weighing every parent (no weight 0) that a search ranked best: what
     composing the parents bought, apart from sharpening one of them."""
-    return best_of(found, lambda key: all(w > 0 for w in key.weights))
+    return found.best_composed_where(lambda key: all(w > 0 for w in key.weights))
 
 
 def episode_cache(

@@ -33,7 +33,7 @@ from robocompose.composition.verifier import load_verifier
 from robocompose.composition.verifier_training import train_verifier
 from robocompose.evaluation import evaluate
 
-from .quality import _candidate_fresh, _candidate_of
+from .quality import _candidate_fresh, _candidate_of, _composition_entry
 from .selector import selector_headlines
 from .shared import (
     HELDOUT_SEED_START,
@@ -135,12 +135,14 @@ def verifier_selector(
         ),
         "seeds": {"start": fresh_seeds[0], "episodes": len(fresh_seeds)},
         "better_parent": better,
+        "composed_candidate": _composition_entry(composed),
         **pair.results[0].row(),
         "minus_better_parent": paired_entry(pair),
         "oracle": oracle,
         "oracle_gap_closed": (success - base) / (oracle - base) if oracle > base else None,
         "verifier": {
             "file": os.path.relpath(final, ROOT),
+            "digest": load_verifier(final).digest,
             "search_seeds": {"start": SEED_START, "episodes": search_episodes},
             "rounds": round_rows,
             "training": reports,
@@ -168,9 +170,12 @@ def store_verifier_selector(results: dict, task: str, entry: dict) -> None:
 def counterfactual_auc(labelled: dict, verifier: dict) -> float | None:
     """The AUC of `verifier` on a task's counterfactual labels (`labelled`: its entry of
     counterfactual.json, from benchmarks/counterfactual.py --verifier), when those labels were
-    scored by that very verifier file."""
-    scored_by = labelled.get("verifier", {}).get("file")
-    return labelled.get("verifier_auc_counterfactual") if scored_by == verifier["file"] else None
+    scored by that very verifier: the same file with the same contents (a rerun retrains into
+    the same path). An entry stored before digests were kept is matched by its path."""
+    scored_by = labelled.get("verifier", {})
+    digests = {scored_by.get("digest"), verifier.get("digest")} - {None}
+    same = scored_by.get("file") == verifier["file"] and len(digests) <= 1
+    return labelled.get("verifier_auc_counterfactual") if same else None
 
 
 def verifier_headlines(results: dict) -> None:

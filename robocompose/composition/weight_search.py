@@ -237,7 +237,14 @@ class SearchResult:
         """The composition the method would have returned without the parents alone: of the
         compositions run on the most seeds, the best (the grid's best, halving's and racing's
         last one standing), of whichever searched method."""
-        composed = [c for c in self.candidates if isinstance(c.key, Composed)]
+        return self.best_composed_where(lambda key: True)
+
+    def best_composed_where(self, keep: Callable[[Composed], bool]) -> Composed:
+        """`best_composed`'s rule over the compositions `keep` admits (the best convex weights
+        of a search over every operator, or the best composition weighing every parent)."""
+        composed = [c for c in self.candidates if isinstance(c.key, Composed) and keep(c.key)]
+        if not composed:
+            raise ValueError("the search ran no composition that the filter admits")
         most = max(c.episodes for c in composed)
         return _best([c for c in composed if c.episodes == most]).key  # type: ignore[return-value]
 

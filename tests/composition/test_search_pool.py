@@ -82,6 +82,13 @@ def test_one_pool_picks_the_better_methods_candidate(method: str) -> None:
     assert (found.chosen_kind, found.chosen_operator) == ("composition", "weighted_sum")
     assert found.chosen_text() == "product of experts at weights (1.00, 1.00)"
     assert found.best_composed == PRODUCT and found.best_composition == (1.0, 1.0)
+    if method == "grid":  # every candidate ran every seed: the filter ranks them all
+        best_convex = found.best_composed_where(lambda key: key.operator == "convex")
+        assert best_convex.operator == "convex" and best_convex != PRODUCT
+        sharp = found.best_composed_where(lambda k: k.operator == "weighted_sum" and 0 in k.weights)
+        assert sharp == Composed("weighted_sum", (0.0, 2.0))  # SHARP_A is at 0.3, B at 0.6
+    with pytest.raises(ValueError, match="no composition that the filter admits"):
+        found.best_composed_where(lambda key: False)
     chosen_line = next(line for line in found.table().splitlines() if "**chosen**" in line)
     assert chosen_line.startswith("| product of experts at weights (1.00, 1.00) **chosen** |")
     rows = found.to_dict()

@@ -1,0 +1,39 @@
+"""composition.json's learned selectors take a counterfactual AUC only from labels scored by
+that very verifier (benchmarks/composition_parts/verifier.py): a rerun retrains into the same
+path, so the path alone would hand the new verifier the old one's AUC."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+sys.path.insert(0, str(BENCHMARKS))
+
+from composition_parts.verifier import counterfactual_auc  # noqa: E402
+
+FILE = "runs/benchmarks/composition/Stack/verifier/round2.safetensors"
+
+
+def _labelled(file: str, digest: str | None) -> dict:
+    scored_by = {"file": file} | ({"digest": digest} if digest else {})
+    return {"verifier": scored_by, "verifier_auc_counterfactual": 0.61}
+
+
+def test_the_same_file_and_contents_give_the_auc():
+    assert counterfactual_auc(_labelled(FILE, "ab12"), {"file": FILE, "digest": "ab12"}) == 0.61
+
+
+def test_a_retrained_verifier_at_the_same_path_gets_none():
+    assert counterfactual_auc(_labelled(FILE, "ab12"), {"file": FILE, "digest": "cd34"}) is None
+
+
+def test_another_file_gets_none():
+    other = FILE.replace("Stack", "PushT")
+    assert counterfactual_auc(_labelled(other, "ab12"), {"file": FILE, "digest": "ab12"}) is None
+    assert counterfactual_auc({}, {"file": FILE, "digest": "ab12"}) is None
+
+
+def test_an_entry_stored_before_digests_is_matched_by_its_path():
+    assert counterfactual_auc(_labelled(FILE, "ab12"), {"file": FILE}) == 0.61
+    assert counterfactual_auc(_labelled(FILE, None), {"file": FILE, "digest": "ab12"}) == 0.61
