@@ -288,10 +288,22 @@ def _choice(chosen: dict) -> str:
     return f"{method_title(chosen['operator'])} {fmt.weights(weights)}"
 
 
+def _composed_candidate(selector: dict) -> dict:
+    """The composition the selector draws besides the parents: stored since runs kept it, else
+    the search's choice, which was that composition whenever it was one."""
+    if "composed_candidate" in selector:
+        return selector["composed_candidate"]
+    chosen = selector["search_all_operators"]["chosen"]
+    if chosen["kind"] == "parent_native":
+        raise ValueError("a selector stored without its composed candidate: rerun --parts verifier")
+    return chosen
+
+
 def verifier_selector() -> str:
-    """The selector by the learned verifier: the search over every operator it learned from, its
-    rounds, and on fresh seeds against the better parent and the oracle; the verifier's ranking
-    of counterfactual labels beside the untrained scores' (counterfactual.json)."""
+    """The selector by the learned verifier: the composition among its candidates, its rounds,
+    and on fresh seeds against the better parent and the oracle; the verifier's ranking of
+    counterfactual labels (only where that very file scored them) beside the untrained scores'
+    (counterfactual.json)."""
     d = fmt.read("composition.json")
     labelled = fmt.read("counterfactual.json").get("tasks", {})
     rows = []
@@ -299,19 +311,21 @@ def verifier_selector() -> str:
         s = q.get("selector", {})
         if "verifier" not in s:
             continue
-        v, searched = s["verifier"], s["search_all_operators"]
-        aucs = " -> ".join(f"{r['auc_held_out']:.2f}" for r in v["training"])
-        rounds = ", ".join(f"{100 * r['success']:.0f}%" for r in v["rounds"]) or "-"
+        aucs = " -> ".join(f"{r['auc_held_out']:.2f}" for r in s["verifier"]["training"])
+        rounds = ", ".join(f"{100 * r['success']:.0f}%" for r in s["verifier"]["rounds"]) or "-"
         scores = labelled.get(task, {}).get("scores", {})
         counterfactual = " / ".join(
-            "-" if scores.get(k, {}).get("auc") is None else f"{scores[k]['auc']:.2f}"
-            for k in ("verifier", "contrast", "agreement")
+            "-" if auc is None else f"{auc:.2f}"
+            for auc in (
+                s.get("verifier_auc_counterfactual"),
+                scores.get("contrast", {}).get("auc"),
+                scores.get("agreement", {}).get("auc"),
+            )
         )
         rows.append(
             [
                 task,
-                _choice(searched["chosen"]),
-                fmt.points(searched["fresh_minus_better_parent"]),
+                _choice(_composed_candidate(s)),
                 aucs,
                 rounds,
                 fmt.rate(s),
@@ -323,8 +337,7 @@ def verifier_selector() -> str:
         )
     header = (
         "task",
-        "search over every operator: choice",
-        "its choice - better parent (fresh)",
+        "composed candidate",
         "verifier held-out AUC by round",
         "selector in its rounds",
         "selector (fresh)",
