@@ -32,7 +32,7 @@ import yaml
 from robocompose.hierarchical.base import Message
 from robocompose.hierarchical.goal.constraints import ConstraintSyntaxError, parse
 from robocompose.hierarchical.goal.facts import TABLE, SceneNames, state_of
-from robocompose.hierarchical.goal.lifting import Lifted, lift
+from robocompose.hierarchical.goal.lifting import SLIPS, Lifted, lift, slip
 from robocompose.hierarchical.goal.prompt import short_messages
 from robocompose.hierarchical.goal.solver import Goal, Outcome, solve
 from robocompose.hierarchical.skills.declarations import PICK, PLACE, PLACE_AT
@@ -208,14 +208,7 @@ def _typo(text: str, protected: set[str], rng: random.Random) -> str:
         return text
     m = rng.choice(words)
     w, i = m[0], rng.randrange(1, len(m[0]) - 1)
-    slip = rng.choice(("swap", "drop", "double"))
-    if slip == "swap":
-        w = w[:i] + w[i + 1] + w[i] + w[i + 2 :]
-    elif slip == "drop":
-        w = w[:i] + w[i + 1 :]
-    else:
-        w = w[:i] + w[i] + w[i:]
-    return text[: m.start()] + w + text[m.end() :]
+    return text[: m.start()] + slip(w, i, rng.choice(SLIPS)) + text[m.end() :]
 
 
 def _pair(wording: Wording, data: Mapping[str, Any], rng: random.Random) -> CorpusPair:

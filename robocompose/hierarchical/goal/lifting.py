@@ -154,11 +154,26 @@ def _misspelt(token: str, words: list[str]) -> str | None:
     return found[0] if len(found) == 1 else None
 
 
+SLIPS = ("swap", "drop", "double")  # the typing slips read back here and written into the corpus
+
+
+def slip(word: str, i: int, kind: str) -> str:
+    """`word` with one slip at letter `i`: letters i and i+1 swapped, letter i dropped or
+    doubled. The one typo model: the adapter's corpus writes these, lifting reads them back."""
+    if kind == "swap":
+        return word[:i] + word[i + 1] + word[i] + word[i + 2 :]
+    if kind == "drop":
+        return word[:i] + word[i + 1 :]
+    if kind == "double":
+        return word[:i] + word[i] + word[i:]
+    raise ValueError(f"a slip is one of {SLIPS}. Got {kind!r}.")
+
+
 @functools.lru_cache(maxsize=256)
 def _typos(word: str) -> frozenset[str]:
-    swapped = {word[:i] + word[i + 1] + word[i] + word[i + 2 :] for i in range(len(word) - 1)}
-    doubled = {word[: i + 1] + word[i:] for i in range(len(word))}
-    dropped = {word[:i] + word[i + 1 :] for i in range(len(word))} if len(word) >= 4 else set()
+    swapped = {slip(word, i, "swap") for i in range(len(word) - 1)}
+    doubled = {slip(word, i, "double") for i in range(len(word))}
+    dropped = {slip(word, i, "drop") for i in range(len(word))} if len(word) >= 4 else set()
     return frozenset((swapped | doubled | dropped) - {word})
 
 
