@@ -40,7 +40,9 @@ Vertex gap (`--parts vertex`, per task `vertex_gap`): each parent's vertex of th
 Verifier (`--parts verifier`, per task `selector`, composition_parts/verifier.py): the selector
     by a chunk verifier trained on P1's search's rollouts (every searchable operator in its
     pool), refined by `--verifier-rounds` rounds of its own episodes on seeds of their own, then
-    on the fresh seeds against the better parent and the oracle; headlines
+    on the fresh seeds against the better parent, the oracle and the composition it draws
+    from (the composed candidate runs unless the verifier rates another `--selector-margin`
+    higher; a run at another margin moves to `selector_by_margin`); headlines
     `oracle_gap_half_tasks` and `selector_verifier_mean_delta_pts`.
 Headlines (`--parts headlines`, and at the end of every run; no episode): each learned
     selector takes its verifier's AUC on the task's counterfactual labels
@@ -146,6 +148,12 @@ def main() -> None:
     parser.add_argument(
         "--verifier-std-weight", type=float, default=1.0, help="lower bound: mean - k * std"
     )
+    parser.add_argument(
+        "--selector-margin",
+        type=float,
+        default=0.1,
+        help="the composed candidate runs unless the verifier rates another this much higher",
+    )
     args = parser.parse_args()
     tasks = args.tasks.split(",")
     for task in tasks if "latency" in args.parts else ():
@@ -179,6 +187,7 @@ def main() -> None:
             args.fresh_episodes,
             args.p1_first_slice,
             args.verifier_std_weight,
+            args.selector_margin,
         )
         RESULTS.update(
             lambda results, task=task, entry=entry: store_verifier_selector(results, task, entry)

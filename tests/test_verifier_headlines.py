@@ -1,6 +1,7 @@
-"""composition.json's learned selectors take a counterfactual AUC only from labels scored by
-that very verifier (benchmarks/composition_parts/verifier.py): a rerun retrains into the same
-path, so the path alone would hand the new verifier the old one's AUC."""
+"""composition.json's learned selectors (benchmarks/composition_parts/verifier.py) take a
+counterfactual AUC only from labels scored by that very verifier (a rerun retrains into the same
+path, so the path alone would hand the new verifier the old one's AUC), and a run at another
+margin keeps the previous selector apart."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 sys.path.insert(0, str(BENCHMARKS))
 
+import composition_parts.verifier as verifier_part  # noqa: E402
 from composition_parts.verifier import counterfactual_auc  # noqa: E402
 
 FILE = "runs/benchmarks/composition/Stack/verifier/round2.safetensors"
@@ -37,3 +39,16 @@ def test_another_file_gets_none():
 def test_an_entry_stored_before_digests_is_matched_by_its_path():
     assert counterfactual_auc(_labelled(FILE, "ab12"), {"file": FILE}) == 0.61
     assert counterfactual_auc(_labelled(FILE, None), {"file": FILE, "digest": "ab12"}) == 0.61
+
+
+def test_a_run_at_another_margin_keeps_the_previous_one_apart(monkeypatch):
+    monkeypatch.setattr(verifier_part, "verifier_headlines", lambda results: None)
+    first = {"verifier": {"file": FILE}, "success": 0.6}  # stored before margins: margin 0
+    results = {"quality": {"Stack": {"selector": first}}}
+    second = {"verifier": {"file": FILE}, "selector_margin": 0.1, "success": 0.7}
+    verifier_part.store_verifier_selector(results, "Stack", second)
+    assert results["quality"]["Stack"] == {"selector": second, "selector_by_margin": {"0": first}}
+    again = second | {"success": 0.72}  # the same margin rerun replaces it
+    verifier_part.store_verifier_selector(results, "Stack", again)
+    assert results["quality"]["Stack"]["selector"] == again
+    assert results["quality"]["Stack"]["selector_by_margin"] == {"0": first}

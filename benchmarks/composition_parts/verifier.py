@@ -25,8 +25,10 @@ import os
 import statistics
 from pathlib import Path
 
-from common import ROOT, ResultsFile
+import numpy as np
+from common import ROOT, ResultsFile, cpu_model
 
+from robocompose.chunk_log import episode_files, read_episode
 from robocompose.compare import compare
 from robocompose.composition.api import candidate_label, compose
 from robocompose.composition.verifier import load_verifier
@@ -67,10 +69,13 @@ def verifier_selector(
     fresh_episodes: int,
     first_slice: int,
     std_weight: float,
+    margin: float = 0.0,
 ) -> dict:
-    """The pipeline above for one task; its stored entry."""
+    """The pipeline above for one task; its stored entry. With `margin` > 0 the selector keeps
+    the composed candidate unless the verifier rates another more than `margin` above it (its
+    rounds play, and its verifiers train, in a folder of their own)."""
     parents, names = parents_of(task)
-    folder = OUT / task / "verifier"
+    folder = OUT / task / ("verifier" if margin == 0 else f"verifier_margin{margin:g}")
     found = task_search(task, parents, search_episodes, first_slice)
     print(f"{task} search over every operator:\n{found.table()}", flush=True)
     composed = found.best_composed
@@ -78,6 +83,7 @@ def verifier_selector(
         "selector_composition": composed.operator,
         "selector_score": "verifier",
         "verifier_std_weight": std_weight,
+        "selector_margin": margin,
     }
     logs = [search_folder(task) / "chunks"]
     reports = [_verifier(logs, folder / "round0.safetensors")]
@@ -102,7 +108,7 @@ def verifier_selector(
         )
         print(f"{task} round {r} selector: {result.summary()}", flush=True)
         round_rows.append({"round": r, "seeds": {"start": start, "episodes": len(seeds)}})
-        round_rows[-1] |= result.row()
+        round_rows[-1] |= result.row() | {"composed_share": composed_share(played / "chunks")}
         logs.append(played / "chunks")
         reports.append(_verifier(logs, folder / f"round{r}.safetensors"))
 
@@ -114,6 +120,7 @@ def verifier_selector(
     final = folder / f"round{rounds}.safetensors"
     selector = compose(parents, "selector", composed.weights, verifier=str(final), **settings)
     label = f"{candidate_label('selector', composed.weights)}_verifier_r{rounds}"
+    label += f"_margin{margin:g}" if margin else ""
     pair = compare(
         selector,
         parents[names.index(better)],
@@ -125,19 +132,33 @@ def verifier_selector(
     candidate = _candidate_of(found, names)
     chosen_fresh = _candidate_fresh(candidate, parents, names, better, on_fresh, fresh_dir)
     print(f"{task} fresh search choice - {better}: {chosen_fresh['formatted']}", flush=True)
+    against_composed = compare(
+        selector,
+        compose(parents, composed.operator, composed.weights),
+        fresh_seeds,
+        out_dir=fresh_dir,
+        labels=(label, composed.label),
+    )
+    print(f"{task} fresh selector - {composed}: {against_composed.paired.format()}", flush=True)
     success, oracle = pair.results[0].row()["success"], on_fresh.oracle
     base = rows[better]["success"]
     return {
         "method": (
-            f"selector (verifier after {rounds} rounds, lower bound k={std_weight}; "
+            f"selector (verifier after {rounds} rounds, lower bound k={std_weight}, margin "
+            f"{margin:g}; "
             f"{selector.config.selector_samples} native samples per parent + {composed.operator} "
             f"{list(composed.weights)})"
         ),
         "seeds": {"start": fresh_seeds[0], "episodes": len(fresh_seeds)},
         "better_parent": better,
         "composed_candidate": _composition_entry(composed),
+        "cpu": cpu_model(),  # episodes follow the CPU's float path: Intel and AMD runs differ
         **pair.results[0].row(),
         "minus_better_parent": paired_entry(pair),
+        # what the verifier adds to the composition it draws from: the selector against that
+        # composition alone, paired on the same fresh seeds
+        "minus_composed_candidate": paired_entry(against_composed),
+        "selector_margin": margin,
         "oracle": oracle,
         "oracle_gap_closed": (success - base) / (oracle - base) if oracle > base else None,
         "verifier": {
@@ -156,13 +177,24 @@ def verifier_selector(
     }
 
 
+def composed_share(chunks: Path) -> float:
+    """The share of a selector's executed chunks that were its composed candidate's."""
+    sources = [read_episode(path).source for path in episode_files([chunks])]
+    return float(np.mean(np.concatenate(sources) == "composition"))
+
+
 def store_verifier_selector(results: dict, task: str, entry: dict) -> None:
     """The learned selector becomes the task's `selector` (the training-free run it replaces
-    moves to `selector_by_score.agreement`); then the headlines."""
+    moves to `selector_by_score.agreement`, a learned one at another margin to
+    `selector_by_margin.<margin>`); then the headlines."""
     row = results.setdefault("quality", {}).setdefault(task, {})
     previous = row.get("selector")
     if previous is not None and "verifier" not in previous:
         row.setdefault("selector_by_score", {})["agreement"] = previous
+    elif previous is not None:
+        margin = previous.get("selector_margin", 0.0)
+        if margin != entry["selector_margin"]:
+            row.setdefault("selector_by_margin", {})[f"{margin:g}"] = previous
     row["selector"] = entry
     verifier_headlines(results)
 

@@ -299,6 +299,12 @@ def _composed_candidate(selector: dict) -> dict:
     return chosen
 
 
+def _round(row: dict) -> str:
+    """A selector round's success, with the share of its chunks that were the composed one's."""
+    share = row.get("composed_share")
+    return f"{100 * row['success']:.0f}%" + ("" if share is None else f" ({100 * share:.0f}%)")
+
+
 def verifier_selector() -> str:
     """The selector by the learned verifier: the composition among its candidates, its rounds,
     and on fresh seeds against the better parent and the oracle; the verifier's ranking of
@@ -312,7 +318,7 @@ def verifier_selector() -> str:
         if "verifier" not in s:
             continue
         aucs = " -> ".join(f"{r['auc_held_out']:.2f}" for r in s["verifier"]["training"])
-        rounds = ", ".join(f"{100 * r['success']:.0f}%" for r in s["verifier"]["rounds"]) or "-"
+        rounds = ", ".join(_round(r) for r in s["verifier"]["rounds"]) or "-"
         scores = labelled.get(task, {}).get("scores", {})
         counterfactual = " / ".join(
             "-" if auc is None else f"{auc:.2f}"
@@ -326,10 +332,12 @@ def verifier_selector() -> str:
             [
                 task,
                 _choice(_composed_candidate(s)),
+                f"{s.get('selector_margin', 0.0):g}",
                 aucs,
                 rounds,
                 fmt.rate(s),
                 fmt.points(s["minus_better_parent"]),
+                fmt.paired_cell(s.get("minus_composed_candidate")),
                 fmt.pct(s["oracle"]),
                 fmt.signed(s["oracle_gap_closed"]),
                 counterfactual,
@@ -338,10 +346,12 @@ def verifier_selector() -> str:
     header = (
         "task",
         "composed candidate",
+        "margin",
         "verifier held-out AUC by round",
-        "selector in its rounds",
+        "selector in its rounds (composed chunks)",
         "selector (fresh)",
         "- better parent (paired)",
+        "- composed candidate alone (paired)",
         "oracle",
         "share of the oracle gap",
         "counterfactual AUC verifier / contrast / agreement",

@@ -270,7 +270,8 @@ class SelectorMethod(CompositionMethod):
         previous: torch.Tensor | None = None,
         score: str | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Per row the best candidate by `score` (None: the config's `selector_score`;
+        """Per row the best candidate by `score` (None: the config's `selector_score`; with
+        `selector_margin`, the composed candidate unless another scores more than it above;
         `previous`: the whole chunk executed last, for the scores that keep to it): its
         executed steps (B, n, A) and its whole chunk (B, H, A; None where the parents' chunks
         do not align), normalised. Which candidate each row ran goes to
@@ -281,7 +282,13 @@ class SelectorMethod(CompositionMethod):
 
         found = candidates(policy, obs, noise, policy.config.selector_samples)
         rate = score_of(score or policy.config.selector_score)
-        best = rate(policy, obs, found, previous).argmax(0)  # (B,)
+        scores = rate(policy, obs, found, previous)  # (C, B)
+        best = scores.argmax(0)  # (B,)
+        margin = policy.config.selector_margin
+        if margin > 0:  # the composed candidate stands unless another clearly beats it
+            composed = found.sources.index("composition")
+            stands = scores.max(0).values - scores[composed] <= margin
+            best = torch.where(stands, composed, best)
         policy.chosen_sources = [found.sources[c] for c in best.tolist()]
         rows = torch.arange(found.executed.shape[1], device=found.executed.device)
         full = None if found.full is None else found.full[best, rows]

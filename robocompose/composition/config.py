@@ -36,6 +36,7 @@ LATER_FIELDS: dict[str, Any] = {
     "selector_composition": "convex",
     "selector_samples": 2,
     "selector_contrast": None,
+    "selector_margin": 0.0,
 }
 
 
@@ -71,6 +72,10 @@ class CompositionConfig:
     # selector only: native samples of each parent at every chunk (its candidates: this many per
     # parent, plus the composed one; more give a verifier more to choose from, at their cost)
     selector_samples: int = 2
+    # selector only: the composed candidate runs unless another candidate's score is more than
+    # this above its own (0: the best score runs). In the score's units: for the verifier a
+    # probability of success, so 0.1 switches only for a chunk it rates 10 points better
+    selector_margin: float = 0.0
     # selector_score=contrast only: a weaker checkpoint of each parent, in the parents' order
     # (e.g. an early training checkpoint), whose samples a candidate should stay away from
     selector_contrast: Sequence[str] | None = None
@@ -112,6 +117,8 @@ class CompositionConfig:
             self.selector_contrast = [str(p) for p in self.selector_contrast]
         if self.selector_samples < 1:
             raise ValueError(f"`selector_samples` must be >= 1. Got {self.selector_samples}.")
+        if not self.selector_margin >= 0:  # NaN fails too; inf: always the composed one
+            raise ValueError(f"`selector_margin` must be >= 0. Got {self.selector_margin}.")
         if not (math.isfinite(self.verifier_std_weight) and self.verifier_std_weight >= 0):
             raise ValueError(
                 f"`verifier_std_weight` must be a finite number >= 0. Got "

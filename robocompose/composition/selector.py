@@ -27,6 +27,10 @@ Those are training-free (`SCORES`). `verifier` (`LEARNED`) is not: a verifier tr
 parents' chunk logs (`composition.verifier`) estimates each candidate's probability of success
 from the current observation and its executed steps, all candidates of all rows in one forward
 pass; the ensemble's mean, or with `verifier_std_weight` k > 0 its lower bound mean - k * std.
+
+Whatever the score, `selector_margin` m > 0 keeps the composed candidate unless another scores
+more than m above it: a score that ranks a state's chunks near chance then leaves the
+composition acting rather than swapping it for a parent's sample.
 """
 
 from __future__ import annotations

@@ -181,8 +181,8 @@ class Verifier(nn.Module):
             )
         if any(target.obs_sizes.get(k) != size for k, size in mine.obs_sizes.items()):
             raise ValueError(
-                f"{where} takes observation {_sizes(mine.obs_sizes)}; this composition observes "
-                f"{_sizes(target.obs_sizes)}."
+                f"{where} takes observation {sizes_text(mine.obs_sizes)}; this composition "
+                f"observes {sizes_text(target.obs_sizes)}."
             )
         if mine.chunk != target.chunk:
             raise ValueError(
@@ -211,7 +211,7 @@ class Verifier(nn.Module):
         return path
 
 
-def _sizes(sizes: Mapping[str, int]) -> str:
+def sizes_text(sizes: Mapping[str, int]) -> str:
     """{"state": 19} -> "state (size 19)"."""
     return ", ".join(f"{k} (size {v})" for k, v in sizes.items()) or "no low-dim key"
 

@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 
 from robocompose.chunk_log import EpisodeChunks, episode_files, read_episode
-from robocompose.composition.verifier import Target, Verifier
+from robocompose.composition.verifier import Target, Verifier, sizes_text
 from robocompose.composition.verifier_config import VerifierTrainConfig
 from robocompose.devices import torch_threads_set
 from robocompose.stats import auc
@@ -42,6 +42,9 @@ class VerifierReport:
     episodes: int  # used: episodes with chunks and no error
     successes: int  # of them, successful
     skipped: int  # episodes with an error or no chunk
+    # episodes whose log lacks an observation key others hold (a parent alone observes less
+    # than the composition that reads both parents' keys)
+    lacking_keys: int
     train_episodes: int
     held_out_episodes: int
     chunks: int
@@ -57,7 +60,8 @@ class VerifierReport:
             f"held-out AUC {self.auc_held_out:.3f} per chunk, {self.auc_held_out_episodes:.3f} "
             f"per episode ({self.held_out_episodes} episodes held out; train AUC "
             f"{self.auc_train:.3f}); {self.episodes} episodes ({self.successes} successful, "
-            f"{self.skipped} skipped), {self.chunks} chunks; best epoch {self.best_epoch} of "
+            f"{self.skipped} skipped, {self.lacking_keys} lacking an observation key), "
+            f"{self.chunks} chunks; best epoch {self.best_epoch} of "
             f"{self.epochs}, {self.seconds:.1f} s"
         )
 
@@ -83,16 +87,25 @@ def train_verifier(
     config: VerifierTrainConfig | None = None,
 ) -> VerifierReport:
     """Train a verifier on the episode files under `chunk_logs` (files or folders, searched at
-    any depth) and write it to `out`. Refuses logs of several tasks, observation keys or chunk
-    shapes, and data without two successful and two failed seeds' episodes."""
+    any depth) and write it to `out`. It reads every low-dim observation key the logs hold;
+    an episode whose log lacks one is left out (counted in the report). Refuses logs of several
+    tasks, sizes of one key or chunk shapes, and data without two successful and two failed
+    seeds' episodes."""
     config = config or VerifierTrainConfig()
     started = time.perf_counter()
     episodes = [read_episode(p) for p in episode_files(chunk_logs)]
     used = [e for e in episodes if e.error is None and len(e.step)]
     if not used:
         raise ValueError(f"no episode with chunks and no error under {list(chunk_logs)}.")
-    target = _target(used)
-    data = _data(used)
+    keys = _observation_keys(used)
+    complete = [e for e in used if e.meta["obs_sizes"].keys() == keys.keys()]
+    if not complete:
+        raise ValueError(
+            f"no episode's log holds every observation key the logs hold ({sizes_text(keys)}): "
+            "log the composition's episodes (it observes both parents' keys) beside the parents'."
+        )
+    target = _target(complete, keys)
+    data = _data(complete, keys)
     held = _held_out(data, config)
     generator = torch.Generator().manual_seed(config.seed)
     with torch_threads_set(config.torch_threads):
@@ -103,12 +116,13 @@ def train_verifier(
         with torch.no_grad():
             p = verifier.net(verifier.standardise(data.x)).sigmoid().mean(0).numpy()
     held_rows = held[data.episode]
-    per_episode = np.array([p[data.episode == i].mean() for i in range(len(used))])
+    per_episode = np.array([p[data.episode == i].mean() for i in range(len(complete))])
     report = VerifierReport(
         out=Path(out),
-        episodes=len(used),
+        episodes=len(complete),
         successes=int(data.success.sum()),
         skipped=len(episodes) - len(used),
+        lacking_keys=len(used) - len(complete),
         train_episodes=int((~held).sum()),
         held_out_episodes=int(held.sum()),
         chunks=len(data.y),
@@ -130,14 +144,30 @@ def _auc(scores: np.ndarray, labels: np.ndarray) -> float:
     return value
 
 
-def _target(episodes: list[EpisodeChunks]) -> Target:
-    """The one task, observation layout and chunk shape of all `episodes`, and their parents."""
+def _observation_keys(episodes: list[EpisodeChunks]) -> dict[str, int]:
+    """Every low-dim observation key the logs hold, in the order first met, with its size;
+    one key of two sizes is refused."""
+    keys: dict[str, int] = {}
+    first: dict[str, Path] = {}
+    for e in episodes:
+        for key, size in e.meta["obs_sizes"].items():
+            if keys.setdefault(key, size) != size:
+                raise ValueError(
+                    f"chunk logs of one verifier must share each observation key's size: "
+                    f"{first[key]} has {key} (size {keys[key]}), {e.path} has {key} (size {size})."
+                )
+            first.setdefault(key, e.path)
+    return keys
+
+
+def _target(episodes: list[EpisodeChunks], keys: dict[str, int]) -> Target:
+    """The one task and chunk shape of all `episodes`, their observation `keys`, and their
+    parents."""
     first = episodes[0]
     shape = tuple(first.actions.shape[1:])
     for e in episodes[1:]:
         for what, mine, theirs in (
             ("task", first.meta["task"], e.meta["task"]),
-            ("observation keys (and sizes)", first.meta["obs_sizes"], e.meta["obs_sizes"]),
             ("chunk shape (steps, action dim)", shape, tuple(e.actions.shape[1:])),
         ):
             if mine != theirs:
@@ -148,14 +178,21 @@ def _target(episodes: list[EpisodeChunks]) -> Target:
     parents = {p["fingerprint"]: p["name"] for e in episodes for p in e.meta["parents"]}
     return Target(
         first.meta["task"],
-        dict(first.meta["obs_sizes"]),
+        dict(keys),
         (int(shape[0]), int(shape[1])),
         tuple((name, fingerprint) for fingerprint, name in parents.items()),
     )
 
 
-def _data(episodes: list[EpisodeChunks]) -> _Data:
-    obs = np.concatenate([e.obs for e in episodes])
+def _in_order(e: EpisodeChunks, keys: dict[str, int]) -> np.ndarray:
+    """An episode's flat observations with its keys' columns in the order of `keys`."""
+    ends = np.cumsum(list(e.meta["obs_sizes"].values()))
+    columns = dict(zip(e.meta["obs_sizes"], np.split(e.obs, ends[:-1], axis=1), strict=True))
+    return np.concatenate([columns[k] for k in keys], axis=1)
+
+
+def _data(episodes: list[EpisodeChunks], keys: dict[str, int]) -> _Data:
+    obs = np.concatenate([_in_order(e, keys) for e in episodes])
     actions = np.concatenate([e.actions for e in episodes])
     x = torch.from_numpy(np.concatenate([obs, actions.reshape(len(actions), -1)], axis=1))
     episode = np.concatenate([np.full(len(e.step), i) for i, e in enumerate(episodes)])

@@ -4,6 +4,8 @@ refuses compositions it does not fit, and the selector runs the candidate it rat
 
 from __future__ import annotations
 
+import math
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +17,7 @@ from robocompose.cli import main
 from robocompose.composition.composed_policy import ComposedPolicy, parent_names
 from robocompose.composition.config import SELECTOR_SCORES, CompositionConfig
 from robocompose.composition.methods import method_of
-from robocompose.composition.selector import CONTRASTED, LEARNED, SCORES, candidates
+from robocompose.composition.selector import CONTRASTED, LEARNED, SCORES, candidates, score_of
 from robocompose.composition.verifier import Target, Verifier, load_verifier, target_of
 from robocompose.composition.verifier_config import VerifierTrainConfig
 from robocompose.composition.verifier_training import train_verifier
@@ -106,6 +108,52 @@ def test_too_few_outcomes_and_mixed_logs_are_refused(tmp_path) -> None:
         train_verifier([tmp_path / "a", tmp_path / "b"], tmp_path / "v.safetensors", FAST)
 
 
+def _log(folder: Path, frames: dict[str, int], seeds: range, ordered_as: list[str] | None = None):
+    """Episodes on task "toy" observing `frames` ({key: size}, each key's values its size
+    times the key's index), succeeding on even seeds; logged in the key order `ordered_as`."""
+    log = ChunkLog(
+        folder,
+        task="toy",
+        label="toy",
+        policy_id=folder.name,
+        batch="per-episode",
+        parents=[],
+        source="toy",
+    )
+    names = list(frames)
+    for seed in seeds:
+        frame = {k: np.full(frames[k], names.index(k), np.float32) for k in ordered_as or names}
+        actions = np.full((2, 2), 1.0 if seed % 2 == 0 else -1.0)
+        log.add(seed, 0, frame, actions)
+        log.end({"seed": seed, "success": seed % 2 == 0, "score": 0.0, "error": None}, np.zeros(2))
+
+
+def test_logs_observing_different_keys_train_on_the_keys_they_all_could(tmp_path) -> None:
+    """A parent alone logs its own keys, a composition both parents': the verifier reads every
+    key, leaves out (and counts) the episodes lacking one, and lines each log's columns up by
+    key, whatever order a log wrote them in."""
+    _log(tmp_path / "state_only", {"state": 3}, range(0, 20))
+    _log(tmp_path / "both", {"state": 3, "proprio": 2}, range(20, 40))
+    _log(
+        tmp_path / "both_reordered", {"state": 3, "proprio": 2}, range(40, 60), ["proprio", "state"]
+    )
+    report = train_verifier([tmp_path], tmp_path / "v.safetensors", FAST)
+    assert (report.episodes, report.lacking_keys) == (40, 20)
+    assert "20 lacking an observation key" in report.summary()
+    verifier = load_verifier(tmp_path / "v.safetensors")
+    assert verifier.target.obs_sizes == {"state": 3, "proprio": 2}
+    # every state column holds 0 and every proprio column 1 in each log: lined up, their means too
+    torch.testing.assert_close(verifier.mean[:5], torch.tensor([0.0, 0, 0, 1, 1]))
+    _log(tmp_path / "other_size", {"state": 5}, range(60, 62))
+    with pytest.raises(ValueError, match=r"share each observation key's size: .* has state \(size"):
+        train_verifier([tmp_path], tmp_path / "w.safetensors", FAST)
+    _log(tmp_path / "proprio_only", {"proprio": 2}, range(0, 4))
+    with pytest.raises(ValueError, match=r"no episode's log holds every observation key"):
+        train_verifier(
+            [tmp_path / "state_only", tmp_path / "proprio_only"], tmp_path / "x.safetensors", FAST
+        )
+
+
 def _pair():
     return [tiny_policy(0), tiny_policy(1, family="diffusion")]
 
@@ -141,6 +189,33 @@ def test_the_selector_runs_the_candidate_the_verifier_rates_best(tmp_path) -> No
     assert (
         policy.fingerprint() != ComposedPolicy(parents, CompositionConfig("selector")).fingerprint()
     )
+
+
+def test_a_margin_keeps_the_composed_candidate_unless_another_clearly_beats_it(tmp_path) -> None:
+    parents = _pair()
+    file = preferring_larger_actions(parents, tmp_path / "v.safetensors")
+    rows = 8
+    obs = _obs(rows)
+    noise = torch.randn(rows, 16, 2, generator=torch.Generator().manual_seed(1))
+    config = CompositionConfig(operator="selector", selector_score="verifier", verifier=str(file))
+    with torch.no_grad():
+        found = candidates(ComposedPolicy(parents, config), obs, noise, per_parent=2)
+        scores = score_of("verifier")(ComposedPolicy(parents, config), obs, found)
+    composed = found.sources.index("composition")
+    gap = scores.max(0).values - scores[composed]  # (B,): how far the best beats it
+    margin = float(gap.min() + gap.max()) / 2
+    assert gap.min() < margin < gap.max()  # some rows switch, some keep the composed chunk
+    expected = torch.where(gap <= margin, composed, scores.argmax(0))
+    for m, rows_expected in ((margin, expected), (math.inf, torch.full_like(expected, composed))):
+        policy = ComposedPolicy(parents, replace(config, selector_margin=m))
+        with torch.no_grad():
+            policy.predict_actions(obs, noise)
+        assert policy.chosen_sources == [found.sources[c] for c in rows_expected.tolist()]
+    assert ComposedPolicy(parents, replace(config, selector_margin=0.0)).fingerprint() == (
+        ComposedPolicy(parents, config).fingerprint()  # records written before still resume
+    )
+    with pytest.raises(ValueError, match="`selector_margin` must be >= 0. Got -0.1"):
+        replace(config, selector_margin=-0.1)
 
 
 def test_a_verifier_for_another_observation_size_is_refused_naming_the_sizes(tmp_path) -> None:
