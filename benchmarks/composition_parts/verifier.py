@@ -215,10 +215,10 @@ def verifier_headlines(results: dict) -> None:
     headlines over the tasks: the shares of the oracle gap and the mean gain."""
     labelled = COUNTERFACTUAL.read().get("tasks", {})
     for task, row in results.get("quality", {}).items():
-        selector = row.get("selector", {})
-        if "verifier" in selector:
-            auc = counterfactual_auc(labelled.get(task, {}), selector["verifier"])
-            selector["verifier_auc_counterfactual"] = auc
+        for selector in [row.get("selector", {}), *row.get("selector_by_margin", {}).values()]:
+            if "verifier" in selector:
+                auc = counterfactual_auc(labelled.get(task, {}), selector["verifier"])
+                selector["verifier_auc_counterfactual"] = auc
     selector_headlines(results)
     shares = {
         t: r["selector"].get("oracle_gap_closed")

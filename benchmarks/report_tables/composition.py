@@ -306,17 +306,21 @@ def _round(row: dict) -> str:
 
 
 def verifier_selector() -> str:
-    """The selector by the learned verifier: the composition among its candidates, its rounds,
-    and on fresh seeds against the better parent and the oracle; the verifier's ranking of
+    """The selector by the learned verifier (at each margin run): the composition among its
+    candidates, its rounds, and on fresh seeds against the better parent, that composition
+    alone and the oracle; the verifier's ranking of
     counterfactual labels (only where that very file scored them) beside the untrained scores'
     (counterfactual.json)."""
     d = fmt.read("composition.json")
     labelled = fmt.read("counterfactual.json").get("tasks", {})
     rows = []
-    for task, q in sorted(d["quality"].items()):
-        s = q.get("selector", {})
-        if "verifier" not in s:
-            continue
+    learned = [
+        (task, s)
+        for task, q in sorted(d["quality"].items())
+        for s in [q.get("selector", {}), *q.get("selector_by_margin", {}).values()]
+        if "verifier" in s
+    ]
+    for task, s in learned:
         aucs = " -> ".join(f"{r['auc_held_out']:.2f}" for r in s["verifier"]["training"])
         rounds = ", ".join(_round(r) for r in s["verifier"]["rounds"]) or "-"
         scores = labelled.get(task, {}).get("scores", {})
