@@ -28,10 +28,10 @@ from pathlib import Path
 import numpy as np
 from common import ROOT, ResultsFile, cpu_model
 
-from robocompose.chunk_log import episode_files, read_episode
+from robocompose.chunk_log import COMPOSITION, episode_files, read_episode
 from robocompose.compare import compare
 from robocompose.composition.api import candidate_label, compose
-from robocompose.composition.verifier import load_verifier
+from robocompose.composition.verifier import Verifier, load_verifier
 from robocompose.composition.verifier_training import train_verifier
 from robocompose.evaluation import evaluate
 
@@ -53,12 +53,13 @@ HALF = 0.5  # `oracle_gap_half_tasks`: tasks whose selector closes at least this
 COUNTERFACTUAL = ResultsFile("counterfactual.json")  # read only: its labels' AUCs
 
 
-def _verifier(logs: list[Path], out: Path) -> dict:
-    """Train on `logs` into `out` unless that file is there; its training report."""
+def _verifier(logs: list[Path], out: Path) -> Verifier:
+    """Train on `logs` into `out` unless that file is there; the verifier as saved (its
+    training report in `header["report"]`)."""
     if not out.is_file():
         report = train_verifier(logs, out)
         print(f"verifier {out.name}: {report.summary()}", flush=True)
-    return load_verifier(out).header["report"]
+    return load_verifier(out)
 
 
 def verifier_selector(
@@ -86,7 +87,7 @@ def verifier_selector(
         "selector_margin": margin,
     }
     logs = [search_folder(task) / "chunks"]
-    reports = [_verifier(logs, folder / "round0.safetensors")]
+    trained = [_verifier(logs, folder / "round0.safetensors")]
     round_rows = []
     for r in range(1, rounds + 1):
         start = ROUND_SEED_START + (r - 1) * round_episodes
@@ -110,7 +111,7 @@ def verifier_selector(
         round_rows.append({"round": r, "seeds": {"start": start, "episodes": len(seeds)}})
         round_rows[-1] |= result.row() | {"composed_share": composed_share(played / "chunks")}
         logs.append(played / "chunks")
-        reports.append(_verifier(logs, folder / f"round{r}.safetensors"))
+        trained.append(_verifier(logs, folder / f"round{r}.safetensors"))
 
     fresh_seeds = list(range(HELDOUT_SEED_START, HELDOUT_SEED_START + fresh_episodes))
     fresh_dir = OUT / task / "fresh"
@@ -163,10 +164,10 @@ def verifier_selector(
         "oracle_gap_closed": (success - base) / (oracle - base) if oracle > base else None,
         "verifier": {
             "file": os.path.relpath(final, ROOT),
-            "digest": load_verifier(final).digest,
+            "digest": trained[-1].digest,
             "search_seeds": {"start": SEED_START, "episodes": search_episodes},
             "rounds": round_rows,
-            "training": reports,
+            "training": [v.header["report"] for v in trained],
         },
         "search_all_operators": {
             "operators": found.provenance["search"]["operators"],
@@ -180,7 +181,7 @@ def verifier_selector(
 def composed_share(chunks: Path) -> float:
     """The share of a selector's executed chunks that were its composed candidate's."""
     sources = [read_episode(path).source for path in episode_files([chunks])]
-    return float(np.mean(np.concatenate(sources) == "composition"))
+    return float(np.mean(np.concatenate(sources) == COMPOSITION))
 
 
 def store_verifier_selector(results: dict, task: str, entry: dict) -> None:

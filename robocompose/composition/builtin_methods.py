@@ -278,6 +278,7 @@ class SelectorMethod(CompositionMethod):
         `policy.chosen_sources`."""
         import torch
 
+        from robocompose.chunk_log import COMPOSITION
         from robocompose.composition.selector import candidates, score_of
 
         found = candidates(policy, obs, noise, policy.config.selector_samples)
@@ -286,7 +287,7 @@ class SelectorMethod(CompositionMethod):
         best = scores.argmax(0)  # (B,)
         margin = policy.config.selector_margin
         if margin > 0:  # the composed candidate stands unless another clearly beats it
-            composed = found.sources.index("composition")
+            composed = found.sources.index(COMPOSITION)
             stands = scores.max(0).values - scores[composed] <= margin
             best = torch.where(stands, composed, best)
         policy.chosen_sources = [found.sources[c] for c in best.tolist()]

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from robocompose.chunk_log import COMPOSITION
 from robocompose.composition.samplers import RowGenerators, randn
 
 if TYPE_CHECKING:
@@ -107,7 +108,7 @@ def candidates(
     composed = policy.run_sampler(denoiser, noise, policy.sigmas(denoiser))
     executed.append(composed[:, policy.executed])
     full.append(composed)
-    sources.append("composition")
+    sources.append(COMPOSITION)
     return Candidates(torch.stack(executed), torch.stack(full) if aligned else None, sources, noise)
 
 

@@ -199,8 +199,9 @@ def test_a_margin_keeps_the_composed_candidate_unless_another_clearly_beats_it(t
     noise = torch.randn(rows, 16, 2, generator=torch.Generator().manual_seed(1))
     config = CompositionConfig(operator="selector", selector_score="verifier", verifier=str(file))
     with torch.no_grad():
-        found = candidates(ComposedPolicy(parents, config), obs, noise, per_parent=2)
-        scores = score_of("verifier")(ComposedPolicy(parents, config), obs, found)
+        plain = ComposedPolicy(parents, config)
+        found = candidates(plain, obs, noise, per_parent=2)
+        scores = score_of("verifier")(plain, obs, found)
     composed = found.sources.index("composition")
     gap = scores.max(0).values - scores[composed]  # (B,): how far the best beats it
     margin = float(gap.min() + gap.max()) / 2
@@ -212,7 +213,7 @@ def test_a_margin_keeps_the_composed_candidate_unless_another_clearly_beats_it(t
             policy.predict_actions(obs, noise)
         assert policy.chosen_sources == [found.sources[c] for c in rows_expected.tolist()]
     assert ComposedPolicy(parents, replace(config, selector_margin=0.0)).fingerprint() == (
-        ComposedPolicy(parents, config).fingerprint()  # records written before still resume
+        plain.fingerprint()  # records written before still resume
     )
     with pytest.raises(ValueError, match="`selector_margin` must be >= 0. Got -0.1"):
         replace(config, selector_margin=-0.1)
