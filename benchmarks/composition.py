@@ -98,6 +98,7 @@ from composition_parts.selector import (
 from composition_parts.selector_latency import selector_latency
 from composition_parts.shared import HELDOUT_SEED_START, OUT, RESULTS, parents_of, record_task
 from composition_parts.verifier import (
+    add_verifier_args,
     store_verifier_selector,
     verifier_headlines,
     verifier_selector,
@@ -143,17 +144,7 @@ def main() -> None:
     parser.add_argument("--k3-episodes", type=int, default=64, help="P4 grid seeds")
     parser.add_argument("--k3-fresh-episodes", type=int, default=100, help="P4 fresh seeds")
     parser.add_argument("--repeats", type=int, default=50)
-    parser.add_argument("--verifier-rounds", type=int, default=2, help="selector rounds")
-    parser.add_argument("--round-episodes", type=int, default=100, help="seeds per round")
-    parser.add_argument(
-        "--verifier-std-weight", type=float, default=1.0, help="lower bound: mean - k * std"
-    )
-    parser.add_argument(
-        "--selector-margin",
-        type=float,
-        default=0.1,
-        help="the composed candidate runs unless the verifier rates another this much higher",
-    )
+    add_verifier_args(parser)
     args = parser.parse_args()
     tasks = args.tasks.split(",")
     for task in tasks if "latency" in args.parts else ():

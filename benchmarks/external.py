@@ -24,14 +24,20 @@ grid_choice (each composition on each parent's grid, after the main run; key <ta
 vertex (each parent's vertex against the parent natively, on `--vertex-episodes` fresh seeds; key
 <task>.vertex_gap), selector (the selector composition by `--selector-score` on
 `--selector-episodes` fresh seeds against the better parent and the per-seed oracle; key
-<task>.selector, another score's under <task>.selector_by_score), headlines (no episodes: only the
-headlines over every pair, which every run recomputes at its end).
+<task>.selector, another score's under <task>.selector_by_score), verifier (the selector by a chunk
+verifier learned from the search's own chunk logs and `--verifier-rounds` rounds of its own
+episodes, on the fresh seeds against the better parent, its composed candidate and the per-seed
+oracle: benchmarks/composition_parts/verifier.py's pipeline; key <task>.selector, the agreement
+run it replaces moved to <task>.selector_by_score.agreement; a search with too few failed
+episodes to learn from records why under <task>.verifier_not_run), headlines (no episodes: only
+the headlines over every pair, which every run recomputes at its end).
 
     python benchmarks/external.py [--tasks FetchReach,Lift,PickPlaceCan] [--fresh 200]
     python benchmarks/external.py --tasks PickPlaceCan --parts grid_cost    # 40 episodes
     python benchmarks/external.py --tasks PickPlaceCan --parts grid_choice
     python benchmarks/external.py --tasks PickPlaceCan --parts vertex       # 100 episodes
     python benchmarks/external.py --tasks PickPlaceCan --parts selector     # 100 episodes
+    python benchmarks/external.py --tasks Lift --parts verifier
 """
 
 from __future__ import annotations
@@ -51,12 +57,19 @@ from common import (
     task_preset,
 )
 from composition_parts.selector import add_selector_args, selector_versus
+from composition_parts.verifier import (
+    SelectorPair,
+    add_verifier_args,
+    learned_selector,
+    place_learned_selector,
+)
 from composition_parts.vertex import vertex_gap
 from search_replay import best_convex
 
+from robocompose.chunk_log import episode_files, read_episode
 from robocompose.compare import compare
 from robocompose.composition.api import candidate_label, compose, search
-from robocompose.composition.weight_search import NativeParent
+from robocompose.composition.weight_search import NativeParent, SearchResult
 from robocompose.evaluation import evaluate
 from robocompose.policies.checkpoint import load_policy
 from robocompose.sim.collect import run_expert_episode
@@ -72,9 +85,11 @@ OUT = RUNS_DIR / "external"
 RESULTS = ResultsFile("external.json", writer="external.py")
 SEARCH_SEED_START = 100_000
 FRESH_SEED_START = 300_000
-PARTS = ("main", "grid_cost", "grid_choice", "vertex", "selector", "headlines")
-# a pair's keys the vertex and selector parts store apart; rerunning the pair's main part keeps them
-APART = ("vertex_gap", "selector", "selector_by_score")
+PARTS = ("main", "grid_cost", "grid_choice", "vertex", "selector", "verifier", "headlines")
+# a pair's keys the vertex, selector and verifier parts store apart; rerunning the pair's main
+# part keeps them
+APART = ("vertex_gap", "selector", "selector_by_score", "selector_by_margin", "verifier_not_run")
+MIN_FAILED = 10  # failed search episodes the learned selector needs
 
 
 def expert_rate(task: str, seeds: list[int], out: Path) -> dict[str, Any]:
@@ -114,6 +129,78 @@ def pair_of(task: str) -> tuple[list, list[str]]:
     return [load_policy(CHECKPOINTS / name) for name in names], names
 
 
+def pair_search(
+    parents: list, seeds: list[int], out_dir: Path, first_slice: int, step: float
+) -> SearchResult:
+    """`search` as a user runs it, chunks logged: the one search a pair's main part measures
+    and its learned selector trains on (a rerun reads it back)."""
+    return search(
+        parents,
+        seeds,
+        out_dir=out_dir,
+        first_slice=first_slice,
+        step=step,
+        chunk_log=True,
+        progress=False,
+    )
+
+
+def search_failures(chunks: Path) -> tuple[int, int]:
+    """(episodes, failed episodes) among a search's chunk logs."""
+    outcomes = [read_episode(path).success for path in episode_files([chunks])]
+    return len(outcomes), outcomes.count(False)
+
+
+def pair_verifier(
+    parents: list,
+    names: list[str],
+    search_dir: Path,
+    search_seeds: list[int],
+    fresh: list[int],
+    fresh_dir: Path,
+    args: argparse.Namespace,
+    tag: str = "",
+) -> dict[str, Any]:
+    """The learned selector of one pair (composition_parts/verifier.py's pipeline, its rounds
+    in <search_dir>/../<tag>verifier_margin<m>), or why it was not run: a search with fewer than
+    MIN_FAILED failed episodes cannot show a verifier what failure looks like."""
+    found = pair_search(parents, search_seeds, search_dir, args.first_slice, args.step)
+    print(found.table(), flush=True)
+    episodes, failed = search_failures(search_dir / "chunks")
+    if failed < MIN_FAILED:
+        return {
+            "not_run": f"the search's {episodes} episodes hold {failed} failed (fewer than "
+            f"{MIN_FAILED}): nothing to learn failure from",
+            "search_episodes": episodes,
+            "failed": failed,
+        }
+    pair = SelectorPair(
+        parents=parents,
+        names=names,
+        found=found,
+        search_chunks=search_dir / "chunks",
+        search_seeds=search_seeds,
+        folder=search_dir.parent / f"{tag}verifier_margin{args.selector_margin:g}",
+        fresh_seeds=fresh,
+        fresh_dir=fresh_dir,
+        tag=tag,
+    )
+    margin = args.selector_margin
+    return learned_selector(
+        pair, args.verifier_rounds, args.round_episodes, args.verifier_std_weight, margin
+    )
+
+
+def store_learned(row: dict[str, Any], entry: dict[str, Any]) -> None:
+    """A pair's learned selector becomes its `selector` (the agreement run it replaces kept
+    under `selector_by_score`); a pair it could not run on keeps why, in `verifier_not_run`."""
+    if "not_run" in entry:
+        row["verifier_not_run"] = entry
+    else:
+        row.pop("verifier_not_run", None)
+        place_learned_selector(row, entry)
+
+
 def task_result(
     task: str, fresh: list[int], search_seeds: list[int], first_slice: int, step: float
 ) -> dict:
@@ -129,14 +216,7 @@ def task_result(
     rows = {n: r.row() for n, r in zip(names, on_fresh.results, strict=True)}
     better = max(names, key=lambda n: (rows[n]["success"], rows[n]["mean_score"]))
 
-    found = search(
-        parents,
-        search_seeds,
-        out_dir=folder / "search",
-        first_slice=first_slice,
-        step=step,
-        progress=False,
-    )
+    found = pair_search(parents, search_seeds, folder / "search", first_slice, step)
     print(f"{task} search over every operator:\n{found.table()}", flush=True)
     composed = {
         key: {"operator": operator, "weights": list(weights)}
@@ -307,7 +387,8 @@ def headlines(doc: dict[str, Any]) -> None:
     `significant_gain_pairs`: the pairs whose chosen candidate's interval against the better
     parent lies above 0. `selector_gain_pairs`: the pairs whose selector beats the better
     parent (point estimate),
-    `selector_significant_gain_pairs` those whose interval lies above 0, of `selector_pairs`."""
+    `selector_significant_gain_pairs` those whose interval lies above 0, of `selector_pairs`;
+    `selector_verifier_pairs` those whose selector is the learned one."""
     pairs = {t: doc[t] for t in PARENTS if t in doc}
     gym = doc.get("GymPushT", {})
     for part in ("policies", "policies_unet"):
@@ -332,6 +413,7 @@ def headlines(doc: dict[str, Any]) -> None:
     doc["selector_pairs"] = sorted(runs)
     doc["selector_gain_pairs"] = sorted(n for n, v in versus.items() if v["difference"] > 0)
     doc["selector_significant_gain_pairs"] = sorted(n for n, v in versus.items() if v["ci_low"] > 0)
+    doc["selector_verifier_pairs"] = sorted(n for n, run in runs.items() if "verifier" in run)
 
 
 def selector_key(row: str | tuple[str, ...], score: str) -> tuple[str, ...]:
@@ -363,6 +445,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "paired on this many fresh seeds",
     )
     add_selector_args(parser)
+    add_verifier_args(parser)
     args = parser.parse_args(argv)
     unknown = [t for t in args.tasks.split(",") if t not in PARENTS]
     if unknown:
@@ -395,6 +478,19 @@ def main() -> None:
             seeds = fresh[: args.selector_episodes]
             run = selector_versus(parents, names, seeds, OUT / task / "fresh", args.selector_score)
             RESULTS.set(selector_key(task, args.selector_score), run)
+        if "verifier" in args.parts:
+            task_preset(task)
+            parents, names = pair_of(task)
+            entry = pair_verifier(
+                parents,
+                names,
+                OUT / task / "search",
+                search_seeds,
+                fresh,
+                OUT / task / "fresh",
+                args,
+            )
+            RESULTS.update(lambda doc, task=task, entry=entry: store_learned(doc[task], entry))
     RESULTS.update(headlines)
 
 

@@ -21,6 +21,10 @@ rerun resumes):
 - selector, selector_unet: the selector composition of the MLP (UNet) pair, by
   `--selector-score`, on the fresh seeds against the better parent and the per-seed oracle (key
   policies.selector or policies_unet.selector, another score's under its selector_by_score).
+- verifier, verifier_unet: the selector of the MLP (UNet) pair by a chunk verifier learned from
+  its search's chunk logs and rounds of its own episodes (external.py's `verifier` part) on the
+  fresh seeds; key policies.selector (policies_unet.selector), the agreement run it replaces
+  moved to selector_by_score.agreement.
 - compare: our MuJoCo PushT's figures beside these (from sim.json, policies.json and
   composition.json) and what differs between the two tasks.
 
@@ -50,12 +54,20 @@ from common import (
     task_preset,
 )
 from composition_parts.selector import add_selector_args, selector_versus
+from composition_parts.verifier import add_verifier_args
 from composition_parts.vertex import vertex_gap
-from external import APART, chosen_candidate, selector_key
+from external import (
+    APART,
+    chosen_candidate,
+    pair_search,
+    pair_verifier,
+    selector_key,
+    store_learned,
+)
 from search_replay import best_convex
 
 from robocompose.compare import compare
-from robocompose.composition.api import candidate_label, compose, search
+from robocompose.composition.api import candidate_label, compose
 from robocompose.policies.checkpoint import load_policy
 from robocompose.sim.collect import run_expert_episode
 from robocompose.sim.tasks import make_env, make_expert
@@ -73,6 +85,7 @@ PAIRS = {"policies": PARENTS, "policies_unet": UNET_PARENTS}
 # each pair's prefix on its episode files; the MLP pair's files kept their first names
 FILE_TAGS = {"policies": "", "policies_unet": "unet_"}
 SELECTOR_PARTS = {"selector": "policies", "selector_unet": "policies_unet"}
+VERIFIER_PARTS = {"verifier": "policies", "verifier_unet": "policies_unet"}
 PARTS = (
     "expert",
     "policies",
@@ -82,7 +95,14 @@ PARTS = (
     "vertex_unet",
     "selector",
     "selector_unet",
+    "verifier",
+    "verifier_unet",
 )
+
+
+def search_folder(pair: str) -> Path:
+    """Where a pair's search (episodes, chunk logs, search.json) goes."""
+    return OUT / (f"search_{pair}" if FILE_TAGS[pair] else "search")
 
 
 def _rate(successes: int, episodes: int) -> dict[str, Any]:
@@ -143,6 +163,7 @@ def policies(
     fresh: list[int],
     search_seeds: list[int],
     step: float,
+    first_slice: int,
     search_dir: Path,
     tag: str,
 ) -> dict[str, Any]:
@@ -150,9 +171,7 @@ def policies(
     parents = [load_policy(CHECKPOINTS / name) for name in pair]
     on_fresh = compare(*parents, fresh, out_dir=OUT / "fresh", labels=pair)
     print(on_fresh.table(), flush=True)
-    found = search(
-        parents, search_seeds, out_dir=search_dir, step=step, first_slice=10, progress=False
-    )
+    found = pair_search(parents, search_seeds, search_dir, first_slice, step)
     print(found.table(), flush=True)
     trials = {
         "convex": ("convex", best_convex(found)),
@@ -282,7 +301,9 @@ def main() -> None:
     parser.add_argument("--fresh", type=int, default=200, help="fresh seeds per policy")
     parser.add_argument("--search", type=int, default=100, help="search seeds")
     parser.add_argument("--step", type=float, default=0.25, help="convex weight grid step")
+    parser.add_argument("--first-slice", type=int, default=10, help="halving's first round")
     add_selector_args(parser, episodes=False)  # it runs on the --fresh seeds
+    add_verifier_args(parser)
     args = parser.parse_args()
     task_preset(TASK)
     fresh = list(range(FRESH_SEED_START, FRESH_SEED_START + args.fresh))
@@ -295,8 +316,10 @@ def main() -> None:
             value = expert(fresh)
         elif part in PAIRS:
             tag = FILE_TAGS[part]
-            search_dir = OUT / (f"search_{part}" if tag else "search")
-            value = policies(PAIRS[part], fresh, search_seeds, args.step, search_dir, tag)
+            search_dir = search_folder(part)
+            value = policies(
+                PAIRS[part], fresh, search_seeds, args.step, args.first_slice, search_dir, tag
+            )
         elif part == "flow_unet":
             value = flow_unet(fresh)
         elif part == "vertex_unet":
@@ -314,6 +337,26 @@ def main() -> None:
             run = selector_versus(parents, names, fresh, OUT / "fresh", args.selector_score, tag)
             RESULTS.set(selector_key((TASK, pair), args.selector_score), run)
             print(part, f"{time.perf_counter() - start:.0f} s", json.dumps(run)[:2000], flush=True)
+            continue
+        elif part in VERIFIER_PARTS:
+            pair = VERIFIER_PARTS[part]
+            parents = [load_policy(CHECKPOINTS / name) for name in PAIRS[pair]]
+            entry = pair_verifier(
+                parents,
+                list(PAIRS[pair]),
+                search_folder(pair),
+                search_seeds,
+                fresh,
+                OUT / "fresh",
+                args,
+                FILE_TAGS[pair],
+            )
+            RESULTS.update(
+                lambda doc, pair=pair, entry=entry: store_learned(doc[TASK][pair], entry)
+            )
+            print(
+                part, f"{time.perf_counter() - start:.0f} s", json.dumps(entry)[:2000], flush=True
+            )
             continue
         else:
             value = compare_with_pusht()

@@ -1,7 +1,8 @@
 """composition.json's learned selectors (benchmarks/composition_parts/verifier.py) take a
 counterfactual AUC only from labels scored by that very verifier (a rerun retrains into the same
 path, so the path alone would hand the new verifier the old one's AUC), and a run at another
-margin keeps the previous selector apart."""
+margin keeps the previous selector apart; an external pair keeps why a learned selector was not
+run on it."""
 
 from __future__ import annotations
 
@@ -52,3 +53,25 @@ def test_a_run_at_another_margin_keeps_the_previous_one_apart(monkeypatch):
     verifier_part.store_verifier_selector(results, "Stack", again)
     assert results["quality"]["Stack"]["selector"] == again
     assert results["quality"]["Stack"]["selector_by_margin"] == {"0": first}
+
+
+def test_an_external_pair_keeps_why_it_was_not_run_until_a_learned_selector_lands():
+    from external import headlines, store_learned
+
+    agreement = {"minus_better_parent": {"difference": 0.01, "ci_low": -0.1}, "success": 0.55}
+    row = {"chosen_candidate": {"minus_better_parent": {"ci95": [-0.1, 0.05]}}, "never_worse": True}
+    row["selector"] = agreement
+    store_learned(row, {"not_run": "the search's 100 episodes hold 2 failed", "failed": 2})
+    assert row["selector"] == agreement and row["verifier_not_run"]["failed"] == 2
+    learned = {
+        "verifier": {"file": FILE},
+        "selector_margin": 0.1,
+        "minus_better_parent": {"difference": 0.12, "ci_low": 0.03},
+    }
+    store_learned(row, learned)
+    assert row["selector"] == learned and "verifier_not_run" not in row
+    assert row["selector_by_score"] == {"agreement": agreement}
+    doc = {"Lift": row}
+    headlines(doc)
+    assert doc["selector_verifier_pairs"] == ["Lift"]
+    assert doc["selector_significant_gain_pairs"] == ["Lift"]

@@ -195,9 +195,10 @@ def _candidate_fresh(
     better: str,
     on_fresh: Comparison,
     fresh_dir,
+    tag: str = "",
 ) -> dict:
     """The chosen candidate on the fresh seeds, paired against the better parent: 0 on every
-    seed when it is the better parent itself."""
+    seed when it is the better parent itself. `tag` prefixes a composition's episode file."""
     if candidate["kind"] == "parent_native":
         results = dict(zip(names, on_fresh.results, strict=True))
         mine = [bool(r["success"]) for r in results[candidate["parent"]].records]
@@ -211,7 +212,7 @@ def _candidate_fresh(
             "formatted": pairing.format(),
         }
     operator, w = candidate["operator"], tuple(candidate["weights"])
-    label = candidate_label(operator, w)
+    label = tag + candidate_label(operator, w)
     pair = compare(
         compose(parents, operator, w),
         parents[names.index(better)],

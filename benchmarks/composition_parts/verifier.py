@@ -21,8 +21,10 @@ verifier file already written is kept.
 
 from __future__ import annotations
 
+import argparse
 import os
 import statistics
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -33,6 +35,7 @@ from robocompose.compare import compare
 from robocompose.composition.api import candidate_label, compose
 from robocompose.composition.verifier import Verifier, load_verifier
 from robocompose.composition.verifier_training import train_verifier
+from robocompose.composition.weight_search import SearchResult
 from robocompose.evaluation import evaluate
 
 from .quality import _candidate_fresh, _candidate_of, _composition_entry
@@ -62,6 +65,24 @@ def _verifier(logs: list[Path], out: Path) -> Verifier:
     return load_verifier(out)
 
 
+@dataclass(frozen=True)
+class SelectorPair:
+    """Where one parent pair's learned selector reads and writes: its search (run with chunk
+    logs, which train the first verifier), the folder of its rounds and verifiers, and the fresh
+    seeds it is measured on. `tag` prefixes its compositions' episode files where several pairs
+    share one fresh folder."""
+
+    parents: list
+    names: list[str]
+    found: SearchResult
+    search_chunks: Path
+    search_seeds: list[int]
+    folder: Path
+    fresh_seeds: list[int]
+    fresh_dir: Path
+    tag: str = ""
+
+
 def verifier_selector(
     task: str,
     search_episodes: int,
@@ -72,13 +93,32 @@ def verifier_selector(
     std_weight: float,
     margin: float = 0.0,
 ) -> dict:
-    """The pipeline above for one task; its stored entry. With `margin` > 0 the selector keeps
-    the composed candidate unless the verifier rates another more than `margin` above it (its
-    rounds play, and its verifiers train, in a folder of their own)."""
+    """The pipeline above for one of our tasks; its stored entry. A run at `margin` > 0 plays
+    its rounds, and trains its verifiers, in a folder of its own."""
     parents, names = parents_of(task)
-    folder = OUT / task / ("verifier" if margin == 0 else f"verifier_margin{margin:g}")
     found = task_search(task, parents, search_episodes, first_slice)
     print(f"{task} search over every operator:\n{found.table()}", flush=True)
+    pair = SelectorPair(
+        parents=parents,
+        names=names,
+        found=found,
+        search_chunks=search_folder(task) / "chunks",
+        search_seeds=list(range(SEED_START, SEED_START + search_episodes)),
+        folder=OUT / task / ("verifier" if margin == 0 else f"verifier_margin{margin:g}"),
+        fresh_seeds=list(range(HELDOUT_SEED_START, HELDOUT_SEED_START + fresh_episodes)),
+        fresh_dir=OUT / task / "fresh",
+    )
+    return learned_selector(pair, rounds, round_episodes, std_weight, margin)
+
+
+def learned_selector(
+    pair: SelectorPair, rounds: int, round_episodes: int, std_weight: float, margin: float
+) -> dict:
+    """Train on the search's chunks, refine by `rounds` rounds of the selector's own episodes
+    (ROUND_SEED_START...), then measure the last verifier's selector on the fresh seeds against
+    the better parent, the search's choice and its composed candidate alone. With `margin` > 0
+    the composed candidate runs unless the verifier rates another more than `margin` above it."""
+    parents, names, found, folder = pair.parents, pair.names, pair.found, pair.folder
     composed = found.best_composed
     settings = {
         "selector_composition": composed.operator,
@@ -86,7 +126,7 @@ def verifier_selector(
         "verifier_std_weight": std_weight,
         "selector_margin": margin,
     }
-    logs = [search_folder(task) / "chunks"]
+    logs = [pair.search_chunks]
     trained = [_verifier(logs, folder / "round0.safetensors")]
     round_rows = []
     for r in range(1, rounds + 1):
@@ -107,41 +147,42 @@ def verifier_selector(
             chunk_log=played / "chunks",
             progress=False,
         )
-        print(f"{task} round {r} selector: {result.summary()}", flush=True)
+        print(f"round {r} selector: {result.summary()}", flush=True)
         round_rows.append({"round": r, "seeds": {"start": start, "episodes": len(seeds)}})
         round_rows[-1] |= result.row() | {"composed_share": composed_share(played / "chunks")}
         logs.append(played / "chunks")
         trained.append(_verifier(logs, folder / f"round{r}.safetensors"))
 
-    fresh_seeds = list(range(HELDOUT_SEED_START, HELDOUT_SEED_START + fresh_episodes))
-    fresh_dir = OUT / task / "fresh"
+    fresh_seeds, fresh_dir = pair.fresh_seeds, pair.fresh_dir
     on_fresh = compare(*parents, fresh_seeds, out_dir=fresh_dir, labels=tuple(names))
     rows = {n: r.row() for n, r in zip(names, on_fresh.results, strict=True)}
     better = pick_best(rows)
     final = folder / f"round{rounds}.safetensors"
     selector = compose(parents, "selector", composed.weights, verifier=str(final), **settings)
-    label = f"{candidate_label('selector', composed.weights)}_verifier_r{rounds}"
+    label = f"{pair.tag}{candidate_label('selector', composed.weights)}_verifier_r{rounds}"
     label += f"_margin{margin:g}" if margin else ""
-    pair = compare(
+    versus_better = compare(
         selector,
         parents[names.index(better)],
         fresh_seeds,
         out_dir=fresh_dir,
         labels=(label, better),
     )
-    print(f"{task} fresh selector - {better}: {pair.paired.format()}", flush=True)
+    print(f"fresh selector - {better}: {versus_better.paired.format()}", flush=True)
     candidate = _candidate_of(found, names)
-    chosen_fresh = _candidate_fresh(candidate, parents, names, better, on_fresh, fresh_dir)
-    print(f"{task} fresh search choice - {better}: {chosen_fresh['formatted']}", flush=True)
+    chosen_fresh = _candidate_fresh(
+        candidate, parents, names, better, on_fresh, fresh_dir, pair.tag
+    )
+    print(f"fresh search choice - {better}: {chosen_fresh['formatted']}", flush=True)
     against_composed = compare(
         selector,
         compose(parents, composed.operator, composed.weights),
         fresh_seeds,
         out_dir=fresh_dir,
-        labels=(label, composed.label),
+        labels=(label, pair.tag + composed.label),
     )
-    print(f"{task} fresh selector - {composed}: {against_composed.paired.format()}", flush=True)
-    success, oracle = pair.results[0].row()["success"], on_fresh.oracle
+    print(f"fresh selector - {composed}: {against_composed.paired.format()}", flush=True)
+    success, oracle = versus_better.results[0].row()["success"], on_fresh.oracle
     base = rows[better]["success"]
     return {
         "method": (
@@ -154,8 +195,8 @@ def verifier_selector(
         "better_parent": better,
         "composed_candidate": _composition_entry(composed),
         "cpu": cpu_model(),  # episodes follow the CPU's float path: Intel and AMD runs differ
-        **pair.results[0].row(),
-        "minus_better_parent": paired_entry(pair),
+        **versus_better.results[0].row(),
+        "minus_better_parent": paired_entry(versus_better),
         # what the verifier adds to the composition it draws from: the selector against that
         # composition alone, paired on the same fresh seeds
         "minus_composed_candidate": paired_entry(against_composed),
@@ -165,7 +206,7 @@ def verifier_selector(
         "verifier": {
             "file": os.path.relpath(final, ROOT),
             "digest": trained[-1].digest,
-            "search_seeds": {"start": SEED_START, "episodes": search_episodes},
+            "search_seeds": {"start": pair.search_seeds[0], "episodes": len(pair.search_seeds)},
             "rounds": round_rows,
             "training": [v.header["report"] for v in trained],
         },
@@ -185,10 +226,16 @@ def composed_share(chunks: Path) -> float:
 
 
 def store_verifier_selector(results: dict, task: str, entry: dict) -> None:
-    """The learned selector becomes the task's `selector` (the training-free run it replaces
-    moves to `selector_by_score.agreement`, a learned one at another margin to
-    `selector_by_margin.<margin>`); then the headlines."""
-    row = results.setdefault("quality", {}).setdefault(task, {})
+    """The learned selector becomes the task's `selector` (see `place_learned_selector`); then
+    the headlines."""
+    place_learned_selector(results.setdefault("quality", {}).setdefault(task, {}), entry)
+    verifier_headlines(results)
+
+
+def place_learned_selector(row: dict, entry: dict) -> None:
+    """`entry` becomes the pair's `selector`; the training-free run it replaces moves to
+    `selector_by_score.agreement`, a learned one at another margin to
+    `selector_by_margin.<margin>`."""
     previous = row.get("selector")
     if previous is not None and "verifier" not in previous:
         row.setdefault("selector_by_score", {})["agreement"] = previous
@@ -197,7 +244,22 @@ def store_verifier_selector(results: dict, task: str, entry: dict) -> None:
         if margin != entry["selector_margin"]:
             row.setdefault("selector_by_margin", {})[f"{margin:g}"] = previous
     row["selector"] = entry
-    verifier_headlines(results)
+
+
+def add_verifier_args(parser: argparse.ArgumentParser) -> None:
+    """The learned selector's rounds, lower bound and margin, as every script that runs it
+    spells them."""
+    parser.add_argument("--verifier-rounds", type=int, default=2, help="selector rounds")
+    parser.add_argument("--round-episodes", type=int, default=100, help="seeds per round")
+    parser.add_argument(
+        "--verifier-std-weight", type=float, default=1.0, help="lower bound: mean - k * std"
+    )
+    parser.add_argument(
+        "--selector-margin",
+        type=float,
+        default=0.1,
+        help="the composed candidate runs unless the verifier rates another this much higher",
+    )
 
 
 def counterfactual_auc(labelled: dict, verifier: dict) -> float | None:

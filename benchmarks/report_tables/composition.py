@@ -260,8 +260,9 @@ def selector() -> str:
             if s:
                 rows.append(_selector_row(task, s))
     for task, pair in _external_pairs():
-        if "selector" in pair:
-            rows.append(_selector_row(task, pair["selector"]))
+        for s in [pair.get("selector"), *pair.get("selector_by_score", {}).values()]:
+            if s:
+                rows.append(_selector_row(task, s))
     header = (
         "task",
         "score",
@@ -314,9 +315,10 @@ def verifier_selector() -> str:
     d = fmt.read("composition.json")
     labelled = fmt.read("counterfactual.json").get("tasks", {})
     rows = []
+    pairs = [*sorted(d["quality"].items()), *_external_pairs()]
     learned = [
         (task, s)
-        for task, q in sorted(d["quality"].items())
+        for task, q in pairs
         for s in [q.get("selector", {}), *q.get("selector_by_margin", {}).values()]
         if "verifier" in s
     ]
@@ -361,7 +363,18 @@ def verifier_selector() -> str:
         "counterfactual AUC verifier / contrast / agreement",
     )
     half = ", ".join(d.get("oracle_gap_half_tasks", [])) or "none"
-    return fmt.table(header, rows) + f"\n\nTasks where it closes half the oracle gap: {half}."
+    not_run = "".join(
+        f"\n\nNot run on {task}: {q['verifier_not_run']['not_run']}."
+        for task, q in _external_pairs()
+        if "verifier_not_run" in q
+    )
+    significant = ", ".join(fmt.read("external.json").get("selector_significant_gain_pairs", []))
+    return (
+        fmt.table(header, rows)
+        + f"\n\nOur tasks where it closes half the oracle gap: {half}. External pairs where the "
+        + f"selector is significantly above the better parent: {significant or 'none'}."
+        + not_run
+    )
 
 
 def chunk_repeatability() -> str:
