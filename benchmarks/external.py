@@ -174,18 +174,19 @@ def pair_verifier(
             "search_episodes": episodes,
             "failed": failed,
         }
+    margin = args.selector_margin
     pair = SelectorPair(
+        name=" ".join(names),
         parents=parents,
         names=names,
         found=found,
         search_chunks=search_dir / "chunks",
         search_seeds=search_seeds,
-        folder=search_dir.parent / f"{tag}verifier_margin{args.selector_margin:g}",
+        folder=search_dir.parent / f"{tag}verifier_margin{margin:g}",
         fresh_seeds=fresh,
         fresh_dir=fresh_dir,
         tag=tag,
     )
-    margin = args.selector_margin
     return learned_selector(
         pair, args.verifier_rounds, args.round_episodes, args.verifier_std_weight, margin
     )

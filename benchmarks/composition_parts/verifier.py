@@ -70,8 +70,9 @@ class SelectorPair:
     """Where one parent pair's learned selector reads and writes: its search (run with chunk
     logs, which train the first verifier), the folder of its rounds and verifiers, and the fresh
     seeds it is measured on. `tag` prefixes its compositions' episode files where several pairs
-    share one fresh folder."""
+    share one fresh folder; `name` heads its log lines."""
 
+    name: str
     parents: list
     names: list[str]
     found: SearchResult
@@ -99,6 +100,7 @@ def verifier_selector(
     found = task_search(task, parents, search_episodes, first_slice)
     print(f"{task} search over every operator:\n{found.table()}", flush=True)
     pair = SelectorPair(
+        name=task,
         parents=parents,
         names=names,
         found=found,
@@ -147,7 +149,7 @@ def learned_selector(
             chunk_log=played / "chunks",
             progress=False,
         )
-        print(f"round {r} selector: {result.summary()}", flush=True)
+        print(f"{pair.name} round {r} selector: {result.summary()}", flush=True)
         round_rows.append({"round": r, "seeds": {"start": start, "episodes": len(seeds)}})
         round_rows[-1] |= result.row() | {"composed_share": composed_share(played / "chunks")}
         logs.append(played / "chunks")
@@ -168,12 +170,12 @@ def learned_selector(
         out_dir=fresh_dir,
         labels=(label, better),
     )
-    print(f"fresh selector - {better}: {versus_better.paired.format()}", flush=True)
+    print(f"{pair.name} fresh selector - {better}: {versus_better.paired.format()}", flush=True)
     candidate = _candidate_of(found, names)
     chosen_fresh = _candidate_fresh(
         candidate, parents, names, better, on_fresh, fresh_dir, pair.tag
     )
-    print(f"fresh search choice - {better}: {chosen_fresh['formatted']}", flush=True)
+    print(f"{pair.name} fresh search choice - {better}: {chosen_fresh['formatted']}", flush=True)
     against_composed = compare(
         selector,
         compose(parents, composed.operator, composed.weights),
@@ -181,7 +183,9 @@ def learned_selector(
         out_dir=fresh_dir,
         labels=(label, pair.tag + composed.label),
     )
-    print(f"fresh selector - {composed}: {against_composed.paired.format()}", flush=True)
+    print(
+        f"{pair.name} fresh selector - {composed}: {against_composed.paired.format()}", flush=True
+    )
     success, oracle = versus_better.results[0].row()["success"], on_fresh.oracle
     base = rows[better]["success"]
     return {
