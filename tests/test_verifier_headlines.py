@@ -2,12 +2,14 @@
 counterfactual AUC only from labels scored by that very verifier (a rerun retrains into the same
 path, so the path alone would hand the new verifier the old one's AUC), and a run at another
 margin keeps the previous selector apart; an external pair keeps why a learned selector was not
-run on it."""
+run on it; a rounds folder made for one search is not reused by another."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
+
+import pytest
 
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 sys.path.insert(0, str(BENCHMARKS))
@@ -75,3 +77,13 @@ def test_an_external_pair_keeps_why_it_was_not_run_until_a_learned_selector_land
     headlines(doc)
     assert doc["selector_verifier_pairs"] == ["Lift"]
     assert doc["selector_significant_gain_pairs"] == ["Lift"]
+
+
+def test_a_rounds_folder_made_for_another_search_stops_the_run(tmp_path):
+    folder = tmp_path / "verifier_margin0.1"
+    made_for = {"search_seeds": {"start": 0, "episodes": 40}, "composed_candidate": "convex_a"}
+    verifier_part._claim(folder, made_for)
+    verifier_part._claim(folder, dict(made_for))  # the same search resumes
+    other = made_for | {"search_seeds": {"start": 0, "episodes": 100}}
+    with pytest.raises(SystemExit, match="verifier_margin0.1 holds the rounds of another search"):
+        verifier_part._claim(folder, other)

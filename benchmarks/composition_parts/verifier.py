@@ -16,12 +16,15 @@ Three disjoint seed ranges per task:
 
 The selector's composed candidate is the search's best composition (its operator and weights).
 Everything resumes: the search's and each round's episodes and chunk logs are on disk, a
-verifier file already written is kept.
+verifier file already written is kept. A rounds folder notes what it was made for (its
+`made_for.json`: the search's seeds and episodes, the composed candidate), so a rerun after
+another search stops with a clear error instead of reusing rounds and verifiers of the old one.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 from dataclasses import dataclass
@@ -63,6 +66,23 @@ def _verifier(logs: list[Path], out: Path) -> Verifier:
         report = train_verifier(logs, out)
         print(f"verifier {out.name}: {report.summary()}", flush=True)
     return load_verifier(out)
+
+
+def _claim(folder: Path, made_for: dict) -> None:
+    """Mark `folder` as holding the rounds of `made_for`'s search and composed candidate, or stop
+    if it holds another's: its verifiers were trained on that search's chunks, and its round
+    episodes were played with that candidate."""
+    path = folder / "made_for.json"
+    if path.is_file():
+        held = json.loads(path.read_text())
+        if held != made_for:
+            raise SystemExit(
+                f"{folder} holds the rounds of another search ({held}), not of this one "
+                f"({made_for}): move that folder aside to train this search's verifier"
+            )
+        return
+    folder.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(made_for, indent=1) + "\n")
 
 
 @dataclass(frozen=True)
@@ -128,6 +148,12 @@ def learned_selector(
         "verifier_std_weight": std_weight,
         "selector_margin": margin,
     }
+    made_for = {
+        "search_seeds": {"start": pair.search_seeds[0], "episodes": len(pair.search_seeds)},
+        "search_episodes": found.episodes_spent,
+        "composed_candidate": composed.label,
+    }
+    _claim(folder, made_for)
     logs = [pair.search_chunks]
     trained = [_verifier(logs, folder / "round0.safetensors")]
     round_rows = []

@@ -186,6 +186,7 @@ def search(
     step: float | None = SearchSettings.step,
     first_slice: int = SearchSettings.first_slice,
     tolerance: float = SearchSettings.tolerance,
+    beat_parent_z: float = SearchSettings.beat_parent_z,
     num_envs: int | None = None,
     device: str = "auto",
     batch_invariant: bool = True,
@@ -202,8 +203,9 @@ def search(
     registered method, so convex's simplex grid, the product of experts and each parent
     sharpened; `("convex",)`: the convex weights alone). Each parent alone on its own sampler
     is a candidate too (listed first, so it wins ties): the result's `choice` is the candidate
-    with the best success on these seeds, a parent alone when no composition beats it
-    (`chosen_kind`, `chosen_operator`; `chosen_policy` builds it).
+    with the best success on these seeds, or the better parent alone unless that candidate's
+    paired interval against it (at `beat_parent_z`; 0: any lead) lies above 0 (`chosen_kind`,
+    `chosen_operator`; `chosen_policy` builds it).
 
     Writes into out_dir: episodes/<candidate>.jsonl as episodes end (named by method and
     weights: a rerun resumes, another pool reuses what it shares), search.json (task, parents
@@ -219,7 +221,12 @@ def search(
     folders, and `chunk_log` is refused: the nodes would write it)."""
     given = {} if operators is None else {"operators": list(operators)}
     settings = SearchSettings(
-        method=method, step=step, first_slice=first_slice, tolerance=tolerance, **given
+        method=method,
+        step=step,
+        first_slice=first_slice,
+        tolerance=tolerance,
+        beat_parent_z=beat_parent_z,
+        **given,
     )
     check_device(device)
     policies = [p if isinstance(p, GenerativePolicy) else load(p) for p in parents]
@@ -250,8 +257,9 @@ def search(
     )
     search_record.start(folder, provenance)
     with connected(run.launcher):  # one Ray for every round
+        z = settings.beat_parent_z
         if settings.method == "grid":
-            result = grid_search(run, candidates, seeds, progress)
+            result = grid_search(run, candidates, seeds, progress, beat_parent_z=z)
         elif settings.method == "racing":
             result = racing(
                 run,
@@ -260,10 +268,11 @@ def search(
                 settings.first_slice,
                 tolerance=settings.tolerance,
                 progress=progress,
+                beat_parent_z=z,
             )
         else:
             result = successive_halving(
-                run, candidates, seeds, settings.first_slice, progress=progress
+                run, candidates, seeds, settings.first_slice, progress=progress, beat_parent_z=z
             )
     result.provenance = provenance
     result.times = sum_times(run.times)

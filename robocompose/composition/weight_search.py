@@ -9,8 +9,10 @@ the parent). The pool (`search_pool`) holds the weights every searched method li
 (`CompositionMethod.search_weights`: convex, the simplex grid; weighted_sum, the product of
 experts and each parent sharpened), all raced together. Whatever a method pruned, its winner
 ends against every parent alone on all the search seeds, and the better parent is returned
-unless the winner beats it there: what a search returns is never below the better parent on
-the search seeds, by construction.
+unless the winner beats it there with confidence: its paired 95% interval against that parent
+(`beat_parent_z`) lies above 0. The winner is the best of many candidates on the same seeds,
+so a lead of a seed or two is mostly luck: a 40-seed search whose winning composition led the
+parent by one seed lost 12.5 points to it on fresh seeds.
 
 - `grid_search`: every candidate (for convex, every weight on a simplex lattice: step 0.1 for
   K=2, as the GPC paper) on all seeds.
@@ -142,6 +144,9 @@ class SearchSettings:
     method: str = one_of(METHODS, "halving")
     step: float | None = None  # simplex grid step; None: 0.1 for two parents, else 0.25
     first_slice: int = 10  # halving: seeds of the first round; racing: seeds added per round
+    # a winning composition replaces the better parent only when its paired interval against
+    # that parent on the search seeds, at this z, lies above 0 (0: any lead, as a bare max)
+    beat_parent_z: float = Z_95
     # racing: drop a candidate once it cannot beat the leader by this success-rate margin
     # (0: only once it is surely worse; 0.02 stops sooner, at the cost of a 2-point miss)
     tolerance: float = 0.0
@@ -154,6 +159,8 @@ class SearchSettings:
         check_choices(self)
         if self.first_slice < 1:
             raise ValueError(f"`first_slice` must be >= 1. Got {self.first_slice}.")
+        if self.beat_parent_z < 0:
+            raise ValueError(f"`beat_parent_z` must be >= 0. Got {self.beat_parent_z}.")
         if not 0 <= self.tolerance < 1:
             raise ValueError(f"`tolerance` must be in [0, 1). Got {self.tolerance}.")
         if self.step is not None and not 0 < self.step <= 1:
@@ -182,6 +189,7 @@ class Candidate:
     successes: int = 0
     episodes: int = 0
     mean_score: float = 0.0
+    outcomes: dict[int, bool] = field(default_factory=dict, repr=False)  # by seed
 
     @property
     def weights(self) -> Weights:
@@ -264,7 +272,7 @@ class SearchResult:
         composition, its method and weights ("GPC convex at weights (0.60, 0.40)")."""
         if isinstance(self.choice, NativeParent):
             name = f" = {names[self.choice.index]}" if names else ""
-            return f"{self.choice}{name}: no composition beat it on the search seeds"
+            return f"{self.choice}{name}: no composition beat it beyond chance on the search seeds"
         return str(self.choice)
 
     def table(self) -> str:
@@ -323,6 +331,7 @@ def _score(candidate: Candidate, records: list[dict]) -> None:
     rate, mean_score = pool(records)
     candidate.episodes, candidate.successes = rate.episodes, rate.successes
     candidate.mean_score = mean_score if records else 0.0
+    candidate.outcomes = {r["seed"]: bool(r["success"]) for r in records}
 
 
 def _best(candidates: Sequence[Candidate]) -> Candidate:
@@ -330,19 +339,33 @@ def _best(candidates: Sequence[Candidate]) -> Candidate:
 
 
 def _against_parents(
-    evaluate: Evaluator, pool: Sequence[Candidate], winner: Candidate, seeds: Sequence[int]
+    evaluate: Evaluator,
+    pool: Sequence[Candidate],
+    winner: Candidate,
+    seeds: Sequence[int],
+    beat_parent_z: float,
 ) -> Candidate:
     """The winner against each parent alone, all on every seed: the best parent alone is
-    returned unless the winner's success there is higher (mean score breaking a tie). Halving
-    or racing may have dropped a parent on a noisy first slice; this makes what a search
-    returns never below its better parent on the search seeds, whatever the method pruned."""
+    returned unless the winner beats it (`_beats`). Halving or racing may have dropped a parent
+    on a noisy first slice; this makes what a search returns never below its better parent on
+    the search seeds, whatever the method pruned."""
     natives = [c for c in pool if isinstance(c.key, NativeParent)]
     if not natives:
         return winner
     short = [c for c in natives if c.episodes < len(seeds)]
     list(_scored(evaluate, short, seeds))
     best = _best(natives)
-    return best if (best.rate, best.mean_score) >= (winner.rate, winner.mean_score) else winner
+    if winner is best or isinstance(winner.key, NativeParent):
+        return best
+    return winner if _beats(winner, best, seeds, beat_parent_z) else best
+
+
+def _beats(winner: Candidate, parent: Candidate, seeds: Sequence[int], z: float) -> bool:
+    """z > 0: the winner's paired interval against the parent on `seeds` lies above 0; z = 0:
+    its success is higher (mean score breaking a tie)."""
+    if z == 0:
+        return (winner.rate, winner.mean_score) > (parent.rate, parent.mean_score)
+    return paired_outcomes(_outcomes(winner, seeds), _outcomes(parent, seeds), z).ci_low > 0
 
 
 def _pool(candidates: Sequence[Key]) -> list[Candidate]:
@@ -354,10 +377,11 @@ def grid_search(
     candidates: Sequence[Key],
     seeds: Sequence[int],
     progress: bool = True,
+    beat_parent_z: float = SearchSettings.beat_parent_z,
 ) -> SearchResult:
     pool = _pool(candidates)
     list(tqdm(_scored(evaluate, pool, seeds), "grid search", len(pool), disable=not progress))
-    winner = _against_parents(evaluate, pool, _best(pool), seeds)
+    winner = _against_parents(evaluate, pool, _best(pool), seeds, beat_parent_z)
     spent = sum(c.episodes for c in pool)
     return SearchResult("grid", pool, winner.key, spent, len(seeds))
 
@@ -369,6 +393,7 @@ def successive_halving(
     first_slice: int = SearchSettings.first_slice,
     eta: float = 2.0,
     progress: bool = True,
+    beat_parent_z: float = SearchSettings.beat_parent_z,
 ) -> SearchResult:
     if first_slice < 1 or eta <= 1:
         raise ValueError(f"need first_slice >= 1 and eta > 1. Got {first_slice}, {eta}.")
@@ -389,20 +414,19 @@ def successive_halving(
         alive = [c for c in ranked if c.rate >= cut]
         n = len(seeds) if len(alive) == 1 else min(len(seeds), 2 * n)
     bar.close()
-    winner = _against_parents(evaluate, pool, alive[0], seeds)
+    winner = _against_parents(evaluate, pool, alive[0], seeds, beat_parent_z)
     spent = sum(c.episodes for c in pool)
     return SearchResult(
         "successive_halving", pool, winner.key, spent, len(seeds), {"rounds": rounds}
     )
 
 
-def _outcomes(records: Sequence[dict], seeds: Sequence[int]) -> list[bool]:
+def _outcomes(candidate: Candidate, seeds: Sequence[int]) -> list[bool]:
     """Successes in the order of `seeds`, so two candidates' lists pair seed by seed."""
-    by_seed = {r["seed"]: bool(r["success"]) for r in records}
-    missing = [s for s in seeds if s not in by_seed]
+    missing = [s for s in seeds if s not in candidate.outcomes]
     if missing:
         raise ValueError(f"the evaluator returned no record for seeds {missing[:5]}.")
-    return [by_seed[s] for s in seeds]
+    return [candidate.outcomes[s] for s in seeds]
 
 
 def racing(
@@ -413,6 +437,7 @@ def racing(
     z: float = Z_95,
     tolerance: float = 0.0,
     progress: bool = True,
+    beat_parent_z: float = SearchSettings.beat_parent_z,
 ) -> SearchResult:
     """Race the candidates on growing prefixes of `seeds`, `first_slice` more per round.
 
@@ -428,18 +453,17 @@ def racing(
         )
     pool = _pool(candidates)
     alive, n, rounds = list(pool), 0, []
-    outcomes: dict[Key, list[bool]] = {}
     bar = tqdm(desc="racing", disable=not progress, unit="round")
     while len(alive) > 1 and n < len(seeds):
         n = min(len(seeds), n + first_slice)
-        for c, records in zip(alive, _scored(evaluate, alive, seeds[:n]), strict=True):
-            outcomes[c.key] = _outcomes(records, seeds[:n])
+        list(_scored(evaluate, alive, seeds[:n]))
         leader = _best(alive)
+        ahead = _outcomes(leader, seeds[:n])
         alive = [
             c
             for c in alive
             if c is leader
-            or paired_outcomes(outcomes[c.key], outcomes[leader.key], z).ci_high >= tolerance
+            or paired_outcomes(_outcomes(c, seeds[:n]), ahead, z).ci_high >= tolerance
         ]
         rounds.append({"seeds": n, "leader": leader.key.label, "alive": len(alive)})
         bar.update()
@@ -447,6 +471,6 @@ def racing(
     winner = _best(alive)
     if winner.episodes < len(seeds):  # the winner ends on every seed, as in the grid
         _score(winner, evaluate(winner.key, seeds))
-    winner = _against_parents(evaluate, pool, winner, seeds)
+    winner = _against_parents(evaluate, pool, winner, seeds, beat_parent_z)
     spent = sum(c.episodes for c in pool)
     return SearchResult("racing", pool, winner.key, spent, len(seeds), {"rounds": rounds})

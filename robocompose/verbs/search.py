@@ -72,6 +72,7 @@ def _search_and_confirm(config: SearchConfig) -> SearchResult:
         step=config.search.step,
         first_slice=config.search.first_slice,
         tolerance=config.search.tolerance,
+        beat_parent_z=config.search.beat_parent_z,
         num_envs=config.num_envs,
         device=config.device,
         batch_invariant=config.batch_invariant,

@@ -1,6 +1,7 @@
 """Never worse, by construction: each parent alone on its own sampler is a search candidate
-beside the compositions (first, so it wins ties), and a composition at a vertex of the simplex
-is that parent on its own sampler, not the parent on another parent's grid."""
+beside the compositions (first, so it wins ties), a composition replaces the better parent only
+on a lead the search seeds can tell from luck, and a composition at a vertex of the simplex is
+that parent on its own sampler, not the parent on another parent's grid."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import torch
 from robocompose.composition.composed_policy import ComposedPolicy, CompositionConfig
 from robocompose.composition.weight_search import (
     NativeParent,
+    SearchSettings,
     grid_search,
     racing,
     search_pool,
@@ -95,6 +97,29 @@ def test_a_tie_goes_to_the_parent_alone() -> None:
     candidates = search_pool(2, 0.5, ["convex"])
     tie = grid_search(_evaluator({0: 0.6, 1: 0.2}, composed=0.6), candidates, range(50), False)
     assert tie.choice == NativeParent(0, 2)
+
+
+def test_a_lead_of_one_seed_keeps_the_parent_unless_any_lead_is_asked_for() -> None:
+    """The composition solves parent B's 11 of 40 seeds and one more: on a 40-seed search that
+    lead is luck, so B stays; a lead the seeds can tell (11 more) wins; z = 0 takes any lead."""
+
+    def evaluator(extra: int):
+        def run(key, seeds):
+            solved = 11 + (0 if isinstance(key, NativeParent) else extra)
+            if key == NativeParent(0, 2):
+                solved = 5
+            return [{"seed": s, "success": s < solved, "score": float(s < solved)} for s in seeds]
+
+        return run
+
+    candidates = search_pool(2, 0.5, ["convex"])
+    seeds = list(range(40))
+    assert grid_search(evaluator(1), candidates, seeds, False).choice == NativeParent(1, 2)
+    assert grid_search(evaluator(11), candidates, seeds, False).chosen_kind == "composition"
+    any_lead = grid_search(evaluator(1), candidates, seeds, False, beat_parent_z=0)
+    assert any_lead.chosen_kind == "composition"
+    with pytest.raises(ValueError, match="beat_parent_z"):
+        SearchSettings(beat_parent_z=-1)
 
 
 def _vpred_policy(seed: int):

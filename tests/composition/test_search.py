@@ -20,6 +20,7 @@ from robocompose.composition.methods import searchable_methods
 from robocompose.composition.search_record import SearchRecordError, seed_entry, start
 from robocompose.composition.weight_search import SearchSettings
 from robocompose.shipped import shipped_path
+from robocompose.stats import Z_95
 from robocompose.verbs.demo import DemoConfig
 
 PARENTS = [
@@ -81,6 +82,7 @@ def test_search_records_what_it_searched_and_refuses_another_search(tmp_path: Pa
         "method": "grid",
         "step": 1.0,
         "first_slice": 10,
+        "beat_parent_z": Z_95,
         "tolerance": 0.0,
         "operators": ["convex", "weighted_sum"],
     }
@@ -132,7 +134,7 @@ def test_three_parents_race_end_to_end_from_the_cli(tmp_path: Path, capsys) -> N
     main(
         ["search", *three, "--method", "racing", "--step", "1.0", "--episodes", "2"]
         + ["--out", str(out), "num_envs=1", "search.first_slice=1", "search.tolerance=0.02"]
-        + ["--operators", "convex", "confirm=0"]
+        + ["search.beat_parent_z=1.0", "--operators", "convex", "confirm=0"]
     )
     assert "| candidate | success [95% CI] | episodes | mean score |" in capsys.readouterr().out
     record = json.loads((out / "search.json").read_text())
@@ -141,6 +143,7 @@ def test_three_parents_race_end_to_end_from_the_cli(tmp_path: Path, capsys) -> N
         "method": "racing",
         "step": 1.0,
         "first_slice": 1,
+        "beat_parent_z": 1.0,
         "tolerance": 0.02,
         "operators": ["convex"],
     }
