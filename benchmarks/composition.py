@@ -60,7 +60,9 @@ Selector (`--parts selector`, per task `selector`, or `selector_by_score` once t
 P3 search cost, per task: the full grid (11 weights x N seeds) against successive halving
     replayed over random orders of the same seed list (every episode is cached, so the replays
     are free): mean episodes halving spends / grid episodes, and how often it lands within 2
-    points of the grid optimum. The headline `search_cost_ratio` is the mean over tasks.
+    points of what the full grid returns (both by the never-worse rule, so a parent unless a
+    composition beats it beyond chance). The headline `search_cost_ratio` is the mean over
+    tasks.
 P4 search on the 2-simplex (`search_k3`): Stack with three parents (K3_PARENTS, one action
     normaliser), the full grid at step 0.1 (66 weights x N seeds); then, replayed over random
     orders of those seeds from the cached episodes, the grid on fewer seeds, successive halving,

@@ -24,7 +24,6 @@ another search stops with a clear error instead of reusing rounds and verifiers 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 from dataclasses import dataclass
@@ -72,17 +71,15 @@ def _claim(folder: Path, made_for: dict) -> None:
     """Mark `folder` as holding the rounds of `made_for`'s search and composed candidate, or stop
     if it holds another's: its verifiers were trained on that search's chunks, and its round
     episodes were played with that candidate."""
-    path = folder / "made_for.json"
-    if path.is_file():
-        held = json.loads(path.read_text())
-        if held != made_for:
-            raise SystemExit(
-                f"{folder} holds the rounds of another search ({held}), not of this one "
-                f"({made_for}): move that folder aside to train this search's verifier"
-            )
-        return
-    folder.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(made_for, indent=1) + "\n")
+    stamp = ResultsFile("made_for.json", writer="verifier.py", folder=folder)
+    held = stamp.read()
+    if held and held != made_for:
+        raise SystemExit(
+            f"{folder} holds the rounds of another search ({held}), not of this one "
+            f"({made_for}): move that folder aside to train this search's verifier"
+        )
+    if not held:
+        stamp.write(made_for)
 
 
 @dataclass(frozen=True)

@@ -201,7 +201,7 @@ def composition_cost() -> str:
                 f"{b1[cpu]:.2f} ({b16[cpu]:.2f})",
                 b1["best_composed"],
                 f"{cost['search_cost_ratio']:.3f} of {cost['grid_episodes']}",
-                f"{100 * cost['within_2pts_fraction']:.0f}% of {cost['replays']} seed orders",
+                f"{100 * cost['within_2pts_of_grid_choice']:.0f}% of {cost['replays']} seed orders",
             ]
         )
     header = (
@@ -211,7 +211,7 @@ def composition_cost() -> str:
         "same, one-thread CPU time",
         "best setting, batch 1",
         "P3 halving / grid episodes",
-        "halving within 2 points of the grid optimum",
+        "halving within 2 points of the grid's choice",
     )
     return fmt.table(header, rows)
 
