@@ -184,9 +184,10 @@ def test_a_stuck_inference_errs_at_its_deadline_and_the_server_says_unhealthy(si
         first = PolicyClient(server.address, api_key=KEY)
         other = PolicyClient(server.address, api_key=KEY)
         started = time.monotonic()
+        # the server's deadline error (the client's own timeout is 10 s and raises another)
         with pytest.raises(PolicyServerError, match=r"deadline of 0.3 s \(limits.deadline_s\)"):
             first.infer(obs())
-        assert 0.3 <= time.monotonic() - started < 1.0
+        assert time.monotonic() - started >= 0.3
         assert not first.healthy()  # /healthz: 503 while the call runs on
         with pytest.raises(PolicyServerError, match="refused until it returns"):
             other.infer(obs())  # at once, not after another deadline
@@ -215,16 +216,17 @@ def test_limits_close_with_a_code_and_a_reason(single, tmp_path):
     ):
         started = time.monotonic()
         unpack(idle.recv(timeout=5))
-        gone = closed_by_server(idle)
+        gone = closed_by_server(idle)  # within its 5 s receive timeout, not before the limit
         assert gone.rcvd.code == 1000 and "limits.idle_timeout_s" in gone.rcvd.reason
-        assert 0.3 <= time.monotonic() - started < 2.0
+        assert time.monotonic() - started >= 0.3
     # its own server: on a busy machine the burst's replies can outlast a short idle timeout
     with (
-        serving(single, tmp_path, limits=ServerLimits(max_rate_hz=5.0)) as server,
+        serving(single, tmp_path, limits=ServerLimits(max_rate_hz=1.0)) as server,
         connect(server.address, additional_headers=headers) as fast,
     ):
         unpack(fast.recv(timeout=5))
-        # four seconds' worth at once: more than the budget refills while they are answered
+        # twenty seconds' worth at once: the budget (one request) refills by one a second, so
+        # only replies slower than a second each could keep the burst within it
         for _ in range(20):
             fast.send(pack(obs()))
         gone = closed_by_server(fast)
