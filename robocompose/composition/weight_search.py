@@ -355,7 +355,7 @@ def _against_parents(
     short = [c for c in natives if c.episodes < len(seeds)]
     list(_scored(evaluate, short, seeds))
     best = _best(natives)
-    if winner is best or isinstance(winner.key, NativeParent):
+    if isinstance(winner.key, NativeParent):  # the best parent is among them
         return best
     return winner if _beats(winner, best, seeds, beat_parent_z) else best
 
